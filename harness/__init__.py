@@ -1,0 +1,1 @@
+"""VocalGrad evaluation harness: model wrappers, runner, metrics and reports."""

@@ -1,0 +1,70 @@
+"""The `harness` command: eval, report, compare, list-models."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.runner import add_eval_arguments, run_eval, settings_from_args
+
+
+def _eval(ns: argparse.Namespace) -> int:
+    run_eval(settings_from_args(ns))
+    return 0
+
+
+def _report(ns: argparse.Namespace) -> int:
+    from harness.report import report
+
+    print(report(ns.run_dir, ns.out, figures=not ns.no_figures))
+    return 0
+
+
+def _compare(ns: argparse.Namespace) -> int:
+    from harness.report import compare
+
+    print(compare(ns.run_a, ns.run_b))
+    return 0
+
+
+def _list_models(ns: argparse.Namespace) -> int:
+    from harness.models.registry import list_models
+
+    for name, kind, description in list_models():
+        print(f"{name:32s} {kind:10s} {description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    p = argparse.ArgumentParser(prog="harness", description="Evaluate audio LMs on VocalGrad.")
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("eval", help="run or resume an evaluation in this process")
+    add_eval_arguments(e)
+    e.set_defaults(func=_eval)
+    r = sub.add_parser("report", help="tables and figures recomputed from a run's samples files")
+    r.add_argument("run_dir")
+    r.add_argument("--out", default=None, help="where report.md and the PNGs go (default: the run dir)")
+    r.add_argument("--no-figures", action="store_true")
+    r.set_defaults(func=_report)
+    c = sub.add_parser("compare", help="McNemar test per config between two runs on the same clips")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    c.set_defaults(func=_compare)
+    m = sub.add_parser("list-models", help="models the registry knows")
+    m.set_defaults(func=_list_models)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `harness` console script."""
+    ns = build_parser().parse_args(argv)
+    try:
+        return ns.func(ns)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""Row sources for the runner: on-the-fly generation, a Parquet build, the published release layout.
+
+Every source yields the same row dicts (:class:`BenchRow`) and lists its work as :class:`SourceUnit`s
+(the 24 rows of one source clip), so the runner can shard by source clip without decoding audio.
+Audio is decoded with soundfile only: the eval path needs no FFmpeg.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypedDict
+
+import numpy as np
+import soundfile as sf
+
+from vocalgrad_dataset import grid
+
+# Config names in the paper's Table 2 order (SPEC §3, §7).
+CONFIGS: tuple[str, ...] = (
+    "speed", "pitch", "volume", "distortion", "roughness", "noise", "echo", "clarity", "vibration",
+)  # fmt: skip
+# Category names used by the published release and the published result files.
+PUBLISHED_NAME: dict[str, str] = {
+    "speed": "speaking_speed",
+    "pitch": "voice_pitch",
+    "volume": "volume",
+    "distortion": "audio_distortion",
+    "roughness": "audio_roughness",
+    "noise": "background_noise",
+    "echo": "echo",
+    "clarity": "voice_clarity",
+    "vibration": "voice_vibration",
+}
+CONFIG_OF_PUBLISHED: dict[str, str] = {v: k for k, v in PUBLISHED_NAME.items()}
+# Seam: SPEC §3 attribute words, used only until vocalgrad_dataset.categories.CATEGORIES exists.
+_ATTRIBUTE_FALLBACK: dict[str, str] = {c: PUBLISHED_NAME[c].replace("_", " ") for c in CONFIGS}
+
+
+class AudioDict(TypedDict):
+    array: np.ndarray  # float32, mono
+    sampling_rate: int
+
+
+class BenchRow(TypedDict):
+    """One benchmark clip as every row source yields it (keys of the generator's rows)."""
+
+    audio: AudioDict
+    benchmark_clip_id: str
+    category: str  # config name ("speed"), whatever the source called it
+    attribute: str
+    prompt: str
+    label: str  # "increase" / "decrease"
+    direction: str
+    curve: str
+    tier: str
+    source_item_id: str
+    source_clip_id: str
+    speaker_id: str
+    onset_sec: float
+    offset_sec: float
+    duration_sec: float
+
+
+@dataclass(frozen=True)
+class SourceUnit:
+    """The rows of one source clip: the unit of sharding, resume and clustering."""
+
+    key: str  # "{source_item_id}__{source_clip_id}"
+    duration_sec: float  # seconds of audio in the unit, for length balancing
+    clip_ids: tuple[str, ...]  # benchmark ids in dataset order
+
+
+class RowSource(Protocol):
+    """Where benchmark rows come from."""
+
+    description: str
+
+    def units(self, config: str) -> list[SourceUnit]:
+        """All units of a config in dataset order (no audio decoded)."""
+        ...
+
+    def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
+        """The rows of the given units, decoded, in dataset order."""
+        ...
+
+
+def config_name(name: str) -> str:
+    """Our config name for "speed" or the published "speaking_speed"; "did you mean" otherwise."""
+    if name in PUBLISHED_NAME:
+        return name
+    if name in CONFIG_OF_PUBLISHED:
+        return CONFIG_OF_PUBLISHED[name]
+    close = difflib.get_close_matches(name, [*CONFIGS, *CONFIG_OF_PUBLISHED], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"unknown config {name!r}{hint} (known: {', '.join(CONFIGS)})")
+
+
+def attribute_word(config: str) -> str:
+    """The prompt attribute word of a config (SPEC §3 table)."""
+    config = config_name(config)
+    try:
+        from vocalgrad_dataset.categories import CATEGORIES
+    except ImportError:
+        return _ATTRIBUTE_FALLBACK[config]
+    return CATEGORIES[config].attribute
+
+
+def unit_key(source_item_id: str, source_clip_id: str) -> str:
+    """Key of the unit a row belongs to."""
+    return f"{source_item_id}__{source_clip_id}"
+
+
+def read_audio(file: str | Path | io.BytesIO) -> AudioDict:
+    """Decode a file (or bytes) with soundfile to mono float32 (PCM16 / 32768, as SPEC §2 reads it)."""
+    data, sr = sf.read(file, dtype="float32", always_2d=True)
+    mono = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1, dtype=np.float32)
+    return {"array": np.ascontiguousarray(mono, dtype=np.float32), "sampling_rate": int(sr)}
+
+
+def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
+    """Coerce a source's row to :class:`BenchRow` (config name, floats, ids parsed from the clip id)."""
+    clip_id = str(row["benchmark_clip_id"])
+    item, clip, cond = grid.parse_clip_id(clip_id)
+    return {
+        "audio": row["audio"],
+        "benchmark_clip_id": clip_id,
+        "category": config,
+        "attribute": str(row.get("attribute") or attribute_word(config)),
+        "prompt": str(row.get("prompt") or ""),
+        "label": str(row.get("label") or cond.label),
+        "direction": str(row.get("direction") or cond.direction),
+        "curve": str(row.get("curve") or cond.curve),
+        "tier": str(row.get("tier") or cond.tier),
+        "source_item_id": str(row.get("source_item_id") or item),
+        "source_clip_id": str(row.get("source_clip_id") or clip),
+        "speaker_id": str(row.get("speaker_id") or ""),
+        "onset_sec": _float(row.get("onset_sec")),
+        "offset_sec": _float(row.get("offset_sec")),
+        "duration_sec": _float(row.get("duration_sec")),
+    }
+
+
+def _float(value: Any) -> float:
+    return float(value) if value not in (None, "") else float("nan")
+
+
+def _group_units(ids: Sequence[str], durations: Sequence[float]) -> list[SourceUnit]:
+    """Units in order of first appearance from per-row ids and durations."""
+    order: dict[str, tuple[list[str], list[float]]] = {}
+    for cid, dur in zip(ids, durations, strict=True):
+        item, clip, _ = grid.parse_clip_id(cid)
+        ids_, durs = order.setdefault(unit_key(item, clip), ([], []))
+        ids_.append(cid)
+        durs.append(0.0 if np.isnan(dur) else dur)
+    return [SourceUnit(k, float(sum(d)), tuple(i)) for k, (i, d) in order.items()]
+
+
+class GeneratorSource:
+    """Rows generated on the fly by vocalgrad_dataset.generate (no build step)."""
+
+    def __init__(self, split: str, source: str = "vctk", data_dir: str | None = None) -> None:
+        self.split, self.source, self.data_dir = split, source, data_dir
+        self.description = f"generate:{source}"
+        self._clips: dict[str, Any] | None = None
+
+    def _source_clips(self) -> dict[str, Any]:
+        if self._clips is None:
+            from vocalgrad_dataset.generate import source_clips
+
+            clips = source_clips(self.split, self.source, self.data_dir)
+            self._clips = {unit_key(c.source_item_id, c.source_clip_id): c for c in clips}
+        return self._clips
+
+    def units(self, config: str) -> list[SourceUnit]:
+        """24 rows per source clip, weighted by the clip's duration (read from the file header)."""
+        n = len(grid.conditions())
+        return [
+            SourceUnit(key, n * _clip_duration(c), tuple(grid.iter_ids([(c.source_item_id, c.source_clip_id)])))
+            for key, c in self._source_clips().items()
+        ]
+
+    def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
+        from vocalgrad_dataset.generate import iter_rows
+
+        clips = [self._source_clips()[u.key] for u in units]
+        if not clips:
+            return
+        for row in iter_rows(config, self.split, self.source, self.data_dir, clips=clips):
+            yield normalize_row(row, config)
+
+
+def _clip_duration(clip: Any) -> float:
+    """Duration of a source clip from its file header; its speech offset when the file is absent."""
+    try:
+        return float(sf.info(clip.path).duration)
+    except (RuntimeError, OSError, TypeError):
+        return float(clip.offset_sec or 1.0)
+
+
+class ParquetSource:
+    """A Parquet build directory loaded with `datasets`; audio decoded here with soundfile."""
+
+    _COLUMNS = ("benchmark_clip_id", "duration_sec")
+
+    def __init__(self, path: str | Path, split: str) -> None:
+        self.path, self.split = Path(path), split
+        self.description = f"parquet:{self.path}"
+        self._ds: dict[str, Any] = {}
+
+    def _dataset(self, config: str) -> Any:
+        if config not in self._ds:
+            import datasets
+
+            ds = datasets.load_dataset(str(self.path), config, split=self.split)
+            self._ds[config] = ds.cast_column("audio", datasets.Audio(decode=False))
+        return self._ds[config]
+
+    def units(self, config: str) -> list[SourceUnit]:
+        meta = self._dataset(config).select_columns(list(self._COLUMNS)).to_dict()
+        return _group_units(meta["benchmark_clip_id"], [_float(d) for d in meta["duration_sec"]])
+
+    def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
+        ds = self._dataset(config)
+        wanted = {cid for u in units for cid in u.clip_ids}
+        ids = ds.select_columns(["benchmark_clip_id"])["benchmark_clip_id"]
+        for row in ds.select([i for i, cid in enumerate(ids) if cid in wanted]):
+            audio = row["audio"]
+            file = io.BytesIO(audio["bytes"]) if audio.get("bytes") else audio["path"]
+            yield normalize_row({**row, "audio": read_audio(file)}, config)
+
+
+class ReleaseSource:
+    """The published release layout: `metadata.csv` (file_name, category, benchmark_clip_id, ...) + audio/."""
+
+    def __init__(self, path: str | Path, split: str) -> None:
+        self.path, self.split = Path(path), split
+        self.description = f"release:{self.path}"
+        self._meta: list[dict[str, str]] | None = None
+
+    def _rows_of(self, config: str) -> list[dict[str, str]]:
+        if self._meta is None:
+            with open(self.path / "metadata.csv", newline="", encoding="utf-8") as fh:
+                self._meta = list(csv.DictReader(fh))
+        name = PUBLISHED_NAME[config]
+        return [
+            r
+            for r in self._meta
+            if r["category"] in (name, config) and r.get("split", self.split) in (self.split, "")
+        ]
+
+    def units(self, config: str) -> list[SourceUnit]:
+        rows = self._rows_of(config)
+        return _group_units([r["benchmark_clip_id"] for r in rows], [_float(r.get("duration_sec")) for r in rows])
+
+    def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
+        wanted = {cid for u in units for cid in u.clip_ids}
+        for r in self._rows_of(config):
+            if r["benchmark_clip_id"] in wanted:
+                yield normalize_row({**r, "audio": read_audio(self.path / r["file_name"])}, config)
+
+
+def open_source(
+    split: str = "test", source: str = "vctk", data_dir: str | None = None, dataset: str | None = None
+) -> RowSource:
+    """A built dataset when `dataset` is given (release layout if it has metadata.csv), else generation."""
+    if dataset is None:
+        return GeneratorSource(split, source, data_dir)
+    path = Path(dataset)
+    if not path.is_dir():
+        raise FileNotFoundError(f"dataset directory not found: {path}")
+    if (path / "metadata.csv").is_file():
+        return ReleaseSource(path, split)
+    return ParquetSource(path, split)

@@ -1,0 +1,213 @@
+"""Metrics over samples rows (SPEC §5): accuracies, bias, exact match, intervals, paired tests.
+
+Conventions:
+- Headline accuracy is over all clips: unparsed and error rows count as wrong.
+- 95 % intervals use the normal approximation p ± 1.96·sqrt(p(1−p)/n), clipped to [0, 1]. The paper's
+  intervals are a parametric bootstrap of Binomial(n, p̂) (percentiles of 10,000 draws), which this
+  approximates closely at n = 2,400; reference/ prescribes nothing else.
+- Clustered intervals treat the rows of one source clip as a cluster (the 24 conditions of a clip share
+  its speaker and sentence): CR1 sandwich variance G/(G−1)·Σ_g(Σ_{i∈g} w_i(y_i − p))².
+- McNemar: exact two-sided binomial test on the discordant pairs, p = min(1, 2·P(X ≤ min(b, c))),
+  X ~ Binomial(b + c, 1/2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import binom
+
+from harness.parsing import INCREASE, get_parser, is_exact
+
+Z95 = 1.959963984540054  # two-sided 95 % normal quantile
+BREAKDOWN_KEYS: tuple[str, ...] = ("tier", "curve", "direction")
+
+
+def binomial_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Normal-approximation interval for k successes in n trials, clipped to [0, 1]."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    p = k / n
+    half = z * math.sqrt(p * (1 - p) / n)
+    return (max(0.0, p - half), min(1.0, p + half))
+
+
+def binomial_stderr(k: int, n: int) -> float:
+    """sqrt(p(1−p)/n)."""
+    return math.sqrt((k / n) * (1 - k / n) / n) if n else float("nan")
+
+
+def cluster_stderr(values: Sequence[float], clusters: Sequence[Any], weights: Sequence[float] | None = None,
+                   means: Sequence[float] | None = None) -> float:
+    """Cluster-robust (CR1) standard error of the weighted mean Σ w_i y_i (weights default to 1/n).
+
+    `means` gives each row's group mean when the estimate is a mean of group means (9-category mean).
+    """
+    y = np.asarray(values, dtype=np.float64)
+    n = len(y)
+    if n == 0:
+        return float("nan")
+    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)
+    mu = np.full(n, float(np.sum(w * y))) if means is None else np.asarray(means, dtype=np.float64)
+    psi = w * (y - mu)
+    sums: dict[Any, float] = defaultdict(float)
+    for c, v in zip(clusters, psi, strict=True):
+        sums[c] += float(v)
+    g = len(sums)
+    if g < 2:
+        return float("nan")
+    return math.sqrt(g / (g - 1) * sum(s * s for s in sums.values()))
+
+
+def _pred(row: Mapping[str, Any]) -> str | None:
+    return None if row.get("error") else row.get("pred")
+
+
+def _correct(row: Mapping[str, Any]) -> bool:
+    return _pred(row) is not None and _pred(row) == row["gold"]
+
+
+def _ambiguous(row: Mapping[str, Any]) -> bool:
+    if row.get("error") or row.get("mode") == "choices":
+        return False
+    return get_parser(row.get("parser") or "main").is_ambiguous(row.get("raw"))
+
+
+def _exact(row: Mapping[str, Any]) -> bool:
+    if row.get("error"):
+        return False
+    return is_exact(row.get("raw"), row.get("answer_words") or ("increase", "decrease"))
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """All metrics of one set of rows (one config, or one breakdown cell)."""
+    n = len(rows)
+    correct = [_correct(r) for r in rows]
+    preds = [_pred(r) for r in rows]
+    exact = [_exact(r) for r in rows]
+    n_correct, n_parsed = sum(correct), sum(p is not None for p in preds)
+    n_increase = sum(p == INCREASE for p in preds)
+    lo, hi = binomial_interval(n_correct, n)
+    se_cl = cluster_stderr([float(c) for c in correct], [r.get("source_clip_id") for r in rows])
+    recalls = []
+    for gold in ("increase", "decrease"):
+        idx = [i for i, r in enumerate(rows) if r["gold"] == gold]
+        if idx:
+            recalls.append(sum(correct[i] for i in idx) / len(idx))
+    acc = n_correct / n if n else float("nan")
+    return {
+        "n": n,
+        "n_correct": n_correct,
+        "n_parsed": n_parsed,
+        "n_unparsed": n - n_parsed,
+        "n_ambiguous": sum(_ambiguous(r) for r in rows),
+        "n_error": sum(bool(r.get("error")) for r in rows),
+        "accuracy": acc,
+        "accuracy_stderr": binomial_stderr(n_correct, n),
+        "accuracy_ci_low": lo,
+        "accuracy_ci_high": hi,
+        "accuracy_cluster_stderr": se_cl,
+        "accuracy_cluster_ci_low": max(0.0, acc - Z95 * se_cl) if not math.isnan(se_cl) else float("nan"),
+        "accuracy_cluster_ci_high": min(1.0, acc + Z95 * se_cl) if not math.isnan(se_cl) else float("nan"),
+        "parsed_accuracy": n_correct / n_parsed if n_parsed else float("nan"),
+        "balanced_accuracy": sum(recalls) / len(recalls) if recalls else float("nan"),
+        "increase_ratio": n_increase / n_parsed if n_parsed else float("nan"),
+        "increase_ratio_all": n_increase / n if n else float("nan"),
+        "exact_match_rate": sum(exact) / n if n else float("nan"),
+        "exact_match_accuracy": sum(e and c for e, c in zip(exact, correct, strict=True)) / n if n else float("nan"),
+    }
+
+
+def breakdowns(rows: Sequence[Mapping[str, Any]], keys: Iterable[str] = BREAKDOWN_KEYS) -> dict[str, dict[str, Any]]:
+    """summarize() per value of each key (tier, curve, direction), values in first-seen order."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        groups: dict[str, list[Mapping[str, Any]]] = {}
+        for r in rows:
+            groups.setdefault(str(r.get(key)), []).append(r)
+        out[key] = {value: summarize(g) for value, g in groups.items()}
+    return out
+
+
+def category_mean(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Unweighted mean over configs of all-clip accuracy (the headline), with both standard errors.
+
+    The binomial SE assumes independent configs: sqrt(Σ se_c²)/k. The clustered SE clusters rows of the
+    same source clip *across* configs, which also captures the correlation between categories.
+    """
+    k = len(rows_by_config)
+    if k == 0:
+        return {"n_configs": 0, "accuracy": float("nan")}
+    accs, ses, y, w, mu, cl = [], [], [], [], [], []
+    for rows in rows_by_config.values():
+        n = len(rows)
+        c = [float(_correct(r)) for r in rows]
+        acc = sum(c) / n if n else float("nan")
+        accs.append(acc)
+        ses.append(binomial_stderr(int(sum(c)), n))
+        y += c
+        w += [1.0 / (k * n)] * n
+        mu += [acc] * n
+        cl += [r.get("source_clip_id") for r in rows]
+    mean = sum(accs) / k
+    se = math.sqrt(sum(s * s for s in ses)) / k
+    se_cl = cluster_stderr(y, cl, weights=w, means=mu)
+    return {
+        "n_configs": k,
+        "configs": list(rows_by_config),
+        "accuracy": mean,
+        "accuracy_stderr": se,
+        "accuracy_ci_low": max(0.0, mean - Z95 * se),
+        "accuracy_ci_high": min(1.0, mean + Z95 * se),
+        "accuracy_cluster_stderr": se_cl,
+    }
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Paired comparison of two runs on the same clips."""
+
+    n_pairs: int
+    accuracy_a: float
+    accuracy_b: float
+    only_a_correct: int  # b in the usual notation
+    only_b_correct: int  # c
+    p_value: float
+    n_only_in_a: int = 0
+    n_only_in_b: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts."""
+    if b + c == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * binom.cdf(min(b, c), b + c, 0.5)))
+
+
+def mcnemar(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]]) -> McNemarResult:
+    """McNemar test pairing rows by benchmark_clip_id (unparsed = wrong); needs a common clip."""
+    a = {r["benchmark_clip_id"]: _correct(r) for r in rows_a}
+    b = {r["benchmark_clip_id"]: _correct(r) for r in rows_b}
+    common = [cid for cid in a if cid in b]
+    if not common:
+        raise ValueError("the two runs share no clip id; McNemar needs paired rows")
+    only_a = sum(a[c] and not b[c] for c in common)
+    only_b = sum(b[c] and not a[c] for c in common)
+    return McNemarResult(
+        n_pairs=len(common),
+        accuracy_a=sum(a[c] for c in common) / len(common),
+        accuracy_b=sum(b[c] for c in common) / len(common),
+        only_a_correct=only_a,
+        only_b_correct=only_b,
+        p_value=mcnemar_exact(only_a, only_b),
+        n_only_in_a=len(a) - len(common),
+        n_only_in_b=len(b) - len(common),
+    )

@@ -1,0 +1,335 @@
+"""HFAudioLM: one generic transformers wrapper; a FamilySpec carries every per-family difference."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
+from .families import FamilySpec, get_family
+from .fast_encoder import build_fast_audio
+from .protocol import AudioClip, HiddenStates, Prompt
+
+log = logging.getLogger(__name__)
+
+# Rendered in place of a clip when only the chat template's text is needed (the processor inserts audio).
+_AUDIO_STUB = "<clip>"
+
+
+@dataclass
+class PromptPass:
+    """What one prompt forward leaves behind for scoring, continuation and probing."""
+
+    last_logits: torch.Tensor  # (B, V) at the last prompt position
+    attention_mask: torch.Tensor  # (B, T), left padded
+    last_position: torch.Tensor  # (B,) RoPE position of the last prompt token
+    cache: Any = None
+    hidden: tuple[torch.Tensor, ...] | None = None  # (n_layers + 1) x (B, T, d)
+
+
+def _resolve(module: Any, path: str) -> Any:
+    for part in path.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _audio_token_id(config: Any, processor: Any) -> int:
+    """The placeholder id the model overwrites with audio features."""
+    for holder in (config, getattr(config, "audio_config", None), getattr(config, "thinker_config", None)):
+        value = getattr(holder, "audio_token_id", None) if holder is not None else None
+        if isinstance(value, int):
+            return value
+    value = getattr(processor, "audio_token_id", None)
+    if isinstance(value, int):
+        return value
+    return int(processor.tokenizer.convert_tokens_to_ids(processor.audio_token))
+
+
+def _resample(clip: AudioClip, sr: int) -> np.ndarray:
+    x = np.asarray(clip.array, dtype=np.float32)
+    if x.ndim > 1:  # the protocol says mono; tolerate (channels, samples) by averaging
+        x = x.mean(axis=0)
+    if clip.sampling_rate != sr:
+        import librosa
+
+        x = librosa.resample(x, orig_sr=clip.sampling_rate, target_sr=sr, res_type="soxr_hq").astype(np.float32)
+    return x
+
+
+class HFAudioLM(BaseAudioLM):
+    """A transformers audio LM: greedy generation, choice scoring and hidden states, batched by the base."""
+
+    kind = "hf"
+    supports_hidden_states = True
+
+    def __init__(
+        self,
+        model_id: str,
+        family: FamilySpec | str,
+        *,
+        name: str | None = None,
+        device: Any = None,
+        dtype: Any = None,
+        batch_size: int = 8,
+        trust_remote_code: bool = False,
+        attn_implementation: str | None = None,
+        fast_encoder: bool = False,
+        revision: str | None = None,
+        model: Any = None,
+        processor: Any = None,
+    ) -> None:
+        super().__init__(name or model_id, batch_size=batch_size)
+        import transformers
+
+        self.spec = get_family(family) if isinstance(family, str) else family
+        self.model_id = model_id
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype or self.spec.dtype, self.device)
+        # trust_remote_code is only ever what the caller passed: never switched on here.
+        hub = {"trust_remote_code": trust_remote_code, "revision": revision or self.spec.revision}
+        if processor is None:
+            processor = getattr(transformers, self.spec.processor_class).from_pretrained(model_id, **hub)
+        if model is None:
+            model = getattr(transformers, self.spec.model_class).from_pretrained(
+                model_id,
+                dtype=self.dtype,
+                attn_implementation=attn_implementation or self.spec.attn_implementation,
+                device_map=None if self.device.type == "cpu" else str(self.device),
+                **self.spec.load_kwargs,
+                **hub,
+            )
+        if self.spec.submodule:
+            model = getattr(model, self.spec.submodule)
+        self.model = model.to(device=self.device, dtype=self.dtype).eval()
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        self.tokenizer.padding_side = "left"  # every row ends at the same index: the answer position
+        self.audio_token_id = _audio_token_id(self.model.config, processor)
+        self.fast = build_fast_audio(self.model, self.spec.fast_encoder) if fast_encoder else None
+        if fast_encoder and self.fast is None:
+            log.warning("%s: no proven fast encoder for family %s; using the stock forward", self.name, self.spec.name)
+        self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        self._choice_memo: dict[str, tuple[list[int], str]] = {}
+
+    @property
+    def pad_token_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+    # ---- prompt rendering -----------------------------------------------------------------------------
+    def _conversation(self, prompt: Prompt, answer: str | None = None) -> list[dict]:
+        """The chat messages for one prompt (segments in order), optionally with an assistant answer."""
+        spec = self.spec
+        messages: list[dict] = []
+        if spec.system_prompt is not None:
+            messages.append({"role": "system", "content": spec.system_prompt})
+        if spec.content_style == "string":
+            user: Any = "".join(s if isinstance(s, str) else spec.audio_placeholder for s in prompt.segments)
+        else:
+            user = [
+                {"type": "text", "text": s} if isinstance(s, str) else self._audio_item(s) for s in prompt.segments
+            ]
+        messages.append({"role": "user", "content": user})
+        if answer is not None:
+            messages.append({"role": "assistant", "content": answer})
+        return messages
+
+    def _audio_item(self, clip: AudioClip) -> dict:
+        if self.spec.input_style == "render":
+            return {"type": "audio", "audio": _AUDIO_STUB}
+        x = _resample(clip, self.spec.sampling_rate)
+        if self.spec.chat_audio_field == "base64":
+            return {"type": "audio", "base64": wav_base64(x, self.spec.sampling_rate)}
+        return {"type": "audio", "audio": x}
+
+    def _render(self, messages: list[dict], generation_prompt: bool) -> str:
+        return self.processor.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=generation_prompt
+        )
+
+    def _encode(self, prompts: list[Prompt], suffixes: list[str] | None = None) -> dict[str, torch.Tensor]:
+        """Processor outputs for a batch (left padded), on the model's device and dtype."""
+        limit = self.spec.max_audios
+        for p in prompts:
+            if limit is not None and len(p.audios) > limit:
+                raise ModelError(f"{self.spec.name} takes at most {limit} clip(s) per prompt", p.clip_id)
+        if self.spec.input_style == "chat":
+            if suffixes:
+                raise ModelError(f"{self.spec.name}: prompt+answer rows need a 'render' family")
+            inputs = self.processor.apply_chat_template(
+                [self._conversation(p) for p in prompts],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+                return_tensors="pt",
+                processor_kwargs={"padding": True, **self.spec.processor_kwargs},
+            )
+        else:
+            texts = [self._render(self._conversation(p), True) for p in prompts]
+            if suffixes:
+                texts = [t + s for t, s in zip(texts, suffixes, strict=True)]
+            # Padding goes to the tokenizer only: Whisper-style feature extractors must keep their 30 s padding.
+            text_kwargs: dict[str, Any] = {"padding": True, "padding_side": "left"}
+            bos = getattr(self.tokenizer, "bos_token", None)
+            if bos and all(t.startswith(bos) for t in texts):
+                text_kwargs["add_special_tokens"] = False  # the template already wrote BOS
+            kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "text_kwargs": text_kwargs}
+            audios = [_resample(a, self.spec.sampling_rate) for p in prompts for a in p.audios]
+            if audios:
+                kwargs[self.spec.audio_kwarg] = audios
+                kwargs["sampling_rate"] = self.spec.sampling_rate
+            inputs = self.processor(**kwargs, **self.spec.processor_kwargs)
+        out = {}
+        for k, v in dict(inputs).items():
+            if isinstance(v, torch.Tensor):
+                v = v.to(self.device)
+                out[k] = v.to(self.dtype) if v.is_floating_point() else v
+        return out
+
+    # ---- forward passes -------------------------------------------------------------------------------
+    def _fast_embeds(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Token embeddings with the fast encoder's audio features scattered into the audio positions."""
+        ids = inputs["input_ids"]
+        embeds = self.model.get_input_embeddings()(ids)
+        if "input_features" not in inputs:
+            return embeds
+        feats = torch.cat(self.fast(inputs["input_features"], inputs[self.spec.feature_mask_key]))
+        slots = ids == self.audio_token_id
+        if int(slots.sum()) != feats.shape[0]:
+            raise ModelError(f"fast encoder made {feats.shape[0]} audio features for {int(slots.sum())} slots")
+        return embeds.masked_scatter(slots[..., None], feats.to(embeds.dtype))
+
+    @torch.inference_mode()
+    def _forward_prompt(self, inputs: dict[str, torch.Tensor], use_cache: bool, hidden: bool) -> PromptPass:
+        mask = inputs["attention_mask"]
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        extra: dict[str, Any] = {"use_cache": use_cache, "output_hidden_states": hidden}
+        if self.spec.position_ids_from_mask:
+            extra["position_ids"] = positions
+        if self.fast is not None:
+            decoder = _resolve(self.model, self.spec.decoder_path)
+            out = decoder(inputs_embeds=self._fast_embeds(inputs), attention_mask=mask, **extra)
+            last = _resolve(self.model, self.spec.lm_head_path)(out.last_hidden_state[:, -1])
+        else:
+            if self._keeps_logits:
+                extra["logits_to_keep"] = 1  # the (B, T, V) logits of a 7B vocab are pure waste here
+            out = self.model(**inputs, **extra)
+            last = out.logits[:, -1]
+        cache = out.cache if hasattr(out, "cache") else getattr(out, "past_key_values", None)
+        return PromptPass(last, mask, positions[:, -1], cache, getattr(out, "hidden_states", None))
+
+    # ---- BaseAudioLM hooks ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:
+        inputs = self._encode(prompts)
+        config = copy.deepcopy(self.model.generation_config)
+        # Greedy decoding as published; sampling knobs from the checkpoint's config must not leak in.
+        config.do_sample, config.num_beams = False, 1
+        config.temperature = config.top_p = config.top_k = None
+        config.repetition_penalty = None
+        config.max_new_tokens, config.max_length = max_new_tokens, None
+        if config.pad_token_id is None:
+            config.pad_token_id = self.pad_token_id
+        out = self.model.generate(**inputs, generation_config=config, **self.spec.generate_kwargs)
+        new_tokens = out[:, inputs["input_ids"].shape[1] :]
+        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+
+    def _choice_token_ids(self, choices: tuple[str, ...]) -> list[list[int]]:
+        return [self._choice_tokens(c)[0] for c in choices]
+
+    def _choice_tokens(self, choice: str) -> tuple[list[int], str]:
+        """Token ids of a choice exactly as the template renders it after the generation prompt, and that text."""
+        if choice in self._choice_memo:
+            return self._choice_memo[choice]
+        encode = self.tokenizer.encode
+        if self.spec.input_style == "chat":
+            result = (list(encode(choice, add_special_tokens=False)), choice)
+        else:
+            probe = Prompt(("x",))
+            prefix = self._render(self._conversation(probe), True)
+            full = self._render(self._conversation(probe, choice), False)
+            rest = full[len(prefix) :] if full.startswith(prefix) else ""
+            at = rest.find(choice)
+            if at < 0:
+                raise ModelError(f"{self.spec.name}: the chat template does not render {choice!r} after its prompt")
+            text = rest[: at + len(choice)]  # e.g. an empty think block some templates insert, then the word
+            head = encode(prefix, add_special_tokens=False)
+            both = encode(prefix + text, add_special_tokens=False)
+            # Tokenise in context so merges across the boundary match what the model would have produced.
+            ids = both[len(head) :] if both[: len(head)] == head else encode(text, add_special_tokens=False)
+            result = (list(ids), text)
+        self._choice_memo[choice] = result
+        return result
+
+    def _prompt_logits(self, prompts: list[Prompt], keep_state: bool) -> tuple[torch.Tensor, PromptPass]:
+        state = self._forward_prompt(self._encode(prompts), use_cache=keep_state, hidden=False)
+        return state.last_logits, state
+
+    def _score_batch(self, prompts: list[Prompt], choices: tuple[str, ...]) -> np.ndarray:
+        multi = any(len(t) > 1 for t in self._choice_token_ids(choices))
+        if multi and not self.spec.cache_continuation:
+            return self._score_rows(prompts, choices)
+        return super()._score_batch(prompts, choices)
+
+    @torch.inference_mode()
+    def _continuation_logprobs(self, state: PromptPass, token_ids: list[list[int]]) -> torch.Tensor:
+        """Feed tokens 1..n-1 of every choice after the cached prompt (rows b*C + c) in one forward."""
+        n_rows, n_choices = state.last_logits.shape[0], len(token_ids)
+        width = max(len(t) for t in token_ids) - 1
+        feed = torch.full((n_choices, width), self.pad_token_id, dtype=torch.long)
+        target = torch.zeros((n_choices, width), dtype=torch.long)
+        valid = torch.zeros((n_choices, width), dtype=torch.bool)
+        for c, t in enumerate(token_ids):
+            feed[c, : len(t) - 1] = torch.tensor(t[:-1])
+            target[c, : len(t) - 1] = torch.tensor(t[1:])
+            valid[c, : len(t) - 1] = True
+        dev = self.device
+        feed, target, valid = (x.to(dev).repeat(n_rows, 1) for x in (feed, target, valid))
+        state.cache.batch_repeat_interleave(n_choices)
+        mask = torch.cat([state.attention_mask.repeat_interleave(n_choices, 0), valid.long()], dim=1)
+        positions = state.last_position.repeat_interleave(n_choices)[:, None] + 1 + torch.arange(width, device=dev)
+        extra = {"position_ids": positions} if self.spec.position_ids_from_mask else {}
+        out = self.model(input_ids=feed, attention_mask=mask, cache=state.cache, use_cache=True, **extra)
+        logp = torch.log_softmax(out.logits.float(), dim=-1).gather(-1, target[..., None])[..., 0]
+        return (logp * valid).sum(-1).view(n_rows, n_choices)
+
+    @torch.inference_mode()
+    def _score_rows(self, prompts: list[Prompt], choices: tuple[str, ...]) -> np.ndarray:
+        """Fallback for families without cache continuation: one row per (prompt, choice), one forward."""
+        tokens = [self._choice_tokens(c) for c in choices]
+        rows = [p for p in prompts for _ in choices]
+        inputs = self._encode(rows, suffixes=[text for _ in prompts for _, text in tokens])
+        logits = self.model(**inputs).logits
+        ids = inputs["input_ids"]
+        scores = np.zeros((len(prompts), len(choices)))
+        for r in range(len(rows)):
+            want = tokens[r % len(choices)][0]
+            n = len(want)
+            if ids[r, -n:].tolist() != want:
+                raise ModelError(f"{self.spec.name}: choice tokens shift when appended to the prompt")
+            logp = torch.log_softmax(logits[r, -n - 1 : -1].float(), dim=-1)
+            scores[r // len(choices), r % len(choices)] = float(logp.gather(-1, ids[r, -n:, None]).sum())
+        return scores
+
+    def _hidden_batch(self, prompts: list[Prompt]) -> HiddenStates:
+        inputs = self._encode(prompts)
+        state = self._forward_prompt(inputs, use_cache=False, hidden=True)
+        if state.hidden is None:
+            raise ModelError(f"{self.name}: the forward returned no hidden states")
+        out = HiddenStates()
+        for b in range(len(prompts)):
+            keep = state.attention_mask[b].bool()
+            layers = torch.stack([h[b, keep] for h in state.hidden]).float().cpu().numpy()
+            audio_pos = (inputs["input_ids"][b, keep] == self.audio_token_id).nonzero()[:, 0].cpu().numpy()
+            out.decoder.append(layers)
+            # Layer 0 is the decoder's input embedding: at audio slots, exactly the projected audio features.
+            out.pre_llm_audio.append(layers[0][audio_pos])
+            out.audio_positions.append(audio_pos)
+            out.output_position.append(int(keep.sum()) - 1)
+        return out

@@ -1,0 +1,392 @@
+"""The evaluation loop: data-parallel sharding by source clip, batching, retry, resume, merge.
+
+Every rank (accelerate process) reads the clips already present in ANY shard file of the run, then —
+after a barrier, so no rank sees another's new rows — takes a deterministic, length-balanced slice of
+the remaining source clips and appends one line per clip to its own shard. After a second barrier
+rank 0 merges the shards by clip id into `samples_<config>.jsonl` in dataset order. No collective
+carries rows: the file system is the channel, which is also what makes resume free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from harness import results as res
+from harness.data import CONFIGS, PUBLISHED_NAME, RowSource, SourceUnit, config_name, open_source
+from harness.models.protocol import AudioLM, Prompt
+from harness.prompts import Variant, Vocabulary, build_prompt, get_variant
+from harness.results import SampleRow
+from vocalgrad_dataset import grid
+
+MODES = ("generate", "choices")
+# A rank that finishes its slice waits at the barrier for the slowest one; the default collective
+# timeouts (10-30 min) would kill long runs. If a rank crashes, the launcher tears the group down.
+BARRIER_TIMEOUT = timedelta(hours=12)
+T = TypeVar("T")
+
+
+@dataclass
+class EvalSettings:
+    """Everything that defines a run (recorded in results.json "config")."""
+
+    model: str
+    configs: list[str]
+    out: str
+    split: str = "test"
+    source: str = "vctk"
+    data_dir: str | None = None
+    dataset: str | None = None  # a Parquet build or a published-release directory
+    mode: str = "generate"
+    prompt: str = "default"
+    batch_size: int = 8
+    limit: int | None = None  # first N clips of each config, in dataset order
+    max_new_tokens: int = 128  # SPEC §5 published budget
+    retry_max_new_tokens: int = 256  # one retry when the first answer is unparsed
+    model_args: dict[str, Any] = field(default_factory=dict)
+
+
+class Dist:
+    """The few things the runner needs from accelerate (a single process when not launched)."""
+
+    def __init__(self) -> None:
+        import torch
+        from accelerate import PartialState
+
+        launched = int(os.environ.get("WORLD_SIZE", "1"))
+        # `accelerate launch --multi_gpu` on a machine without CUDA starts N processes but, unless told
+        # cpu=True, accelerate gives each a world of one: they would all write rank 0. Use gloo instead.
+        self._state = PartialState(cpu=launched > 1 and not torch.cuda.is_available(), timeout=BARRIER_TIMEOUT)
+        self.rank = self._state.process_index
+        self.world_size = self._state.num_processes
+        self.device = str(self._state.device)
+        if self.world_size != launched:
+            raise RuntimeError(
+                f"launched as {launched} processes but accelerate formed a group of {self.world_size}; "
+                "check the launcher's backend settings"
+            )
+
+    def barrier(self) -> None:
+        self._state.wait_for_everyone()
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def assign_units(units: Sequence[SourceUnit], world_size: int) -> list[list[int]]:
+    """Unit indices per rank: longest first to the least-loaded rank (ties: lower rank), then sorted."""
+    loads = [0.0] * world_size
+    slices: list[list[int]] = [[] for _ in range(world_size)]
+    for i in sorted(range(len(units)), key=lambda i: (-units[i].duration_sec, i)):
+        r = min(range(world_size), key=lambda r: (loads[r], r))
+        loads[r] += units[i].duration_sec
+        slices[r].append(i)
+    return [sorted(s) for s in slices]
+
+
+def limit_units(units: Sequence[SourceUnit], limit: int | None) -> list[SourceUnit]:
+    """The units covering the first `limit` clips (the last one cut to fit)."""
+    if limit is None:
+        return list(units)
+    out, left = [], limit
+    for u in units:
+        if left <= 0:
+            break
+        ids = u.clip_ids[:left]
+        out.append(SourceUnit(u.key, u.duration_sec * len(ids) / max(1, len(u.clip_ids)), ids))
+        left -= len(ids)
+    return out
+
+
+def _calls(fn: Callable[[list[Prompt]], Sequence[T]], prompts: list[Prompt]) -> list[T | Exception]:
+    """fn over the batch; if the batch fails, item by item so one bad clip errors alone."""
+    try:
+        out = list(fn(prompts))
+        if len(out) != len(prompts):
+            raise RuntimeError(f"model returned {len(out)} outputs for {len(prompts)} prompts")
+        return out
+    except Exception as err:
+        # BaseAudioLM reports per-item failures as ItemErrors carrying every item's value or error.
+        partial = getattr(err, "results", None)
+        if isinstance(partial, list) and len(partial) == len(prompts):
+            return partial
+        if len(prompts) == 1:
+            return [err]
+    results: list[T | Exception] = []
+    for p in prompts:
+        try:
+            results.append(fn([p])[0])
+        except Exception as err:  # recorded as an error row, counted in results
+            results.append(err)
+    return results
+
+
+def _error_text(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, variant: Variant,
+              settings: EvalSettings) -> SampleRow:
+    return {
+        "benchmark_clip_id": row["benchmark_clip_id"],
+        "category": row["category"],
+        "gold": row["label"],
+        "pred": None,
+        "raw": None,
+        "parsed": False,
+        "margin": None,
+        "prompt": prompt.text if prompt is not None else "",
+        "prompt_variant": variant.name,
+        "answer_words": list(vocab.choices),
+        "parser": vocab.parser.id,
+        "tier": row["tier"],
+        "curve": row["curve"],
+        "direction": row["direction"],
+        "source_clip_id": row["source_clip_id"],
+        "error": None,
+        "retried": False,
+        "model": settings.model,
+        "mode": settings.mode,
+    }
+
+
+def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
+                   settings: EvalSettings) -> list[SampleRow]:
+    """Samples rows for one batch of benchmark rows (never raises for model errors)."""
+    out: list[SampleRow] = []
+    prompts: list[Prompt] = []
+    live: list[int] = []
+    for row in rows:
+        vocab = variant.vocabulary(row["category"])
+        try:
+            prompt, vocab = build_prompt(row, variant)
+        except Exception as err:
+            out.append({**_base_row(row, None, vocab, variant, settings), "error": _error_text(err)})
+            continue
+        out.append(_base_row(row, prompt, vocab, variant, settings))
+        prompts.append(prompt)
+        live.append(len(out) - 1)
+    if not prompts:
+        return out
+    vocab = variant.vocabulary(rows[0]["category"])  # one config per batch: one vocabulary
+    if settings.mode == "choices":
+        scores = _calls(lambda ps: list(np.asarray(model.score_choices(ps, vocab.choices))), prompts)
+        for i, s in zip(live, scores, strict=True):
+            if isinstance(s, Exception):
+                out[i]["error"] = _error_text(s)
+                continue
+            margin = float(s[0] - s[1])
+            pred = "increase" if margin > 0 else "decrease" if margin < 0 else None
+            word = vocab.increase if margin > 0 else vocab.decrease if margin < 0 else None
+            out[i].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
+        return out
+    first = _calls(lambda ps: model.generate(ps, max_new_tokens=settings.max_new_tokens), prompts)
+    retry_idx = []
+    for j, (i, text) in enumerate(zip(live, first, strict=True)):
+        if isinstance(text, Exception):
+            out[i]["error"] = _error_text(text)
+            continue
+        pred = vocab.parser.parse(text)
+        out[i].update(raw=text, pred=pred, parsed=pred is not None)
+        if pred is None and settings.retry_max_new_tokens:
+            retry_idx.append(j)
+    if retry_idx:
+        again = _calls(lambda ps: model.generate(ps, max_new_tokens=settings.retry_max_new_tokens),
+                       [prompts[j] for j in retry_idx])
+        for j, text in zip(retry_idx, again, strict=True):
+            i = live[j]
+            out[i]["retried"] = True
+            if isinstance(text, Exception):
+                out[i]["error"] = _error_text(text)
+                continue
+            pred = vocab.parser.parse(text)
+            out[i].update(raw=text, pred=pred, parsed=pred is not None)
+    return out
+
+
+def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for it in items:
+        batch.append(it)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSettings, dist: Dist,
+               variant: Variant) -> dict[str, Any]:
+    """Evaluate one config on this rank, then (rank 0) merge the shards. Returns the task settings."""
+    out_dir = Path(settings.out)
+    all_units = source.units(config)
+    units = limit_units(all_units, settings.limit)
+    order = [cid for u in units for cid in u.clip_ids]
+    done = set(res.read_shards(out_dir, config))
+    dist.barrier()  # everyone has read the shards before anyone appends
+    pending = [u for u in units if any(cid not in done for cid in u.clip_ids)]
+    mine = [pending[i] for i in assign_units(pending, dist.world_size)[dist.rank]]
+    todo = {cid for u in mine for cid in u.clip_ids if cid not in done}
+    if todo:
+        bar = tqdm(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
+                   dynamic_ncols=True, leave=True)
+        with res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
+            rows = (r for r in source.rows(config, mine) if r["benchmark_clip_id"] in todo)
+            for batch in _batches(rows, settings.batch_size):
+                writer.write_batch(evaluate_batch(model, batch, variant, settings))
+                bar.update(len(batch))
+        bar.close()
+    dist.barrier()  # every shard is complete before the merge
+    if dist.is_main:
+        merge_config(out_dir, config, order)
+    dist.barrier()
+    vocab = variant.vocabulary(config)
+    return {
+        "task": config,
+        "published_category": PUBLISHED_NAME[config],
+        "split": settings.split,
+        "source": source.description,
+        "prompt_variant": variant.name,
+        "parser": vocab.parser.id,
+        "answer_words": list(vocab.choices),
+        "n_expected": len(order),
+        "n_original": sum(len(u.clip_ids) for u in all_units),
+        "ids_sha256": grid.ids_sha256(order),
+    }
+
+
+def merge_config(out_dir: str | Path, config: str, order: Sequence[str]) -> Path:
+    """Write samples_<config>.jsonl: the shard rows in dataset order (unchanged bytes if nothing new)."""
+    rows = res.read_shards(out_dir, config)
+    missing = [cid for cid in order if cid not in rows]
+    if missing:
+        raise RuntimeError(f"{config}: {len(missing)} clips missing from the shards (first: {missing[0]})")
+    path = res.samples_path(out_dir, config)
+    text = "".join(res.dumps_row(rows[cid]) + "\n" for cid in order)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        res.atomic_write_text(path, text)
+    return path
+
+
+def load_model(settings: EvalSettings) -> AudioLM:
+    """The model by registry name, or "package.module:Factory" for a wrapper outside the registry.
+
+    Wrappers place themselves on this process's accelerate device.
+    """
+    if ":" in settings.model:
+        import importlib
+
+        module, _, attr = settings.model.partition(":")
+        return getattr(importlib.import_module(module), attr)(**settings.model_args)
+    from harness.models.registry import get_model
+
+    return get_model(settings.model, **settings.model_args)
+
+
+def check_mode(model: AudioLM, mode: str) -> None:
+    """Refuse choices mode for models that cannot score choices (API models)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+    if mode == "choices" and not getattr(model, "supports_choices", False):
+        raise ValueError(
+            f"model {getattr(model, 'name', model)!r} cannot score answer choices (supports_choices is False); "
+            "use --mode generate"
+        )
+
+
+def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSource | None = None,
+             dist: Dist | None = None) -> dict[str, Any] | None:
+    """Run (or resume) an evaluation; rank 0 writes results.json and returns its content."""
+    dist = dist or Dist()
+    configs = [config_name(c) for c in settings.configs]
+    variant = get_variant(settings.prompt)
+    for c in configs:
+        variant.vocabulary(c)  # fail now, not after hours, when a variant does not fit a config
+    source = source or open_source(settings.split, settings.source, settings.data_dir, settings.dataset)
+    model = model or load_model(settings)
+    check_mode(model, settings.mode)
+    out_dir = Path(settings.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    tasks = {c: run_config(model, source, c, settings, dist, variant) for c in configs}
+    if not dist.is_main:
+        return None
+    rows = {c: res.read_jsonl(res.samples_path(out_dir, c)) for c in configs}
+    run_config_ = {
+        "model": settings.model,
+        "model_args": settings.model_args,
+        "mode": settings.mode,
+        "prompt_variant": variant.name,
+        "split": settings.split,
+        "source": source.description,
+        "batch_size": settings.batch_size,
+        "num_processes": dist.world_size,
+        "max_new_tokens": settings.max_new_tokens,
+        "retry_max_new_tokens": settings.retry_max_new_tokens,
+        "limit": settings.limit,
+    }
+    out = res.build_results(rows, run_config=run_config_, task_configs=tasks,
+                            n_original={c: t["n_original"] for c, t in tasks.items()})
+    res.write_results(out_dir / "results.json", out)
+    print(f"wrote {out_dir / 'results.json'} ({time.time() - start:.1f} s)")
+    return out
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by `harness eval` and `accelerate launch harness/eval.py`."""
+    p.add_argument("--model", required=True, help="registry name (see `harness list-models`)")
+    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configs (default: all nine)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--source", default="vctk", help="generator source for on-the-fly rows (vctk, demo, beep, ...)")
+    p.add_argument("--data-dir", default=None, help="corpus root for the generator source")
+    p.add_argument("--dataset", default=None, help="a Parquet build or published-release dir instead of generating")
+    p.add_argument("--out", required=True, help="run directory (resumed if it exists)")
+    p.add_argument("--mode", choices=MODES, default="generate")
+    p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. swap_order+audio_ref")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--limit", type=int, default=None, help="first N clips of each config")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--retry-max-new-tokens", type=int, default=256, help="0 disables the retry")
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="keyword for the model factory (value parsed as JSON when it can be)")
+
+
+def settings_from_args(ns: argparse.Namespace) -> EvalSettings:
+    """EvalSettings from parsed arguments."""
+    model_args: dict[str, Any] = {}
+    for item in ns.model_arg:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--model-arg expects KEY=VALUE, got {item!r}")
+        try:
+            model_args[key] = json.loads(value)
+        except json.JSONDecodeError:
+            model_args[key] = value
+    return EvalSettings(
+        model=ns.model,
+        configs=[c for c in ns.configs.split(",") if c],
+        out=ns.out,
+        split=ns.split,
+        source=ns.source,
+        data_dir=ns.data_dir,
+        dataset=ns.dataset,
+        mode=ns.mode,
+        prompt=ns.prompt,
+        batch_size=ns.batch_size,
+        limit=ns.limit,
+        max_new_tokens=ns.max_new_tokens,
+        retry_max_new_tokens=ns.retry_max_new_tokens,
+        model_args=model_args,
+    )
+

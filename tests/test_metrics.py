@@ -1,0 +1,158 @@
+"""Metrics against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.metrics import (
+    binomial_interval,
+    breakdowns,
+    category_mean,
+    cluster_stderr,
+    mcnemar,
+    mcnemar_exact,
+    summarize,
+)
+from harness.reference import HUMAN_TABLE2, reference, table2
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (gold, pred, raw, error, cluster, tier)
+TABLE = [
+    ("increase", "increase", "increase", None, "A", "low"),
+    ("increase", "increase", "The volume increases.", None, "A", "mid"),
+    ("increase", "decrease", "decrease", None, "B", "low"),
+    ("increase", None, "increase or decrease", None, "B", "mid"),
+    ("decrease", "decrease", "Decrease.", None, "C", "low"),
+    ("decrease", "increase", "increase", None, "C", "mid"),
+    ("decrease", None, None, "RuntimeError: boom", "D", "low"),
+    ("decrease", "decrease", "decrease", None, "D", "mid"),
+    ("decrease", "decrease", "decrease", None, "D", "high"),
+]
+
+
+def _rows(table=TABLE, prefix: str = "x") -> list[dict]:
+    return [
+        {"benchmark_clip_id": f"{prefix}{i}", "gold": g, "pred": p, "raw": r, "error": e, "source_clip_id": c,
+         "tier": t, "parser": "main-unique-direction-v1", "answer_words": ["increase", "decrease"]}
+        for i, (g, p, r, e, c, t) in enumerate(table)
+    ]
+
+
+def test_summary_hand_computed() -> None:
+    s = summarize(_rows())
+    assert (s["n"], s["n_correct"], s["n_parsed"], s["n_unparsed"]) == (9, 5, 7, 2)
+    assert (s["n_ambiguous"], s["n_error"]) == (1, 1)
+    assert s["accuracy"] == pytest.approx(5 / 9)
+    assert s["parsed_accuracy"] == pytest.approx(5 / 7)
+    assert s["balanced_accuracy"] == pytest.approx((2 / 4 + 3 / 5) / 2)  # 0.55
+    assert s["increase_ratio"] == pytest.approx(3 / 7)
+    assert s["increase_ratio_all"] == pytest.approx(3 / 9)
+    assert s["exact_match_rate"] == pytest.approx(6 / 9)  # rows 0, 2, 4, 5, 7, 8
+    assert s["exact_match_accuracy"] == pytest.approx(4 / 9)  # exact and right: 0, 4, 7, 8
+    se = math.sqrt(20 / 729)  # sqrt(p(1-p)/n) with p = 5/9, n = 9
+    assert s["accuracy_stderr"] == pytest.approx(se)
+    assert s["accuracy_ci_low"] == pytest.approx(5 / 9 - 1.959964 * se, abs=1e-6)
+    assert s["accuracy_ci_high"] == pytest.approx(5 / 9 + 1.959964 * se, abs=1e-6)
+    # residual sums per cluster /9: A 8/81, B -10/81, C -1/81, D 3/81; CR1 factor G/(G-1) = 4/3
+    assert s["accuracy_cluster_stderr"] == pytest.approx(math.sqrt(232) / 81)
+
+
+def test_error_row_is_wrong_even_if_pred_was_set() -> None:
+    rows = _rows([("increase", "increase", "increase", "TimeoutError: x", "A", "low")])
+    s = summarize(rows)
+    assert (s["n_correct"], s["n_parsed"], s["n_error"], s["exact_match_rate"]) == (0, 0, 1, 0)
+
+
+def test_binomial_interval() -> None:
+    assert binomial_interval(50, 100) == pytest.approx((0.5 - 1.959964 * 0.05, 0.5 + 1.959964 * 0.05))
+    assert binomial_interval(0, 10) == (0.0, 0.0)
+    assert binomial_interval(10, 10) == (1.0, 1.0)
+    lo, hi = binomial_interval(1, 10)  # 0.1 ± 0.186: clipped at 0
+    assert lo == 0.0 and hi == pytest.approx(0.1 + 1.959964 * math.sqrt(0.09 / 10), abs=1e-6)
+
+
+def test_cluster_stderr_singletons_match_binomial_up_to_cr1() -> None:
+    y = [1, 0, 1, 1]
+    # each row its own cluster: sqrt(n/(n-1)) * sqrt(p(1-p)/n)
+    assert cluster_stderr(y, [0, 1, 2, 3]) == pytest.approx(math.sqrt(4 / 3) * math.sqrt(0.75 * 0.25 / 4))
+    assert math.isnan(cluster_stderr(y, ["a"] * 4))  # one cluster: undefined
+
+
+def test_breakdowns() -> None:
+    b = breakdowns(_rows(), keys=("tier",))["tier"]
+    assert list(b) == ["low", "mid", "high"]
+    assert (b["low"]["n"], b["low"]["n_correct"]) == (4, 2)  # rows 0, 2, 4, 6
+    assert (b["mid"]["n"], b["mid"]["n_correct"]) == (4, 2)  # rows 1, 3, 5, 7
+    assert b["high"]["accuracy"] == 1.0
+
+
+def test_category_mean() -> None:
+    x = _rows()
+    y = _rows([("increase", "increase", "increase", None, f"k{i}", "low") for i in range(3)]
+              + [("decrease", "increase", "increase", None, "k9", "low")], prefix="y")
+    m = category_mean({"x": x, "y": y})
+    assert m["n_configs"] == 2
+    assert m["accuracy"] == pytest.approx((5 / 9 + 3 / 4) / 2)
+    assert m["accuracy_stderr"] == pytest.approx(math.sqrt(20 / 729 + 0.75 * 0.25 / 4) / 2)
+    single = category_mean({"x": x})
+    assert single["accuracy_cluster_stderr"] == pytest.approx(summarize(x)["accuracy_cluster_stderr"])
+
+
+def test_mcnemar_exact_values() -> None:
+    assert mcnemar_exact(1, 5) == pytest.approx(14 / 64)  # 2 * P(X <= 1), X ~ Bin(6, 1/2)
+    assert mcnemar_exact(8, 2) == pytest.approx(112 / 1024)
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(3, 3) == 1.0
+
+
+def test_mcnemar_pairs_by_clip_id() -> None:
+    a = _rows([("increase", "increase", "increase", None, "A", "low")] * 6)
+    b = _rows([("increase", "decrease", "decrease", None, "A", "low")]
+              + [("increase", "increase", "increase", None, "A", "low")] * 5)
+    b[1]["pred"] = None  # b wrong on 0 and 1
+    a[5]["pred"] = "decrease"  # a wrong on 5, b right there
+    r = mcnemar(a, list(reversed(b)))  # order does not matter
+    assert (r.n_pairs, r.only_a_correct, r.only_b_correct) == (6, 2, 1)
+    assert r.p_value == pytest.approx(1.0)  # 2 * P(X <= 1 | n=3) = 2 * 4/8
+    assert r.accuracy_a == pytest.approx(5 / 6) and r.accuracy_b == pytest.approx(4 / 6)
+    with pytest.raises(ValueError, match="share no clip id"):
+        mcnemar(a, _rows(prefix="z"))
+
+
+def test_reference_table2_matches_spec() -> None:
+    t = table2()
+    assert list(t)[:2] == ["Human", "Gemini 3 Flash"]
+    assert round(t["Kimi-Audio"]["avg"], 1) == 51.8
+    assert round(t["Kimi-Audio"]["noise"], 1) == 56.5
+    assert round(t["Audio Flamingo 3"]["roughness"], 1) == 46.7
+    assert round(t["Gemini 3 Flash"]["avg"], 1) == 50.2
+    assert round(t["Human"]["avg"], 1) == 94.4 and HUMAN_TABLE2["pitch"] == 84.7
+    r = reference("echo", "gemini-3-flash")
+    assert r is not None and (r.n_parsed, r.n_unparsed, r.n_correct) == (2399, 1, 1207)
+
+
+def test_evaluate_metric_loads_offline(tmp_path: Path) -> None:
+    preds, refs = [r["raw"] for r in _rows()], [r["gold"] for r in _rows()]
+    code = (
+        "import evaluate, json;"
+        "m = evaluate.load('harness/metric/vocalgrad_accuracy');"
+        f"print(json.dumps(m.compute(predictions={preds!r}, references={refs!r})))"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    # the error row of TABLE has raw None, so the metric (raw only) sees it as unparsed, not as an error
+    assert got["n"] == 9 and got["n_correct"] == 5 and got["n_parsed"] == 7
+    assert got["accuracy"] == pytest.approx(5 / 9)
+    assert got["exact_match_rate"] == pytest.approx(6 / 9)

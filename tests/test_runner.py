@@ -1,0 +1,321 @@
+"""The runner end to end on fake rows: sharding, retry, error rows, kill + resume, world-size changes,
+idempotent reruns, a real 2-process `accelerate launch`, and the report/compare commands."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from harness import results as res
+from harness.cli import main as cli_main
+from harness.data import PUBLISHED_NAME, ParquetSource, ReleaseSource, SourceUnit, open_source
+from harness.prompts import get_variant
+from harness.runner import Dist, EvalSettings, assign_units, evaluate_batch, limit_units, run_eval
+from vocalgrad_dataset import grid
+
+ROOT = Path(__file__).resolve().parents[1]
+SR = 8000
+CONFIGS = ["volume", "noise"]
+SOURCES = [("p901_01", "p901_101", 0.05), ("p902_01", "p902_205", 0.15), ("p903_02", "p903_307", 0.10)]
+ERROR_IDS = frozenset({"p902_01__p902_205__jump__high__down", "p901_01__p901_101__linear__low__up"})
+
+
+class Killed(BaseException):
+    """Stands in for kill -9: not an Exception, so the runner does not turn it into an error row."""
+
+
+def _h(clip_id: str) -> int:
+    return int(hashlib.sha256(clip_id.encode()).hexdigest(), 16)
+
+
+class FakeModel:
+    """Deterministic per clip and independent of batching; also loadable as tests.test_runner:FakeModel."""
+
+    name = "fake"
+
+    def __init__(self, error_ids: frozenset[str] = frozenset(), kill_after: int | None = None,
+                 supports_choices: bool = True) -> None:
+        self.error_ids, self.kill_after, self.supports_choices = error_ids, kill_after, supports_choices
+        self.calls = 0
+        self.answered: set[str] = set()  # clips answered at the first (128-token) attempt
+
+    def generate(self, prompts, *, max_new_tokens=128):
+        self.calls += 1
+        ids = {p.clip_id for p in prompts}
+        if self.kill_after is not None and max_new_tokens < 256 and len(self.answered | ids) > self.kill_after:
+            raise Killed  # dies once it would answer more than kill_after clips
+        if ids & set(self.error_ids):
+            raise RuntimeError("boom: " + ",".join(sorted(ids & set(self.error_ids))))
+        if max_new_tokens < 256:
+            self.answered |= ids
+        return [fake_answer(p.clip_id, max_new_tokens) for p in prompts]
+
+    def score_choices(self, prompts, choices):
+        return np.array([[float(_h(p.clip_id) % 3) - 1.0, 0.0] for p in prompts])
+
+    def hidden_states(self, prompts):
+        raise NotImplementedError
+
+
+def fake_answer(clip_id: str, max_new_tokens: int) -> str:
+    """increase / "Decrease." / unparsed at 128 tokens but "increase" at 256 / ambiguous, by clip hash."""
+    k = _h(clip_id) % 4
+    if k == 2:
+        return "I am not sure" if max_new_tokens < 256 else "increase"
+    return ["increase", "Decrease.", "", "increase or decrease"][k]
+
+
+class FakeDist:
+    """One rank of a pretend world; barriers are no-ops because ranks run one after another."""
+
+    def __init__(self, rank: int, world_size: int, is_main: bool) -> None:
+        self.rank, self.world_size, self.is_main, self.device = rank, world_size, is_main, "cpu"
+
+    def barrier(self) -> None:
+        pass
+
+
+def make_release(root: Path) -> Path:
+    """A published-release layout (metadata.csv + audio/) with 3 source clips x 24 conditions x 2 configs."""
+    rows = []
+    (root / "audio").mkdir(parents=True)
+    for config in CONFIGS:
+        for item, clip, dur in SOURCES:
+            n = int(dur * SR)
+            for cond in grid.conditions():
+                cid = grid.clip_id(item, clip, cond)
+                name = f"audio/{PUBLISHED_NAME[config]}__{cid}.wav"
+                pcm = (np.random.default_rng(_h(cid) % 2**32).integers(-2000, 2000, n)).astype(np.int16)
+                sf.write(root / name, pcm, SR, subtype="PCM_16")
+                rows.append({
+                    "file_name": name, "category": PUBLISHED_NAME[config], "benchmark_clip_id": cid,
+                    "attribute": PUBLISHED_NAME[config].replace("_", " "), "prompt": "",
+                    "label": cond.label, "direction": cond.direction, "curve": cond.curve, "tier": cond.tier,
+                    "source_clip_id": clip, "speaker_id": clip[:4], "sentence_id": clip[5:],
+                    "duration_sec": f"{dur:.6f}", "onset_sec": "0.010000", "offset_sec": f"{dur - 0.01:.6f}",
+                    "split": "test",
+                })
+    with open(root / "metadata.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return root
+
+
+def read_meta(release: Path) -> list[dict[str, str]]:
+    with open(release / "metadata.csv", newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_release(tmp_path_factory.mktemp("release"))
+
+
+def settings(out: Path, release: Path, **kw) -> EvalSettings:
+    return EvalSettings(model="fake", configs=list(CONFIGS), out=str(out), dataset=str(release), batch_size=5,
+                        **kw)
+
+
+def run(out: Path, release: Path, model: FakeModel | None = None, dist=None, **kw):
+    return run_eval(settings(out, release, **kw), model=model or FakeModel(ERROR_IDS),
+                    source=open_source(dataset=str(release)), dist=dist or FakeDist(0, 1, True))
+
+
+def snapshot(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def merged(out: Path) -> dict[str, bytes]:
+    return {c: res.samples_path(out, c).read_bytes() for c in CONFIGS}
+
+
+@pytest.fixture(scope="module")
+def reference_run(release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted single-process run (the real accelerate state, a single process here)."""
+    out = tmp_path_factory.mktemp("ref")
+    run_eval(settings(out, release), model=FakeModel(ERROR_IDS), source=open_source(dataset=str(release)),
+             dist=Dist())
+    return out
+
+
+def test_single_process_run(reference_run: Path, release: Path) -> None:
+    ids = [r["benchmark_clip_id"] for r in read_meta(release) if r["category"] == "background_noise"]
+    rows = res.read_jsonl(res.samples_path(reference_run, "noise"))
+    assert [r["benchmark_clip_id"] for r in rows] == ids  # dataset order, 72 rows
+    by_id = {r["benchmark_clip_id"]: r for r in rows}
+    for cid, r in by_id.items():
+        if cid in ERROR_IDS:
+            continue
+        k = _h(cid) % 4
+        assert r["retried"] is (k in (2, 3))  # unparsed at 128 tokens -> one retry at 256
+        assert r["raw"] == fake_answer(cid, 256 if k in (2, 3) else 128)
+        assert r["pred"] == {0: "increase", 1: "decrease", 2: "increase", 3: None}[k]
+        assert r["gold"] == ("increase" if cid.endswith("__up") else "decrease")
+        assert r["prompt"] == ("Does the background noise increase or decrease over time?\n\n"
+                               'Answer with only one word: "increase" or "decrease".<audio>')
+    results = json.loads((reference_run / "results.json").read_text())
+    res.validate_results(results)
+    assert results["config"]["batch_size"] == 5 and results["config"]["num_processes"] == 1
+    assert results["versions"]["parser"] == "1"
+    assert results["configs"]["noise"]["n_expected"] == 72
+    assert results["configs"]["noise"]["ids_sha256"] == grid.ids_sha256(ids)
+    for c in CONFIGS:
+        crow = res.read_jsonl(res.samples_path(reference_run, c))
+        n_ok = sum(r["pred"] == r["gold"] and not r["error"] for r in crow)
+        assert results["results"][c]["accuracy"] == pytest.approx(n_ok / 72)
+    assert results["results"]["noise"]["n_error"] == 2 and results["results"]["volume"]["n_error"] == 2
+
+
+def test_error_rows_keep_the_rest_of_their_batch(reference_run: Path) -> None:
+    rows = [r for c in CONFIGS for r in res.read_jsonl(res.samples_path(reference_run, c))]
+    errors = [r for r in rows if r["error"] is not None]
+    assert sorted(r["benchmark_clip_id"] for r in errors) == sorted([*ERROR_IDS, *ERROR_IDS])  # both configs
+    for r in errors:
+        assert r["error"] == f"RuntimeError: boom: {r['benchmark_clip_id']}" and r["pred"] is None
+
+
+def test_kill_then_resume_equals_uninterrupted(reference_run: Path, release: Path, tmp_path: Path) -> None:
+    with pytest.raises(Killed):
+        run(tmp_path, release, model=FakeModel(ERROR_IDS, kill_after=15))
+    shard = res.shard_path(tmp_path, "volume", 0)
+    assert len(res.read_jsonl(shard)) == 15  # 3 batches of 5 committed
+    with open(shard, "a") as fh:
+        fh.write('{"benchmark_clip_id": "p90')  # a torn line, as kill -9 mid-write leaves it
+    run(tmp_path, release)
+    assert merged(tmp_path) == merged(reference_run)
+    assert not shard.read_bytes().endswith(b'"p90')  # the torn tail was cut before appending
+
+
+def test_resume_with_another_world_size(reference_run: Path, release: Path, tmp_path: Path) -> None:
+    run(tmp_path, release, dist=FakeDist(0, 2, False))  # rank 0 of 2 finishes its slice
+    with pytest.raises(Killed):  # rank 1 of 2 dies after one batch
+        run(tmp_path, release, model=FakeModel(ERROR_IDS, kill_after=5), dist=FakeDist(1, 2, False))
+    r0 = res.read_jsonl(res.shard_path(tmp_path, "volume", 0))
+    r1 = res.read_jsonl(res.shard_path(tmp_path, "volume", 1))
+    # length-balanced: rank 0 took the longest source clip alone, rank 1 the two shorter ones
+    assert {r["source_clip_id"] for r in r0} == {"p902_205"} and len(r1) == 5
+    model = FakeModel(ERROR_IDS)
+    run(tmp_path, release, model=model)  # resumed by one process
+    assert merged(tmp_path) == merged(reference_run)
+    assert len(res.read_jsonl(res.shard_path(tmp_path, "volume", 0))) == 24 + 43  # 48 - 5 left for rank 0
+
+
+def test_rerun_adds_nothing_and_changes_nothing(reference_run: Path, release: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(reference_run, out)
+    before = snapshot(out)
+    model = FakeModel(ERROR_IDS)
+    run(out, release, model=model)
+    assert model.calls == 0
+    assert snapshot(out) == before  # shards, merged samples and results.json byte-identical
+
+
+def test_limit_and_choices_mode(release: Path, tmp_path: Path) -> None:
+    out = run(tmp_path, release, mode="choices", limit=30)
+    rows = res.read_jsonl(res.samples_path(tmp_path, "volume"))
+    assert len(rows) == 30 and out["n-samples"]["volume"] == {"original": 72, "effective": 30}
+    for r in rows:
+        margin = float(_h(r["benchmark_clip_id"]) % 3) - 1.0
+        assert r["margin"] == margin
+        assert r["pred"] == {1.0: "increase", -1.0: "decrease", 0.0: None}[margin]
+        assert r["raw"] == r["pred"] and r["mode"] == "choices"
+
+
+def test_choices_refused_for_generate_only_models(release: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="supports_choices is False"):
+        run(tmp_path, release, model=FakeModel(supports_choices=False), mode="choices")
+
+
+def test_evaluate_batch_isolates_prompt_errors() -> None:
+    good = {"audio": {"array": np.zeros(8, np.float32), "sampling_rate": SR}, "category": "volume",
+            "benchmark_clip_id": "p901_01__p901_101__jump__low__up", "label": "increase", "tier": "low",
+            "curve": "jump", "direction": "up", "source_clip_id": "p901_101"}
+    bad = {**good, "benchmark_clip_id": "p901_01__p901_101__jump__low__down", "audio": None}
+    out = evaluate_batch(FakeModel(), [good, bad], get_variant("default"), EvalSettings("fake", ["volume"], "x"))
+    retried = _h(good["benchmark_clip_id"]) % 4 in (2, 3)
+    assert out[0]["error"] is None and out[0]["retried"] is retried
+    assert out[0]["raw"] == fake_answer(good["benchmark_clip_id"], 256 if retried else 128)
+    assert out[1]["error"].startswith("TypeError") and out[1]["pred"] is None
+
+
+def test_assign_units_is_longest_first_to_least_loaded() -> None:
+    units = [SourceUnit(str(i), d, (str(i),)) for i, d in enumerate([5, 4, 3, 3, 2, 1])]
+    assert assign_units(units, 2) == [[0, 3, 5], [1, 2, 4]]  # loads 9 and 9
+    assert assign_units(units, 1) == [[0, 1, 2, 3, 4, 5]]
+    assert assign_units(units[:1], 3) == [[0], [], []]
+    cut = limit_units([SourceUnit("a", 24.0, tuple("abcdefghijklmnopqrstuvwx"))], 6)
+    assert cut[0].clip_ids == tuple("abcdef") and cut[0].duration_sec == 6.0
+
+
+def test_parquet_source_matches_release(release: Path, tmp_path: Path) -> None:
+    import datasets
+
+    meta = [r for r in read_meta(release) if r["category"] == "volume"][:30]
+    table = {k: [r[k] for r in meta] for k in meta[0] if k != "file_name"}
+    table["duration_sec"] = [float(x) for x in table["duration_sec"]]
+    table["audio"] = [{"bytes": (release / r["file_name"]).read_bytes(), "path": None} for r in meta]
+    ds = datasets.Dataset.from_dict(table).cast_column("audio", datasets.Audio(decode=False))
+    (tmp_path / "volume").mkdir()
+    ds.to_parquet(str(tmp_path / "volume" / "test-00000-of-00001.parquet"))
+    (tmp_path / "README.md").write_text(
+        "---\nconfigs:\n- config_name: volume\n  data_files:\n  - split: test\n    path: volume/test-*.parquet\n---\n"
+    )
+    src = open_source(dataset=str(tmp_path))
+    assert isinstance(src, ParquetSource)
+    rel = ReleaseSource(release, "test")
+    units = src.units("volume")
+    assert [u.key for u in units] == ["p901_01__p901_101", "p902_01__p902_205"]
+    assert units[1].clip_ids == rel.units("volume")[1].clip_ids[:6]
+    a, b = list(src.rows("volume", units[1:])), list(rel.rows("volume", rel.units("volume")[1:]))[:6]
+    assert [r["benchmark_clip_id"] for r in a] == [r["benchmark_clip_id"] for r in b]
+    assert np.array_equal(a[3]["audio"]["array"], b[3]["audio"]["array"]) and a[3]["audio"]["sampling_rate"] == SR
+
+
+def test_report_and_compare(reference_run: Path, release: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "report"
+    assert cli_main(["report", str(reference_run), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Kimi-Audio" in text and "| noise | 72 |" in text and "Accuracy by tier" in text
+    assert (out / "accuracy_by_category.png").stat().st_size > 1000
+    assert (out / "increase_bias_by_category.png").stat().st_size > 1000
+    recomputed = json.loads((reference_run / "results.json").read_text())["results"]["noise"]["accuracy"]
+    assert f"| noise | 72 | {100 * recomputed:.1f} |" in text
+    other = tmp_path / "other"
+    run(other, release, model=FakeModel())  # same clips, no errors
+    assert cli_main(["compare", str(reference_run), str(other)]) == 0
+    text = capsys.readouterr().out
+    assert "McNemar" in text and "| volume | 72 |" in text
+
+
+@pytest.mark.slow
+def test_accelerate_launch_two_processes(reference_run: Path, release: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    args = ["--model", "tests.test_runner:FakeModel", "--model-arg", f"error_ids={json.dumps(sorted(ERROR_IDS))}",
+            "--dataset", str(release), "--configs", ",".join(CONFIGS), "--out", str(out), "--batch-size", "5"]
+    launcher = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+                str(29500 + os.getpid() % 1000)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([*launcher, str(ROOT / "harness" / "eval.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for c in CONFIGS:  # both processes really ran: each wrote its own shard
+        assert len(res.read_jsonl(res.shard_path(out, c, 0))) == 24  # the longest source clip
+        assert len(res.read_jsonl(res.shard_path(out, c, 1))) == 48
+    single = tmp_path / "single"  # the same command in this process (`harness eval`)
+    assert cli_main(["eval", *[str(single) if a == str(out) else a for a in args]]) == 0
+    assert merged(out) == merged(single)
+    ddp, one = (json.loads((d / "results.json").read_text()) for d in (out, single))
+    assert ddp["config"]["num_processes"] == 2 and one["config"]["num_processes"] == 1
+    assert ddp["results"] == one["results"]

@@ -1,0 +1,1 @@
+"""VocalGrad: the benchmark dataset generator."""

@@ -1,0 +1,107 @@
+"""Category metadata and the registry: each category module registers itself beside its code."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from .. import schedule as sched
+from ..grid import TIERS, Condition, seed_from
+
+Render = Callable[[np.ndarray, int, Sequence[sched.Schedule], dict[str, Any]], list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Category:
+    """One acoustic factor: its names, published parameters and the transform that renders it.
+
+    `render(audio, sr, schedules, fixed)` is a pure function of float32 audio (PCM16 / 32768), the
+    sample rate and the schedules of one clip's conditions; it returns float audio per schedule.
+    """
+
+    name: str
+    attribute: str  # the word(s) the prompt asks about
+    release_name: str  # the published release's long name (also its config file stem)
+    parameter: str  # what the schedule's values are, e.g. "semitones"
+    tier_key: str  # the tier value's key in the published config file
+    endpoints: Callable[[float, int], tuple[float, float]]  # (tier value, sr) -> (less, more) of the attribute
+    render: Render
+    continuous: bool = False  # echo and vibration are per sample; the rest step every 50 ms
+    fixed_keys: tuple[str, ...] = ()  # other per-tier constants from the config (e.g. room scale)
+    applied: Callable[[float, int], float] = field(default=lambda v, sr: float(v))  # value as actually used
+    description: str = ""
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        """The published generator's parameter file for this category."""
+        path = resources.files("vocalgrad_dataset") / "data" / "configs" / f"{self.release_name}_benchmark.json"
+        return json.loads(path.read_text())
+
+    def tier_value(self, tier: str) -> float:
+        """The tier's strength parameter (d, F_min, b_min, r_max, w_max, A)."""
+        return float(self.config["tiers"][tier][self.tier_key])
+
+    def fixed(self, tier: str) -> dict[str, float]:
+        """Per-tier constants that do not vary over time."""
+        return {k: float(self.config["tiers"][tier][k]) for k in self.fixed_keys}
+
+    def schedule(self, cond: Condition, onset: int, offset: int, n_samples: int, sr: int) -> sched.Schedule:
+        """The parameter schedule of one condition over a clip."""
+        less, more = self.endpoints(self.tier_value(cond.tier), sr)
+        start, end = (less, more) if cond.direction == "up" else (more, less)
+        if self.continuous:
+            return sched.continuous(onset, offset, n_samples, start, end, cond.curve)
+        return sched.stepped(onset, offset, n_samples, sr, start, end, cond.curve)
+
+    def apply(self, audio: np.ndarray, sr: int, schedule: sched.Schedule, *, tier: str = "high", clip_id: str = "") -> np.ndarray:
+        """Render one schedule (convenience for single conditions; `render_clip` batches a whole clip)."""
+        return self.render(audio, sr, [schedule], {**self.fixed(tier), "seeds": [noise_seed(clip_id)]})[0]
+
+    def render_clip(
+        self, audio: np.ndarray, sr: int, onset: int, offset: int, conds: Sequence[Condition], clip_ids: Sequence[str]
+    ) -> list[tuple[np.ndarray, sched.Schedule]]:
+        """Render conditions of one clip, batching those that share a tier."""
+        out: dict[int, tuple[np.ndarray, sched.Schedule]] = {}
+        for tier in TIERS:
+            idx = [i for i, c in enumerate(conds) if c.tier == tier]
+            if not idx:
+                continue
+            schedules = [self.schedule(conds[i], onset, offset, len(audio), sr) for i in idx]
+            extra = {**self.fixed(tier), "seeds": [noise_seed(clip_ids[i]) for i in idx]}
+            for i, s, y in zip(idx, schedules, self.render(audio, sr, schedules, extra), strict=True):
+                out[i] = (y, s)
+        return [out[i] for i in range(len(conds))]
+
+
+def noise_seed(clip_id: str) -> int:
+    """SPEC §3 per-clip noise seed: sha256("42:{clip_id}")[:8] big-endian."""
+    return seed_from(f"42:{clip_id}")
+
+
+REGISTRY: dict[str, Category] = {}
+ALIASES: dict[str, str] = {}
+
+
+def register(category: Category) -> Category:
+    """Add a category (and its published long name as an alias)."""
+    REGISTRY[category.name] = category
+    ALIASES[category.release_name] = category.name
+    return category
+
+
+def get_category(name: str) -> Category:
+    """Look a category up by short or published name; unknown names get a "did you mean"."""
+    key = ALIASES.get(name, name).replace("-", "_")
+    key = ALIASES.get(key, key)
+    if key in REGISTRY:
+        return REGISTRY[key]
+    close = difflib.get_close_matches(name, [*REGISTRY, *ALIASES], n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise KeyError(f"unknown VocalGrad category {name!r}{hint} (known: {', '.join(REGISTRY)})")

@@ -1,0 +1,49 @@
+"""Voice pitch: librosa pitch_shift -d -> +d semitones (up), soxr_hq, scale False; outside the span unshifted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import soxr
+
+from ..segments import render_segmented
+from .base import Category, register
+from .speed import stretch_windows
+
+BINS_PER_OCTAVE = 12
+
+
+def shift_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
+    """librosa.effects.pitch_shift for every (window, semitones) job: batched stretch, then soxr per job."""
+    rates = [2.0 ** (-float(n) / BINS_PER_OCTAVE) for _, n in jobs]
+    stretched = stretch_windows(windows, [(k, r) for (k, _), r in zip(jobs, rates, strict=True)])
+    out = []
+    for (k, _), rate, y in zip(jobs, rates, stretched, strict=True):
+        orig_sr = float(sr) / rate
+        # librosa.resample(..., res_type="soxr_hq", scale=False) then fix_length to the input length
+        n_resampled = int(np.ceil(len(y) * (float(sr) / orig_sr)))
+        z = soxr.resample(y, orig_sr, sr, quality="soxr_hq") if orig_sr != sr else y
+        z = _fix_length(_fix_length(z, n_resampled), len(windows[k]))
+        out.append(z.astype(np.float32, copy=False))
+    return out
+
+
+def _fix_length(y: np.ndarray, size: int) -> np.ndarray:
+    return y[:size] if len(y) >= size else np.pad(y, (0, size - len(y)))
+
+
+CATEGORY = register(
+    Category(
+        name="pitch",
+        attribute="voice pitch",
+        release_name="voice_pitch",
+        parameter="semitones",
+        tier_key="delta_steps",
+        endpoints=lambda d, sr: (-d, d),
+        render=lambda audio, sr, schedules, fixed: render_segmented(
+            audio, sr, schedules, shift_windows, process_outside=False
+        ),
+        description="pitch shift per 50 ms step with +-50 ms context; audio outside the speech span unshifted",
+    )
+)

@@ -1,0 +1,70 @@
+"""Parameter schedules over the speech span (SPEC §2): stepped (50 ms steps) and continuous (per sample)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .grid import progress
+
+STEP_SEC = 0.05
+
+
+def step_samples(sr: int) -> int:
+    """Samples per step: round(0.05 * sr)."""
+    return int(round(STEP_SEC * sr))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Where the speech span lies and which parameter value applies where.
+
+    `values` holds one value per 50 ms step (stepped) or per span sample (continuous);
+    audio before `onset` uses `start`, audio from `offset` on uses `end`.
+    """
+
+    onset: int
+    offset: int
+    n_samples: int
+    start: float
+    end: float
+    values: np.ndarray  # float64
+    step: int  # samples per step (stepped); 1 for continuous
+    continuous: bool = False
+
+    @property
+    def span(self) -> int:
+        return self.offset - self.onset
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.values)
+
+    def per_sample(self) -> np.ndarray:
+        """The parameter at every sample of the clip (float64)."""
+        out = np.empty(self.n_samples, dtype=np.float64)
+        out[: self.onset] = self.start
+        out[self.offset :] = self.end
+        if self.continuous:
+            out[self.onset : self.offset] = self.values
+        else:
+            out[self.onset : self.offset] = np.repeat(self.values, self.step)[: self.span]
+        return out
+
+
+def stepped(onset: int, offset: int, n_samples: int, sr: int, start: float, end: float, curve: str) -> Schedule:
+    """Step k of n = ceil(span / step) uses t = k / (n - 1) (t = 1 when n <= 1)."""
+    step = step_samples(sr)
+    n = math.ceil((offset - onset) / step)
+    t = np.arange(n, dtype=np.float64) / (n - 1) if n > 1 else np.ones(n, dtype=np.float64)
+    values = start + (end - start) * progress(curve, t)
+    return Schedule(onset, offset, n_samples, float(start), float(end), values, step)
+
+
+def continuous(onset: int, offset: int, n_samples: int, start: float, end: float, curve: str) -> Schedule:
+    """Per-sample t = linspace(0, 1, span) over the speech span."""
+    t = np.linspace(0.0, 1.0, offset - onset)
+    values = start + (end - start) * progress(curve, t)
+    return Schedule(onset, offset, n_samples, float(start), float(end), values, 1, continuous=True)
