@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     try:
         return ns.func(ns)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError) as err:  # user errors: a message, not a traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -8,7 +8,6 @@ Audio is decoded with soundfile only: the eval path needs no FFmpeg.
 from __future__ import annotations
 
 import csv
-import difflib
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,26 +18,12 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad_dataset import grid
+from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES, get_category
 
-# Config names in the paper's Table 2 order (SPEC §3, §7).
-CONFIGS: tuple[str, ...] = (
-    "speed", "pitch", "volume", "distortion", "roughness", "noise", "echo", "clarity", "vibration",
-)  # fmt: skip
-# Category names used by the published release and the published result files.
-PUBLISHED_NAME: dict[str, str] = {
-    "speed": "speaking_speed",
-    "pitch": "voice_pitch",
-    "volume": "volume",
-    "distortion": "audio_distortion",
-    "roughness": "audio_roughness",
-    "noise": "background_noise",
-    "echo": "echo",
-    "clarity": "voice_clarity",
-    "vibration": "voice_vibration",
-}
+# Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
+CONFIGS: tuple[str, ...] = CATEGORY_NAMES
+PUBLISHED_NAME: dict[str, str] = {c: CATEGORIES[c].release_name for c in CONFIGS}
 CONFIG_OF_PUBLISHED: dict[str, str] = {v: k for k, v in PUBLISHED_NAME.items()}
-# Seam: SPEC §3 attribute words, used only until vocalgrad_dataset.categories.CATEGORIES exists.
-_ATTRIBUTE_FALLBACK: dict[str, str] = {c: PUBLISHED_NAME[c].replace("_", " ") for c in CONFIGS}
 
 
 class AudioDict(TypedDict):
@@ -91,23 +76,15 @@ class RowSource(Protocol):
 
 def config_name(name: str) -> str:
     """Our config name for "speed" or the published "speaking_speed"; "did you mean" otherwise."""
-    if name in PUBLISHED_NAME:
-        return name
-    if name in CONFIG_OF_PUBLISHED:
-        return CONFIG_OF_PUBLISHED[name]
-    close = difflib.get_close_matches(name, [*CONFIGS, *CONFIG_OF_PUBLISHED], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown config {name!r}{hint} (known: {', '.join(CONFIGS)})")
+    try:
+        return get_category(name).name
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
 
 
 def attribute_word(config: str) -> str:
     """The prompt attribute word of a config (SPEC §3 table)."""
-    config = config_name(config)
-    try:
-        from vocalgrad_dataset.categories import CATEGORIES
-    except ImportError:
-        return _ATTRIBUTE_FALLBACK[config]
-    return CATEGORIES[config].attribute
+    return CATEGORIES[config_name(config)].attribute
 
 
 def unit_key(source_item_id: str, source_clip_id: str) -> str:

@@ -150,12 +150,9 @@ def versions(generator_version: str | None = None) -> dict[str, str]:
     except PackageNotFoundError:
         harness_version = "0.1.0+src"
     if generator_version is None:
-        try:
-            import vocalgrad_dataset
+        from vocalgrad_dataset.generate import GENERATOR_VERSION
 
-            generator_version = str(getattr(vocalgrad_dataset, "__version__", harness_version))
-        except ImportError:
-            generator_version = "unavailable"
+        generator_version = GENERATOR_VERSION
     return {
         "harness": harness_version,
         "parser": PARSER_VERSION,

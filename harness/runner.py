@@ -233,11 +233,17 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     all_units = source.units(config)
     units = limit_units(all_units, settings.limit)
     order = [cid for u in units for cid in u.clip_ids]
-    done = set(res.read_shards(out_dir, config))
+    done_rows = res.read_shards(out_dir, config)
+    _check_resumable(done_rows.values(), settings, variant, out_dir)
+    done = set(done_rows)
     dist.barrier()  # everyone has read the shards before anyone appends
-    pending = [u for u in units if any(cid not in done for cid in u.clip_ids)]
+    pending = [
+        SourceUnit(u.key, u.duration_sec * len(left) / len(u.clip_ids), tuple(left))
+        for u in units
+        if (left := [cid for cid in u.clip_ids if cid not in done])
+    ]  # weighted by what is left, so a resumed run is balanced too
     mine = [pending[i] for i in assign_units(pending, dist.world_size)[dist.rank]]
-    todo = {cid for u in mine for cid in u.clip_ids if cid not in done}
+    todo = {cid for u in mine for cid in u.clip_ids}
     if todo:
         bar = tqdm(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
                    dynamic_ncols=True, leave=True)
@@ -266,6 +272,18 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     }
 
 
+def _check_resumable(rows: Iterable[dict[str, Any]], settings: EvalSettings, variant: Variant,
+                     out_dir: Path) -> None:
+    """Refuse to resume a directory whose rows came from another model, mode or prompt (SPEC §8)."""
+    want = (settings.model, settings.mode, variant.name)
+    for r in rows:
+        got = (r.get("model"), r.get("mode"), r.get("prompt_variant"))
+        if got != want:
+            raise ValueError(
+                f"{out_dir} holds rows of model/mode/prompt {got}, not {want}; use another --out"
+            )
+
+
 def merge_config(out_dir: str | Path, config: str, order: Sequence[str]) -> Path:
     """Write samples_<config>.jsonl: the shard rows in dataset order (unchanged bytes if nothing new)."""
     rows = res.read_shards(out_dir, config)
@@ -289,8 +307,13 @@ def load_model(settings: EvalSettings) -> AudioLM:
 
         module, _, attr = settings.model.partition(":")
         return getattr(importlib.import_module(module), attr)(**settings.model_args)
-    from harness.models.registry import get_model
+    from harness.models.registry import REGISTRY, get_model
 
+    if settings.model not in REGISTRY:
+        try:
+            get_model(settings.model)
+        except KeyError as err:  # the registry's "did you mean" message, as a user error
+            raise ValueError(err.args[0]) from None
     return get_model(settings.model, **settings.model_args)
 
 

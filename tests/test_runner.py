@@ -18,7 +18,14 @@ import soundfile as sf
 
 from harness import results as res
 from harness.cli import main as cli_main
-from harness.data import PUBLISHED_NAME, ParquetSource, ReleaseSource, SourceUnit, open_source
+from harness.data import (
+    PUBLISHED_NAME,
+    GeneratorSource,
+    ParquetSource,
+    ReleaseSource,
+    SourceUnit,
+    open_source,
+)
 from harness.prompts import get_variant
 from harness.runner import Dist, EvalSettings, assign_units, evaluate_batch, limit_units, run_eval
 from vocalgrad_dataset import grid
@@ -221,6 +228,12 @@ def test_rerun_adds_nothing_and_changes_nothing(reference_run: Path, release: Pa
     assert snapshot(out) == before  # shards, merged samples and results.json byte-identical
 
 
+def test_resume_refuses_another_prompt(reference_run: Path, release: Path, tmp_path: Path) -> None:
+    shutil.copytree(reference_run, tmp_path / "run")
+    with pytest.raises(ValueError, match="holds rows of model/mode/prompt"):
+        run(tmp_path / "run", release, prompt="swap_order")
+
+
 def test_limit_and_choices_mode(release: Path, tmp_path: Path) -> None:
     out = run(tmp_path, release, mode="choices", limit=30)
     rows = res.read_jsonl(res.samples_path(tmp_path, "volume"))
@@ -280,6 +293,21 @@ def test_parquet_source_matches_release(release: Path, tmp_path: Path) -> None:
     a, b = list(src.rows("volume", units[1:])), list(rel.rows("volume", rel.units("volume")[1:]))[:6]
     assert [r["benchmark_clip_id"] for r in a] == [r["benchmark_clip_id"] for r in b]
     assert np.array_equal(a[3]["audio"]["array"], b[3]["audio"]["array"]) and a[3]["audio"]["sampling_rate"] == SR
+
+
+def test_generator_source_with_a_registry_baseline(tmp_path: Path) -> None:
+    src = GeneratorSource("test", "demo")
+    units = src.units("volume")
+    assert len(units) >= 2 and all(len(u.clip_ids) == 24 for u in units)
+    assert units[0].clip_ids[0].endswith("__linear__low__up")
+    out = run_eval(EvalSettings("always-increase", ["volume"], str(tmp_path), source="demo", limit=30),
+                   source=src, dist=FakeDist(0, 1, True))
+    rows = res.read_jsonl(res.samples_path(tmp_path, "volume"))
+    assert [r["benchmark_clip_id"] for r in rows] == [cid for u in units for cid in u.clip_ids][:30]
+    assert all(r["pred"] == "increase" and r["raw"] == "increase" for r in rows)
+    n_up = sum(r["direction"] == "up" for r in rows)
+    assert out["results"]["volume"]["accuracy"] == pytest.approx(n_up / 30)
+    assert out["results"]["volume"]["increase_ratio"] == 1.0
 
 
 def test_report_and_compare(reference_run: Path, release: Path, tmp_path: Path, capsys) -> None:

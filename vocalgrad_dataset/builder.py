@@ -30,11 +30,6 @@ class VocalGradConfig(datasets.BuilderConfig):
     source: str = "vctk"
     download: bool = False  # vctk only: fetch the official 0.80 release when no data_dir is given
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.name != "all":
-            self.name = get_category(self.name).name  # published long names are accepted as aliases
-
 
 class VocalGrad(datasets.GeneratorBasedBuilder):
     """VocalGrad generated from a source corpus; shards are source clips (24 rows each per category)."""
@@ -46,6 +41,12 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
         for n in CATEGORY_NAMES
     ] + [VocalGradConfig(name="all", version=datasets.Version(GENERATOR_VERSION), description="all nine categories")]
     DEFAULT_CONFIG_NAME = "pitch"
+
+    def _create_builder_config(self, config_name: str | None = None, custom_features: Any = None, **config_kwargs: Any) -> Any:
+        # published long names ("voice_pitch", "background_noise", ...) are accepted as aliases
+        if config_name not in (None, "all"):
+            config_name = get_category(config_name).name
+        return super()._create_builder_config(config_name, custom_features, **config_kwargs)
 
     def _info(self) -> datasets.DatasetInfo:
         return datasets.DatasetInfo(

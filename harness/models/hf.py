@@ -80,6 +80,7 @@ class HFAudioLM(BaseAudioLM):
         trust_remote_code: bool = False,
         attn_implementation: str | None = None,
         fast_encoder: bool = False,
+        feature_device: str | None = None,
         revision: str | None = None,
         model: Any = None,
         processor: Any = None,
@@ -114,6 +115,8 @@ class HFAudioLM(BaseAudioLM):
         self.fast = build_fast_audio(self.model, self.spec.fast_encoder) if fast_encoder else None
         if fast_encoder and self.fast is None:
             log.warning("%s: no proven fast encoder for family %s; using the stock forward", self.name, self.spec.name)
+        # Where the processor computes log-mels ("cuda" moves 30 s STFTs off the CPU); None: the CPU.
+        self.feature_device = feature_device
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._choice_memo: dict[str, tuple[list[int], str]] = {}
 
@@ -184,6 +187,8 @@ class HFAudioLM(BaseAudioLM):
             if audios:
                 kwargs[self.spec.audio_kwarg] = audios
                 kwargs["sampling_rate"] = self.spec.sampling_rate
+                if self.feature_device:
+                    kwargs["audio_kwargs"] = {"device": self.feature_device}
             inputs = self.processor(**kwargs, **self.spec.processor_kwargs)
         out = {}
         for k, v in dict(inputs).items():

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Set everything up and run the main job offline on the embedded real speech (source "demo"):
+# build two configs as Parquet, check label integrity with the signal oracle, evaluate a model on them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+out=${1:-runs/demo}
+mkdir -p "$out"
+.venv/bin/vocalgrad-dataset build --config volume --split all --source demo --out "$out/dataset" --num-proc 2
+.venv/bin/vocalgrad-dataset build --config pitch --split all --source demo --out "$out/dataset" --num-proc 2
+.venv/bin/vocalgrad-dataset oracle --config all --split test --source demo | tail -n 1
+.venv/bin/accelerate launch --multi_gpu --num_processes 2 harness/eval.py \
+  --model signal-oracle --configs volume,pitch --split test --source demo --out "$out/eval-oracle"
+.venv/bin/harness report "$out/eval-oracle"

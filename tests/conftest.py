@@ -1,0 +1,19 @@
+"""Shared fixtures: a real demo clip at 48 kHz and its speech span."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vocalgrad_dataset.generate import speech_span
+from vocalgrad_dataset.sources import get_source
+
+
+@pytest.fixture(scope="session")
+def demo_clip() -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """(int16 samples, float32 audio, sr, onset, offset) of the shortest demo test clip."""
+    src = get_source("demo")
+    clip = next(c for c in src.clips("test") if c.source_clip_id == "arctic_a0009")
+    pcm = src.read(clip)
+    onset, offset = speech_span(clip, pcm.samples, pcm.sample_rate)
+    return pcm.samples, pcm.float32, pcm.sample_rate, onset, offset

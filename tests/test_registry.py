@@ -1,0 +1,122 @@
+"""Registry, weight-free baselines and the optional-runtime wrappers."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from harness.models.base import ModelError
+from harness.models.external import MissingDependency
+from harness.models.protocol import AudioClip, AudioLM, Prompt
+from harness.models.registry import REGISTRY, get_model, list_models
+
+EXPECTED = {
+    "signal-oracle", "always-increase", "random", "tiny-qwen2-audio", "tiny-audio-flamingo-3", "audio-flamingo-3",
+    "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b", "granite-speech-3.3-8b", "phi-4-multimodal",
+    "gemma-3n-e4b", "kimi-audio", "mimo-audio", "step-audio-2-mini", "gemini-3-flash", "gpt-4o-audio",
+}
+CLIP = AudioClip(np.zeros(16000, dtype=np.float32), 16000)
+
+
+def _prompt(clip_id: str, **meta) -> Prompt:
+    return Prompt(("Does the volume increase or decrease over time?", CLIP), clip_id=clip_id, meta=meta)
+
+
+def test_list_models_rows():
+    rows = list_models()
+    assert {r[0] for r in rows} == EXPECTED and len(rows) == len(EXPECTED)
+    assert all(kind in {"baseline", "tiny", "hf", "external", "api"} and desc for _, kind, desc in rows)
+
+
+def test_unknown_name_suggests_close_matches():
+    with pytest.raises(KeyError, match="did you mean 'qwen2-audio-7b-instruct'"):
+        get_model("qwen2-audio-7b-instuct")
+    with pytest.raises(KeyError, match="unknown model 'zzz'"):
+        get_model("zzz")
+
+
+def test_registry_import_is_light():
+    code = ("import sys, harness.models.registry as r; r.list_models(); "
+            "print(any(m in sys.modules for m in ('torch', 'transformers', 'accelerate')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_always_increase_and_choice_mapping():
+    lm = get_model("always-increase")
+    assert isinstance(lm, AudioLM) and lm.name == "always-increase"
+    assert lm.generate([_prompt("a"), _prompt("b")]) == ["increase", "increase"]
+    # Swapped order and synonym vocabularies map by answer family, not by position.
+    np.testing.assert_array_equal(lm.score_choices([_prompt("a")], ("decrease", "increase")), [[-1.0, 1.0]])
+    np.testing.assert_array_equal(lm.score_choices([_prompt("a")], ("rise", "fall")), [[1.0, -1.0]])
+
+
+def test_random_is_seeded_per_clip_id():
+    lm = get_model("random")
+    ids = [f"p226_01__p226_106__linear__low__{i}" for i in range(200)]
+    answers = lm.generate([_prompt(i) for i in ids])
+    expected = []
+    for i in ids:
+        seed = int.from_bytes(hashlib.sha256(f"1234:{i}".encode()).digest()[:8], "big")
+        expected.append("increase" if np.random.default_rng(seed).random() < 0.5 else "decrease")
+    assert answers == expected
+    assert 70 < answers.count("increase") < 130
+    # Independent of batch composition and order.
+    assert get_model("random", batch_size=3).generate([_prompt(i) for i in ids[::-1]]) == answers[::-1]
+    assert get_model("random", seed=7).generate([_prompt(i) for i in ids]) != answers
+
+
+def test_signal_oracle_calls_predict_with_meta(monkeypatch):
+    calls = []
+
+    def predict(category, audio, sr, onset, offset):
+        calls.append((category, audio.shape, sr, onset, offset))
+        return ("decrease", 0.4) if category == "pitch" else ("increase", -2.0)
+
+    monkeypatch.setitem(sys.modules, "vocalgrad_dataset.oracle", types.SimpleNamespace(predict=predict))
+    lm = get_model("signal-oracle")
+    p1 = _prompt("x", category="pitch", onset_sec=0.1234, offset_sec=0.9)
+    p2 = _prompt("y", category="volume", onset_sec=0.0, offset_sec=5.0)  # offset clamped to the clip
+    assert lm.generate([p1, p2]) == ["decrease", "increase"]
+    assert calls[:2] == [("pitch", (16000,), 16000, 1974, 14400), ("volume", (16000,), 16000, 0, 16000)]
+    np.testing.assert_allclose(lm.score_choices([p1, p2], ("increase", "decrease")), [[-0.4, 0.4], [2.0, -2.0]])
+    (item,) = lm.generate_items([_prompt("z")])
+    assert isinstance(item, ModelError) and "category" in item.message and item.clip_id == "z"
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "needle"),
+    [
+        ("kimi-audio", {"trust_remote_code": True}, "pip install"),
+        ("mimo-audio", {}, "MiMo-Audio"),
+        ("step-audio-2-mini", {"trust_remote_code": True}, "pip install"),
+    ],
+)
+def test_external_runtimes_explain_how_to_install(name, kwargs, needle):
+    with pytest.raises(MissingDependency, match=needle):
+        get_model(name, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["kimi-audio", "step-audio-2-mini"])
+def test_remote_code_needs_explicit_consent(name):
+    with pytest.raises(ModelError, match="trust_remote_code=True"):
+        get_model(name)
+
+
+def test_every_hf_entry_names_a_real_transformers_class():
+    import transformers
+
+    from harness.models.families import FAMILIES
+
+    exported = set(dir(transformers))  # the lazy module lists names without importing every model
+    for spec in FAMILIES.values():
+        assert spec.model_class in exported, spec.model_class
+        assert spec.processor_class in exported, spec.processor_class
+    assert {e.name for e in REGISTRY.values() if e.kind == "hf"} == {
+        "audio-flamingo-3", "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b",
+        "granite-speech-3.3-8b", "phi-4-multimodal", "gemma-3n-e4b"}

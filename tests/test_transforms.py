@@ -1,0 +1,200 @@
+"""The nine transforms and the segment framework against SPEC §2-§3, on real speech."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
+from vocalgrad_dataset.categories.echo import schroeder_ir
+from vocalgrad_dataset.categories.noise import unit_noise
+from vocalgrad_dataset.dsp import rms, to_pcm16
+from vocalgrad_dataset.grid import Condition, conditions
+from vocalgrad_dataset.segments import crossfade_join, plan_chunks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.baseline_generator import render_baseline  # noqa: E402
+
+SEGMENTED = ("speed", "pitch", "distortion", "roughness", "clarity")
+
+
+def render(name, demo_clip, cond, clip_id="x"):
+    _, audio, sr, onset, offset = demo_clip
+    (y, sched), = CATEGORIES[name].render_clip(audio, sr, onset, offset, [cond], [clip_id])
+    return y, sched
+
+
+@pytest.mark.parametrize("name", CATEGORY_NAMES)
+def test_length_rules(name: str, demo_clip) -> None:
+    _, audio, sr, onset, offset = demo_clip
+    y, sched = render(name, demo_clip, Condition("linear", "mid", "up"))
+    joins = sched.n_steps - 1
+    fade = round(0.005 * sr)
+    if name in ("volume", "noise", "echo", "vibration"):
+        assert len(y) == len(audio)  # no segmenting: length kept
+    elif name == "speed":
+        # span shrinks by the crossfades and by stretching at rates 0.7..1.3 (~unchanged on average)
+        assert abs(len(y) - (len(audio) - joins * fade)) < 0.05 * (offset - onset)
+    else:
+        assert len(y) == len(audio) - joins * fade  # SPEC: 5 ms lost per join
+    assert y.dtype in (np.float32, np.float64) and y.ndim == 1
+
+
+def test_crossfade_join_overlaps_linearly() -> None:
+    a, b = np.ones(10, np.float32), np.zeros(10, np.float32)
+    out = crossfade_join([a, b], 4)
+    assert len(out) == 16
+    np.testing.assert_allclose(out[6:10], [1, 2 / 3, 1 / 3, 0], atol=1e-6)
+    assert len(crossfade_join([a, np.ones(2, np.float32)], 4)) == 10  # fade shortened to the short piece
+
+
+def test_chunk_plans() -> None:
+    chunks = plan_chunks(10_000, math.ceil(10_000 / 2400), 2400, 2400, equal_split=False)
+    assert [(c.start, c.end) for c in chunks] == [(0, 2400), (2400, 4800), (4800, 7200), (7200, 9600), (9600, 10000)]
+    assert (chunks[1].win_start, chunks[1].win_end) == (0, 7200) and chunks[-1].win_end == 10_000
+    equal = plan_chunks(10_000, 5, 2400, 2400, equal_split=True)
+    assert [c.end for c in equal] == [2000, 4000, 6000, 8000, 10000]
+
+
+def test_volume_exact_gain_on_integer_scale(demo_clip) -> None:
+    samples, _, sr, onset, offset = demo_clip
+    y, sched = render("volume", demo_clip, Condition("jump", "low", "up"))
+    pcm, _ = to_pcm16(y)
+    gains = 10.0 ** (sched.per_sample() / 20.0)
+    expected = np.clip(samples.astype(np.float64) * gains, -32768, 32767).astype(np.int16)
+    np.testing.assert_array_equal(pcm, expected)
+    assert sched.per_sample()[0] == -6.0 and sched.per_sample()[-1] == 6.0
+
+
+def test_pitch_and_speed_leave_audio_outside_span_untouched(demo_clip) -> None:
+    _, audio, sr, onset, offset = demo_clip
+    for name in ("pitch", "speed"):
+        y, _ = render(name, demo_clip, Condition("linear", "high", "up"))
+        np.testing.assert_array_equal(y[:onset], audio[:onset])
+        np.testing.assert_array_equal(y[len(y) - (len(audio) - offset) :], audio[offset:])
+
+
+@pytest.mark.parametrize("name", ["distortion", "roughness", "clarity"])
+def test_outside_span_processed_at_start_and_end_values_with_rms_match(name: str, demo_clip) -> None:
+    _, audio, sr, onset, offset = demo_clip
+    y, sched = render(name, demo_clip, Condition("linear", "high", "down"))  # down: pre at the "more" end
+    pre = y[:onset]
+    assert not np.array_equal(pre, audio[:onset])  # processed at the start value
+    if name == "roughness":
+        # quiet pre-onset audio quantised to 4 bits is all zeros: RMS matching is skipped (SPEC §2)
+        assert np.abs(audio[:onset]).max() < 0.5 / 7 and not pre.any()
+    else:
+        assert rms(pre) == pytest.approx(rms(audio[:onset]), rel=1e-5)  # RMS matched per window
+    post = y[len(y) - (len(audio) - offset) :]
+    assert rms(post) == pytest.approx(rms(audio[offset:]), rel=1e-5)
+
+
+def test_vibration_is_not_rms_matched_and_echo_is(demo_clip) -> None:
+    _, audio, sr, onset, offset = demo_clip
+    y, _ = render("vibration", demo_clip, Condition("linear", "high", "up"))
+    assert rms(y[onset:offset]) < 0.9 * rms(audio[onset:offset])  # the LFO removes energy; nothing restores it
+    np.testing.assert_array_equal(y[:onset], audio[:onset])  # depth 0 before onset for "up"
+    from scipy.signal import fftconvolve
+
+    wet = fftconvolve(audio, schroeder_ir(sr, 0.9))[: len(audio)]
+    y_echo, sched = render("echo", demo_clip, Condition("jump", "high", "down"))
+    w = 0.52
+    mix = y_echo[:onset] - (1 - w) * audio[:onset]  # = w * wet_rms_matched
+    ratio = rms(audio) / rms(wet)
+    np.testing.assert_allclose(mix, w * wet[:onset] * ratio, atol=2e-6)
+
+
+def test_roughness_quantises_to_the_scheduled_bit_depth(demo_clip) -> None:
+    from vocalgrad_dataset.categories.roughness import quantise
+
+    x = demo_clip[1][20000:27200]
+    q = quantise(x, 4.0, 48000)
+    scale = rms(x) / rms(np.round(np.clip(x, -1, 1) * 7) / 7)
+    assert len(np.unique(np.round(q / scale * 7, 4))) <= 15  # 4 bits: levels -7..7
+    assert rms(q) == pytest.approx(rms(x), rel=1e-6)
+
+
+def test_distortion_hold_length_and_clamp() -> None:
+    from vocalgrad_dataset.categories.distortion import effective_rate, sample_and_hold
+
+    x = np.sin(np.arange(4800) * 0.3).astype(np.float32)
+    y = sample_and_hold(x, 6000.0, 48000)
+    assert (y[0:8] == y[0]).all() and y[8] != y[7]  # hold = 48000 / 6000 = 8 samples
+    assert effective_rate(18000.0, 16000) == 16000.0  # no-op at 16 kHz (SPEC §4)
+    np.testing.assert_allclose(sample_and_hold(x, 18000.0, 16000), x, atol=1e-6)
+
+
+def test_noise_seed_reproducible_and_scaled(demo_clip) -> None:
+    _, audio, sr, onset, offset = demo_clip
+    a, _ = render("noise", demo_clip, Condition("jump", "high", "up"), clip_id="p1__c1__jump__high__up")
+    b, _ = render("noise", demo_clip, Condition("jump", "high", "up"), clip_id="p1__c1__jump__high__up")
+    c, _ = render("noise", demo_clip, Condition("jump", "high", "up"), clip_id="p2__c1__jump__high__up")
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    np.testing.assert_array_equal(a[:onset], audio[:onset])  # ratio 0 before onset for "up"
+    added = a[offset:] - audio[offset:]
+    expected = 0.12 * rms(audio[onset:offset]) * rms(unit_noise(len(audio), 7)[offset:])
+    assert rms(added) == pytest.approx(expected, rel=0.05)
+    assert rms(unit_noise(len(audio), 7)) == pytest.approx(1.0, rel=1e-6)
+
+
+def direct_schroeder_ir(sr: int, room: float) -> np.ndarray:
+    """The reverb IR by the textbook recursions, sample by sample, in float32."""
+    n = int(round(1.5 * sr))
+    x = np.zeros(n, np.float32)
+    x[0] = 1
+    acc = np.zeros(n, np.float32)
+    for ms, g in zip((29.7, 37.1, 41.1, 43.7), (0.805, 0.827, 0.783, 0.764), strict=True):
+        d, g = int(round(ms * sr / 1000)), np.float32(g * room)
+        y = np.zeros(n, np.float32)
+        for i in range(n):
+            y[i] = x[i] + (g * y[i - d] if i >= d else 0)
+        acc += y
+    y = acc / np.float32(4)
+    for ms in (5.0, 1.7):
+        d, g = int(round(ms * sr / 1000)), np.float32(0.7 * room)
+        out = np.zeros(n, np.float32)
+        for i in range(n):
+            out[i] = -g * y[i] + (y[i - d] + g * out[i - d] if i >= d else 0)
+        y = out
+    return y
+
+
+def test_schroeder_ir_matches_direct_recursion() -> None:
+    sr = 8000  # the recursion is O(n) Python; a lower rate keeps the test fast with the same structure
+    np.testing.assert_allclose(schroeder_ir(sr, 0.75), direct_schroeder_ir(sr, 0.75), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["speed", "pitch", "clarity"])
+def test_fast_paths_equal_straightforward_librosa(name: str, demo_clip) -> None:
+    _, audio, sr, onset, offset = demo_clip
+    cat = CATEGORIES[name]
+    conds = [c for c in conditions() if c.tier == "high"]
+    schedules = [cat.schedule(c, onset, offset, len(audio), sr) for c in conds]
+    fixed = {**cat.fixed("high"), "seeds": [0] * len(conds)}
+    fast = cat.render(audio, sr, schedules, fixed)
+    ref = render_baseline(name, audio, sr, schedules, fixed)
+    for f, r in zip(fast, ref, strict=True):
+        assert len(f) == len(r)
+        assert np.abs(f - r).max() < 1e-4
+
+
+def test_pcm16_truncates_and_counts_clipping() -> None:
+    pcm, clipped = to_pcm16(np.array([0.5, -0.5, 1.0, -1.2, 0.99999, 3e-5, -3e-5]))
+    assert pcm.tolist() == [16384, -16384, 32767, -32768, 32767, 0, 0]  # truncation toward zero
+    assert clipped == pytest.approx(2 / 7)
+
+
+@pytest.mark.parametrize("name", SEGMENTED)
+def test_batched_render_equals_one_condition_at_a_time(name: str, demo_clip) -> None:
+    _, audio, sr, onset, offset = demo_clip
+    cat = CATEGORIES[name]
+    conds = [Condition("quad_first_flat", "low", "up"), Condition("jump", "low", "down")]
+    together = cat.render_clip(audio, sr, onset, offset, conds, ["a", "b"])
+    for cond, (y, _) in zip(conds, together, strict=True):
+        (alone, _), = cat.render_clip(audio, sr, onset, offset, [cond], ["a"])
+        np.testing.assert_array_equal(y, alone)
