@@ -76,14 +76,15 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed(name: str, fn, n_clips: int, device: str) -> dict:
-    """Run fn once to warm up, then time it; clips/s and peak accelerator memory."""
-    fn()
+def timed(name: str, fn, prompts: list[Prompt], warm: int, device: str) -> dict:
+    """fn(prompts[:warm]) to warm up (kernels, allocator), then time fn(prompts); clips/s and peak memory."""
+    n_clips = len(prompts)
+    fn(prompts[:warm])
     _sync(device)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    value = fn()
+    value = fn(prompts)
     _sync(device)
     seconds = time.perf_counter() - start
     row = {"mode": name, "clips": n_clips, "seconds": round(seconds, 3), "clips_per_s": round(n_clips / seconds, 2)}
@@ -129,12 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     build_s = time.perf_counter() - t0
     prompts = make_prompts(clips, args.seconds)
     choices = ("increase", "decrease")
+    generate, stock, fast = wrapper(1, False), wrapper(batch, False), wrapper(batch, True)
     rows = [
-        timed("generate-b1", lambda: wrapper(1, False).generate(prompts[:gen_clips], max_new_tokens=args.gen_tokens),
-              gen_clips, args.device),
-        timed("choices", lambda: wrapper(batch, False).score_choices(prompts, choices), clips, args.device),
-        timed("choices-fast", lambda: wrapper(batch, True).score_choices(prompts, choices), clips, args.device),
+        timed("generate-b1", lambda ps: generate.generate(ps, max_new_tokens=args.gen_tokens), prompts[:gen_clips],
+              2, args.device),
+        timed("choices", lambda ps: stock.score_choices(ps, choices), prompts, batch, args.device),
+        timed("choices-fast", lambda ps: fast.score_choices(ps, choices), prompts, batch, args.device),
     ]
+    for r, lm in zip(rows, (generate, stock, fast), strict=True):
+        r["final_batch_size"] = lm.batch_size  # smaller than asked if OOM halved it
     stock, fast = rows[1].pop("_value"), rows[2].pop("_value")
     rows[0].pop("_value")
     base = rows[0]["clips_per_s"]

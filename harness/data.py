@@ -103,13 +103,17 @@ def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
     """Coerce a source's row to :class:`BenchRow` (config name, floats, ids parsed from the clip id)."""
     clip_id = str(row["benchmark_clip_id"])
     item, clip, cond = grid.parse_clip_id(clip_id)
+    label = row.get("label")
+    label = grid.LABELS[label] if isinstance(label, int) else (label or cond.label)
+    if label != cond.label:  # the id encodes the direction: a disagreeing label is corrupt data
+        raise ValueError(f"{clip_id}: label {label!r} contradicts its direction {cond.direction!r}")
     return {
         "audio": row["audio"],
         "benchmark_clip_id": clip_id,
         "category": config,
         "attribute": str(row.get("attribute") or attribute_word(config)),
         "prompt": str(row.get("prompt") or ""),
-        "label": str(row.get("label") or cond.label),
+        "label": label,
         "direction": str(row.get("direction") or cond.direction),
         "curve": str(row.get("curve") or cond.curve),
         "tier": str(row.get("tier") or cond.tier),
@@ -202,13 +206,18 @@ class ParquetSource:
         return _group_units(meta["benchmark_clip_id"], [_float(d) for d in meta["duration_sec"]])
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
+        import datasets
+
         ds = self._dataset(config)
         wanted = {cid for u in units for cid in u.clip_ids}
         ids = ds.select_columns(["benchmark_clip_id"])["benchmark_clip_id"]
+        # ClassLabel columns (label: 0 = decrease, 1 = increase) come back as ints: names instead.
+        labels = {k: f for k, f in ds.features.items() if isinstance(f, datasets.ClassLabel)}
         for row in ds.select([i for i, cid in enumerate(ids) if cid in wanted]):
             audio = row["audio"]
             file = io.BytesIO(audio["bytes"]) if audio.get("bytes") else audio["path"]
-            yield normalize_row({**row, "audio": read_audio(file)}, config)
+            names = {k: f.int2str(row[k]) for k, f in labels.items() if isinstance(row[k], int)}
+            yield normalize_row({**row, **names, "audio": read_audio(file)}, config)
 
 
 class ReleaseSource:

@@ -37,6 +37,12 @@ def lm(request):
     return tiny_model(request.param, batch_size=8)
 
 
+@pytest.fixture(scope="module")
+def scores(lm):
+    """The batched scores of PROMPTS, shared by the tests that compare against them."""
+    return lm.score_choices(PROMPTS, CHOICES)
+
+
 def _manual_scores(lm, prompt: Prompt, choices) -> np.ndarray:
     """Summed log-probs of each choice's tokens from one plain stock forward over prompt + rendered answer."""
     out = []
@@ -75,8 +81,7 @@ def test_generate_returns_strings_and_batches_like_singles(lm):
     assert batched == singles
 
 
-def test_score_choices_equals_manual_logprob_sums(lm):
-    scores = lm.score_choices(PROMPTS, CHOICES)
+def test_score_choices_equals_manual_logprob_sums(lm, scores):
     assert scores.shape == (3, 2) and np.isfinite(scores).all()
     manual = np.stack([_manual_scores(lm, p, CHOICES) for p in PROMPTS])
     np.testing.assert_allclose(scores, manual, rtol=1e-4, atol=1e-4)
@@ -84,16 +89,16 @@ def test_score_choices_equals_manual_logprob_sums(lm):
     assert np.abs(scores[0] - scores[1]).max() > 1e-4 and np.abs(scores[1] - scores[2]).max() > 1e-4
 
 
-def test_batching_restores_order(lm):
-    batched = lm.score_choices(PROMPTS, CHOICES)
+def test_batching_restores_order(lm, scores):
+    batched = scores
     singles = np.stack([lm.score_choices([p], CHOICES)[0] for p in PROMPTS])
     np.testing.assert_allclose(batched, singles, rtol=1e-5, atol=1e-5)
 
 
-def test_row_strategy_equals_cache_continuation(lm, monkeypatch):
+def test_row_strategy_equals_cache_continuation(lm, scores, monkeypatch):
     from dataclasses import replace
 
-    cached = lm.score_choices(PROMPTS, CHOICES)
+    cached = scores
     monkeypatch.setattr(lm, "spec", replace(lm.spec, cache_continuation=False))
     np.testing.assert_allclose(lm.score_choices(PROMPTS, CHOICES), cached, rtol=1e-4, atol=1e-4)
 
@@ -104,7 +109,7 @@ def test_hidden_states_audio_positions_and_pre_llm(lm):
     for b, prompt in enumerate(PROMPTS[:2]):
         captured = []
         projector = lm.model.model.multi_modal_projector
-        hook = projector.register_forward_hook(lambda m, i, o: captured.append(o.detach()))
+        hook = projector.register_forward_hook(lambda m, i, o, store=captured: store.append(o.detach()))
         try:
             hs = lm.hidden_states([prompt])
         finally:
@@ -123,8 +128,8 @@ def test_hidden_states_audio_positions_and_pre_llm(lm):
         np.testing.assert_allclose(batched.decoder[b], layers, rtol=1e-4, atol=1e-4)
 
 
-def test_oom_halves_the_batch_and_retries(lm, monkeypatch):
-    reference = lm.score_choices(PROMPTS, CHOICES)
+def test_oom_halves_the_batch_and_retries(lm, scores, monkeypatch):
+    reference = scores
     real = lm._score_batch
     raised = []
 
@@ -137,9 +142,9 @@ def test_oom_halves_the_batch_and_retries(lm, monkeypatch):
     monkeypatch.setattr(lm, "_score_batch", flaky)
     monkeypatch.setattr(lm, "batch_size", 4)
     monkeypatch.setattr(lm, "stats", {"batch_size": 4, "oom_halvings": 0, "item_errors": 0})
-    scores = lm.score_choices(PROMPTS, CHOICES)
+    retried = lm.score_choices(PROMPTS, CHOICES)
     assert raised == [3] and lm.batch_size == 1 and lm.stats["oom_halvings"] == 1
-    np.testing.assert_allclose(scores, reference, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(retried, reference, rtol=1e-5, atol=1e-5)
 
 
 def test_item_failure_becomes_an_error_row(lm, monkeypatch):

@@ -18,14 +18,7 @@ import soundfile as sf
 
 from harness import results as res
 from harness.cli import main as cli_main
-from harness.data import (
-    PUBLISHED_NAME,
-    GeneratorSource,
-    ParquetSource,
-    ReleaseSource,
-    SourceUnit,
-    open_source,
-)
+from harness.data import PUBLISHED_NAME, GeneratorSource, ParquetSource, SourceUnit, open_source
 from harness.prompts import get_variant
 from harness.runner import Dist, EvalSettings, assign_units, evaluate_batch, limit_units, run_eval
 from vocalgrad_dataset import grid
@@ -271,28 +264,22 @@ def test_assign_units_is_longest_first_to_least_loaded() -> None:
     assert cut[0].clip_ids == tuple("abcdef") and cut[0].duration_sec == 6.0
 
 
-def test_parquet_source_matches_release(release: Path, tmp_path: Path) -> None:
-    import datasets
+def test_parquet_build_matches_on_the_fly_rows(tmp_path: Path) -> None:
+    from vocalgrad_dataset.export import build
 
-    meta = [r for r in read_meta(release) if r["category"] == "volume"][:30]
-    table = {k: [r[k] for r in meta] for k in meta[0] if k != "file_name"}
-    table["duration_sec"] = [float(x) for x in table["duration_sec"]]
-    table["audio"] = [{"bytes": (release / r["file_name"]).read_bytes(), "path": None} for r in meta]
-    ds = datasets.Dataset.from_dict(table).cast_column("audio", datasets.Audio(decode=False))
-    (tmp_path / "volume").mkdir()
-    ds.to_parquet(str(tmp_path / "volume" / "test-00000-of-00001.parquet"))
-    (tmp_path / "README.md").write_text(
-        "---\nconfigs:\n- config_name: volume\n  data_files:\n  - split: test\n    path: volume/test-*.parquet\n---\n"
-    )
+    build("volume", ["test"], tmp_path, source="demo", progress=False)
     src = open_source(dataset=str(tmp_path))
+    gen = GeneratorSource("test", "demo")
     assert isinstance(src, ParquetSource)
-    rel = ReleaseSource(release, "test")
     units = src.units("volume")
-    assert [u.key for u in units] == ["p901_01__p901_101", "p902_01__p902_205"]
-    assert units[1].clip_ids == rel.units("volume")[1].clip_ids[:6]
-    a, b = list(src.rows("volume", units[1:])), list(rel.rows("volume", rel.units("volume")[1:]))[:6]
-    assert [r["benchmark_clip_id"] for r in a] == [r["benchmark_clip_id"] for r in b]
-    assert np.array_equal(a[3]["audio"]["array"], b[3]["audio"]["array"]) and a[3]["audio"]["sampling_rate"] == SR
+    assert [u.clip_ids for u in units] == [u.clip_ids for u in gen.units("volume")]
+    a, b = list(src.rows("volume", units[1:2])), list(gen.rows("volume", gen.units("volume")[1:2]))
+    assert [r["benchmark_clip_id"] for r in a] == [r["benchmark_clip_id"] for r in b] == list(units[1].clip_ids)
+    assert [r["label"] for r in a] == [r["label"] for r in b]  # ClassLabel ints decoded to names
+    assert {r["label"] for r in a} == {"increase", "decrease"}
+    for x, y in zip(a, b, strict=True):
+        assert x["audio"]["sampling_rate"] == y["audio"]["sampling_rate"]
+        assert np.array_equal(x["audio"]["array"], y["audio"]["array"])  # PCM16 round trip is exact
 
 
 def test_generator_source_with_a_registry_baseline(tmp_path: Path) -> None:
@@ -347,3 +334,23 @@ def test_accelerate_launch_two_processes(reference_run: Path, release: Path, tmp
     ddp, one = (json.loads((d / "results.json").read_text()) for d in (out, single))
     assert ddp["config"]["num_processes"] == 2 and one["config"]["num_processes"] == 1
     assert ddp["results"] == one["results"]
+
+
+def test_results_schema_and_jsonl_tolerance(reference_run: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"missing 'n-samples'(.|\n)*missing 'date'"):
+        res.validate_results({"results": {}, "groups": {}, "breakdowns": {}, "configs": {}, "config": {},
+                              "versions": {"harness": "x", "parser": "1", "generator": "1", "results_schema": "1"}})
+    good = json.loads((reference_run / "results.json").read_text())
+    bad = {**good, "config": {**good["config"], "batch_size": "5"}}
+    with pytest.raises(ValueError, match=r"config\.batch_size: expected integer"):
+        res.write_results(tmp_path / "results.json", bad)
+    assert not list(tmp_path.iterdir())  # nothing written, no temporary file left
+    assert res.write_results(tmp_path / "results.json", good) is True
+    assert res.write_results(tmp_path / "results.json", {**good, "date": "2030-01-01"}) is False  # date only
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"a": 1}\n{"a": 2}\n{"a": ')
+    assert res.read_jsonl(p) == [{"a": 1}, {"a": 2}]  # torn tail ignored
+    assert res.repair_jsonl(p) == 6 and p.read_text() == '{"a": 1}\n{"a": 2}\n'
+    p.write_text('{"a": 1}\n{"a" 2}\n{"a": 3}\n')
+    with pytest.raises(ValueError, match=r"x\.jsonl:2: corrupt JSON line"):
+        res.read_jsonl(p)  # damage in the middle is never silently skipped

@@ -7,6 +7,7 @@ conditions cost a handful of array operations instead of ~1,200 librosa calls.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import librosa
@@ -52,6 +53,11 @@ def _hann64(n_fft: int) -> np.ndarray:
     return librosa.filters.get_window("hann", n_fft, fftbins=True).astype(np.float64)
 
 
+@lru_cache(maxsize=64)
+def _hann32(n_fft: int) -> np.ndarray:
+    return _hann64(n_fft).astype(np.float32)
+
+
 @lru_cache(maxsize=256)
 def _window_sumsquare(n_frames: int, n_fft: int, hop: int) -> np.ndarray:
     return librosa.filters.window_sumsquare(
@@ -61,8 +67,11 @@ def _window_sumsquare(n_frames: int, n_fft: int, hop: int) -> np.ndarray:
 
 def stft_batch(windows: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
     """librosa.stft(center=True, pad_mode='constant', window='hann') of each row, frames first: (B, L) -> (B, T, F)."""
+    windows = windows.astype(np.float32, copy=False)
     padded = np.pad(windows, ((0, 0), (n_fft // 2, n_fft // 2)))
     frames = sliding_window_view(padded, n_fft, axis=-1)[:, ::hop]  # (B, T, n_fft)
+    # float64 like librosa: the phase vocoder amplifies input rounding in low-magnitude bins, so the
+    # analysis stays exact and the speed-ups go elsewhere
     return np.fft.rfft(frames * _hann64(n_fft), axis=-1).astype(np.complex64)
 
 
@@ -71,38 +80,57 @@ def n_stretched_frames(n_frames: int, rate: float) -> int:
     return len(np.arange(0, n_frames, rate, dtype=np.float64))
 
 
-def phase_vocoder_batch(spec: np.ndarray, rates: np.ndarray, hop: int, n_fft: int) -> tuple[np.ndarray, np.ndarray]:
-    """librosa.phase_vocoder of each row at its own rate: (J, T, F) -> (J, T_max, F) complex64 and T_out per row.
+@dataclass(frozen=True)
+class VocoderInput:
+    """Per-window quantities of librosa.phase_vocoder that do not depend on the rate (computed once)."""
 
-    Everything but librosa's float32 phase accumulator is vectorised over rows and output frames; the
-    accumulator keeps its sequential float32 rounding so results equal librosa's to float precision.
+    mags: np.ndarray  # (W, T + 2, F) float32 magnitudes, two zero frames appended as librosa pads
+    advance: np.ndarray  # (W, T + 1, F) float64 phase advance per frame pair: phi + wrapped deviation
+    phase0: np.ndarray  # (W, F) float32 phase of the first frame
+    n_frames: int
+
+
+def prepare_vocoder(spec: np.ndarray, hop: int, n_fft: int) -> VocoderInput:
+    """Rate-independent part of the phase vocoder for (W, T, F) spectra."""
+    n_win, n_in, n_bins = spec.shape
+    padded = np.concatenate([spec, np.zeros((n_win, 2, n_bins), dtype=spec.dtype)], axis=1)
+    phi_advance = hop * librosa.fft_frequencies(sr=2 * np.pi, n_fft=n_fft)
+    angles = np.angle(padded)  # float32, as librosa's np.angle of complex64 columns
+    advance = angles[:, 1:] - angles[:, :-1] - phi_advance
+    advance -= 2.0 * np.pi * np.round(advance / (2.0 * np.pi))
+    advance += phi_advance
+    return VocoderInput(np.abs(padded), advance, angles[:, 0].copy(), n_in)
+
+
+def phase_vocoder_batch(prep: VocoderInput, rows: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """librosa.phase_vocoder of window `rows[j]` at `rates[j]` for each job: (J, T_max, F) complex64 and T_out.
+
+    Everything but librosa's float32 phase accumulator is vectorised over jobs and output frames; the
+    accumulator keeps its sequential float32 rounding, so results equal librosa's to float precision.
     """
-    n_jobs, n_in, n_bins = spec.shape
+    n_in, n_bins = prep.n_frames, prep.mags.shape[-1]
+    n_jobs = len(rows)
     n_out = np.array([n_stretched_frames(n_in, r) for r in rates])
     t_max = int(n_out.max())
-    phi_advance = hop * librosa.fft_frequencies(sr=2 * np.pi, n_fft=n_fft)
-    padded = np.concatenate([spec, np.zeros((n_jobs, 2, n_bins), dtype=spec.dtype)], axis=1)
     steps = np.arange(t_max, dtype=np.float64)[None, :] * rates[:, None]  # arange(0, T, rate)[t] == t * rate
-    # rows past their own end read the zero padding; those frames are never used
-    flat_idx = (np.minimum(steps.astype(np.int64), n_in) + (n_in + 2) * np.arange(n_jobs)[:, None]).ravel()
-    alpha = np.mod(steps, 1.0)[:, :, None]
-    angles = np.angle(padded)  # float32
-    # phase advance per input frame pair, wrapped to [-pi, pi]: depends only on the frame index
-    dphase = angles[:, 1:] - angles[:, :-1] - phi_advance
-    dphase -= 2.0 * np.pi * np.round(dphase / (2.0 * np.pi))
-    dphase += phi_advance
-    dphase = np.concatenate([dphase, np.zeros((n_jobs, 1, n_bins))], axis=1).reshape(-1, n_bins)
-    inc = np.take(dphase, flat_idx, axis=0).reshape(n_jobs, t_max, n_bins)
+    # frames past a job's own end read padding; those outputs are never used
+    frame = np.minimum(steps.astype(np.int64), n_in)
+    inc = np.take(prep.advance.reshape(-1, n_bins), (frame + (n_in + 1) * rows[:, None]).ravel(), axis=0)
+    inc = inc.reshape(n_jobs, t_max, n_bins)
     phase = np.empty((n_jobs, t_max, n_bins), dtype=np.float32)
-    acc = angles[:, 0, :].copy()
+    acc = prep.phase0[rows]
     for t in range(t_max):
         phase[:, t] = acc
         acc += inc[:, t]  # float32 += float64, one rounding per frame exactly as librosa's loop
-    del inc, dphase, angles
-    mags = np.abs(padded).reshape(-1, n_bins)
-    mag = (1.0 - alpha) * np.take(mags, flat_idx, axis=0).reshape(n_jobs, t_max, n_bins)
-    mag += alpha * np.take(mags, flat_idx + 1, axis=0).reshape(n_jobs, t_max, n_bins)
-    # librosa.util.phasor(phase, mag): (cos + 1j*sin) in complex64 times a float64 magnitude
+    del inc
+    flat = (frame + (n_in + 2) * rows[:, None]).ravel()
+    mags = prep.mags.reshape(-1, n_bins)
+    # magnitude interpolation and the phasor product in float32 (librosa: float64, rounded to complex64 at
+    # the end); the difference is an ulp of the output, far below the 1e-4 the tests hold us to
+    alpha = np.mod(steps, 1.0).astype(np.float32)[:, :, None]
+    mag = np.take(mags, flat + 1, axis=0).reshape(n_jobs, t_max, n_bins)
+    mag *= alpha
+    mag += (np.float32(1.0) - alpha) * np.take(mags, flat, axis=0).reshape(n_jobs, t_max, n_bins)
     out = np.empty((n_jobs, t_max, n_bins), dtype=np.complex64)
     out.real = np.cos(phase) * mag
     out.imag = np.sin(phase) * mag
@@ -114,7 +142,10 @@ def istft_batch(spec: np.ndarray, n_frames_in: np.ndarray, lengths: np.ndarray, 
     padded_lengths = lengths + 2 * (n_fft // 2)
     n_frames = np.minimum(n_frames_in, np.ceil(padded_lengths / hop).astype(np.int64))
     t_max = int(n_frames.max())
-    frames = _hann64(n_fft) * np.fft.irfft(spec[:, :t_max], n=n_fft, axis=-1)  # (J, T, n_fft) float64
+    # windowed in float32 (librosa multiplies by a float64 window before its float32 accumulation: the
+    # product's rounding differs by at most half an ulp, ~1e-8 on speech)
+    frames = np.fft.irfft(spec[:, :t_max], n=n_fft, axis=-1)  # (J, T, n_fft) float32
+    frames *= _hann32(n_fft)
     frames[np.arange(t_max)[None, :] >= n_frames[:, None]] = 0.0  # adding 0.0 is exact: as if never added
     n_rows = spec.shape[0]
     if n_fft % hop == 0:
@@ -139,9 +170,7 @@ def istft_batch(spec: np.ndarray, n_frames_in: np.ndarray, lengths: np.ndarray, 
         y = np.zeros((len(rows), length), dtype=np.float32)
         avail = min(length, n_fft + hop * (nf - 1) - start)
         y[:, :avail] = buf[rows, start : start + avail]
-        wss = _window_sumsquare_trimmed(nf, n_fft, hop, length)
-        nz = wss > _TINY32
-        y[:, nz] /= wss[nz]
+        y /= _window_sumsquare_trimmed(nf, n_fft, hop, length)
         for r, yr in zip(rows, y, strict=True):
             outputs[r] = yr
     return outputs
@@ -152,4 +181,6 @@ _TINY32 = librosa.util.tiny(np.float32(0))
 
 @lru_cache(maxsize=4096)
 def _window_sumsquare_trimmed(n_frames: int, n_fft: int, hop: int, length: int) -> np.ndarray:
-    return librosa.util.fix_length(_window_sumsquare(n_frames, n_fft, hop)[n_fft // 2 :], size=length)
+    """librosa's normalising envelope with near-zero entries set to 1 (librosa leaves those samples as they are)."""
+    wss = librosa.util.fix_length(_window_sumsquare(n_frames, n_fft, hop)[n_fft // 2 :], size=length)
+    return np.where(wss > _TINY32, wss, np.float32(1.0)).astype(np.float32)

@@ -241,6 +241,8 @@ class HFAudioLM(BaseAudioLM):
         config.max_new_tokens, config.max_length = max_new_tokens, None
         if config.pad_token_id is None:
             config.pad_token_id = self.pad_token_id
+        if config.eos_token_id is None:  # e.g. a submodule (Omni's thinker) without its own generation config
+            config.eos_token_id = self.tokenizer.eos_token_id
         out = self.model.generate(**inputs, generation_config=config, **self.spec.generate_kwargs)
         new_tokens = out[:, inputs["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)

@@ -14,7 +14,7 @@ _WORDS = (
     "speaking speed voice pitch volume audio distortion roughness background noise echo clarity vibration "
     "of this clip How vary Example label Query For query answer same question increasing decreasing "
     "rise fall yes no constant You are a helpful assistant system user Audio"
-).split()
+)
 
 # The Audio Flamingo 3 processor template (nvidia/audio-flamingo-3-hf): one <sound> per turn, before the text.
 AF3_CHAT_TEMPLATE = (
@@ -44,7 +44,7 @@ def build_tokenizer(audio_specials: tuple[str, ...]) -> Any:
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
     merges: list[tuple[str, str]] = []
-    for word in _WORDS:
+    for word in _WORDS.split():
         for form in (word, " " + word):
             (piece, _), = byte_level.pre_tokenize_str(form)
             left = piece[0]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import schedule as sched
-from ..grid import TIERS, Condition, seed_from
+from ..grid import Condition, seed_from
 
 Render = Callable[[np.ndarray, int, Sequence[sched.Schedule], dict[str, Any]], list[np.ndarray]]
 
@@ -67,14 +67,14 @@ class Category:
     def render_clip(
         self, audio: np.ndarray, sr: int, onset: int, offset: int, conds: Sequence[Condition], clip_ids: Sequence[str]
     ) -> list[tuple[np.ndarray, sched.Schedule]]:
-        """Render conditions of one clip, batching those that share a tier."""
+        """Render conditions of one clip in one batch per distinct set of per-tier constants."""
+        groups: dict[tuple[tuple[str, float], ...], list[int]] = {}
+        for i, c in enumerate(conds):
+            groups.setdefault(tuple(sorted(self.fixed(c.tier).items())), []).append(i)
         out: dict[int, tuple[np.ndarray, sched.Schedule]] = {}
-        for tier in TIERS:
-            idx = [i for i, c in enumerate(conds) if c.tier == tier]
-            if not idx:
-                continue
+        for fixed, idx in groups.items():
             schedules = [self.schedule(conds[i], onset, offset, len(audio), sr) for i in idx]
-            extra = {**self.fixed(tier), "seeds": [noise_seed(clip_ids[i]) for i in idx]}
+            extra = {**dict(fixed), "seeds": [noise_seed(clip_ids[i]) for i in idx]}
             for i, s, y in zip(idx, schedules, self.render(audio, sr, schedules, extra), strict=True):
                 out[i] = (y, s)
         return [out[i] for i in range(len(conds))]

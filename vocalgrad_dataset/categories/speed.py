@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dsp import fft_sizes, istft_batch, phase_vocoder_batch, stft_batch
+from ..dsp import fft_sizes, istft_batch, phase_vocoder_batch, prepare_vocoder, stft_batch
 from ..segments import render_segmented
 from .base import Category, register
 
@@ -28,13 +28,13 @@ def stretch_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, flo
         nf, hp = fft_sizes(length, n_fft, hop)
         keys = sorted({jobs[j][0] for j in job_ids})
         row_of = {k: r for r, k in enumerate(keys)}
-        specs = stft_batch(np.stack([windows[k] for k in keys]).astype(np.float32, copy=False), nf, hp)
+        prep = prepare_vocoder(stft_batch(np.stack([windows[k] for k in keys]).astype(np.float32, copy=False), nf, hp), hp, nf)
         job_ids.sort(key=lambda j: jobs[j][1])  # similar rates share a batch: little padding to the longest
         for b in range(0, len(job_ids), JOBS_PER_BATCH):
             batch = job_ids[b : b + JOBS_PER_BATCH]
             rates = np.array([jobs[j][1] for j in batch], dtype=np.float64)
-            spec = specs[[row_of[jobs[j][0]] for j in batch]]
-            stretched, n_out = phase_vocoder_batch(spec, rates, hp, nf)
+            rows = np.array([row_of[jobs[j][0]] for j in batch], dtype=np.int64)
+            stretched, n_out = phase_vocoder_batch(prep, rows, rates)
             lengths = np.array([int(round(length / r)) for r in rates], dtype=np.int64)
             for j, y in zip(batch, istft_batch(stretched, n_out, lengths, nf, hp), strict=True):
                 out[j] = y
