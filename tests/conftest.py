@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
+import os
+import tempfile
 
-from vocalgrad_dataset.generate import speech_span
-from vocalgrad_dataset.sources import get_source
+# a fresh datasets cache per session: pytest reuses tmp paths, and a cached Arrow file of an earlier
+# build under the same path would otherwise be served instead of the build under test
+os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="vocalgrad-hf-cache-")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from vocalgrad_dataset.generate import speech_span  # noqa: E402
+from vocalgrad_dataset.sources import get_source  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from ..segments import render_segmented
 from .base import Category, register
 
 N_FFT, HOP = 512, 128
-JOBS_PER_BATCH = 16  # cache-sized batches: the vocoder is memory-bound
+JOBS_PER_BATCH = 32  # cache-sized batches: the vocoder is memory-bound
 
 
 def stretch_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], n_fft: int = N_FFT, hop: int = HOP) -> list[np.ndarray]:
