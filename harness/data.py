@@ -184,40 +184,40 @@ def _clip_duration(clip: Any) -> float:
 
 
 class ParquetSource:
-    """A Parquet build directory loaded with `datasets`; audio decoded here with soundfile."""
+    """A `vocalgrad-dataset build` folder (DIR/<config>/<split>-*.parquet), read with pyarrow.
 
-    _COLUMNS = ("benchmark_clip_id", "duration_sec")
+    Read directly rather than through `datasets.load_dataset`, whose cache can serve an earlier build
+    made under the same path; audio is decoded here with soundfile.
+    """
 
     def __init__(self, path: str | Path, split: str) -> None:
         self.path, self.split = Path(path), split
         self.description = f"parquet:{self.path}"
-        self._ds: dict[str, Any] = {}
 
-    def _dataset(self, config: str) -> Any:
-        if config not in self._ds:
-            import datasets
-
-            ds = datasets.load_dataset(str(self.path), config, split=self.split)
-            self._ds[config] = ds.cast_column("audio", datasets.Audio(decode=False))
-        return self._ds[config]
+    def _files(self, config: str) -> list[Path]:
+        files = sorted((self.path / config).glob(f"{self.split}-*.parquet"))
+        if not files:
+            raise FileNotFoundError(f"no {self.split} shards of config {config!r} under {self.path} (expected {config}/{self.split}-*.parquet)")
+        return files
 
     def units(self, config: str) -> list[SourceUnit]:
-        meta = self._dataset(config).select_columns(list(self._COLUMNS)).to_dict()
+        import pyarrow.parquet as pq
+
+        meta = pq.read_table(self._files(config), columns=["benchmark_clip_id", "duration_sec"]).to_pydict()
         return _group_units(meta["benchmark_clip_id"], [_float(d) for d in meta["duration_sec"]])
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
-        import datasets
+        import pyarrow.parquet as pq
 
-        ds = self._dataset(config)
         wanted = {cid for u in units for cid in u.clip_ids}
-        ids = ds.select_columns(["benchmark_clip_id"])["benchmark_clip_id"]
-        # ClassLabel columns (label: 0 = decrease, 1 = increase) come back as ints: names instead.
-        labels = {k: f for k, f in ds.features.items() if isinstance(f, datasets.ClassLabel)}
-        for row in ds.select([i for i, cid in enumerate(ids) if cid in wanted]):
-            audio = row["audio"]
-            file = io.BytesIO(audio["bytes"]) if audio.get("bytes") else audio["path"]
-            names = {k: f.int2str(row[k]) for k, f in labels.items() if isinstance(row[k], int)}
-            yield normalize_row({**row, **names, "audio": read_audio(file)}, config)
+        for file in self._files(config):
+            for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
+                for row in batch.to_pylist():
+                    if row["benchmark_clip_id"] not in wanted:
+                        continue
+                    audio = row["audio"]
+                    data = io.BytesIO(audio["bytes"]) if audio.get("bytes") else self.path / config / audio["path"]
+                    yield normalize_row({**row, "audio": read_audio(data)}, config)  # label ints map in normalize_row
 
 
 class ReleaseSource:

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import datasets
-from datasets.distributed import split_dataset_by_node
 import numpy as np
 import pytest
 import soundfile as sf
+from datasets.distributed import split_dataset_by_node
 
 from tests.fixtures_sources import build_vctk_tree, vctk_wav_path
 from vocalgrad_dataset.builder import VocalGrad

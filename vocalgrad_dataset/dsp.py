@@ -7,6 +7,8 @@ conditions cost a handful of array operations instead of ~1,200 librosa calls.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -184,3 +186,37 @@ def _window_sumsquare_trimmed(n_frames: int, n_fft: int, hop: int, length: int) 
     """librosa's normalising envelope with near-zero entries set to 1 (librosa leaves those samples as they are)."""
     wss = librosa.util.fix_length(_window_sumsquare(n_frames, n_fft, hop)[n_fft // 2 :], size=length)
     return np.where(wss > _TINY32, wss, np.float32(1.0)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class JobBatch:
+    """Jobs whose windows share a length: their windows' spectra, and each job's row into them."""
+
+    length: int
+    n_fft: int
+    hop: int
+    spectra: np.ndarray  # (W, T, F) complex64, one row per distinct window
+    job_ids: list[int]  # indices into the caller's job list
+    rows: np.ndarray  # spectra row of each job
+    values: np.ndarray  # each job's parameter value (float64)
+
+
+def batched_window_jobs(
+    windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], n_fft: int, hop: int, batch_size: int
+) -> Iterator[JobBatch]:
+    """Group (window, value) jobs by window length; each window is transformed once, jobs come sorted by value
+    in cache-sized batches (similar values batch together, e.g. similar stretch lengths)."""
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for j, (k, _) in enumerate(jobs):
+        by_length[len(windows[k])].append(j)
+    for length, job_ids in by_length.items():
+        nf, hp = fft_sizes(length, n_fft, hop)
+        keys = sorted({jobs[j][0] for j in job_ids})
+        row_of = {k: r for r, k in enumerate(keys)}
+        spectra = stft_batch(np.stack([windows[k] for k in keys]), nf, hp)
+        job_ids.sort(key=lambda j: jobs[j][1])
+        for b in range(0, len(job_ids), batch_size):
+            batch = job_ids[b : b + batch_size]
+            rows = np.array([row_of[jobs[j][0]] for j in batch], dtype=np.int64)
+            values = np.array([jobs[j][1] for j in batch], dtype=np.float64)
+            yield JobBatch(length, nf, hp, spectra, batch, rows, values)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import librosa
 import numpy as np
 
-from ..dsp import fft_sizes, istft_batch, match_rms, stft_batch
+from ..dsp import batched_window_jobs, istft_batch, match_rms
 from ..segments import render_segmented
 from .base import Category, register
 
@@ -26,24 +25,16 @@ def lowpass_gain(freqs: np.ndarray, cutoff: float) -> np.ndarray:
 
 def lowpass_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
     """Low-pass every (window, cutoff) job: one STFT per window, one batched ISTFT per window length."""
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for j, (k, _) in enumerate(jobs):
-        by_length[len(windows[k])].append(j)
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
-    for length, job_ids in by_length.items():
-        nf, hp = fft_sizes(length, N_FFT, HOP)
-        keys = sorted({jobs[j][0] for j in job_ids})
-        row_of = {k: r for r, k in enumerate(keys)}
-        specs = stft_batch(np.stack([windows[k] for k in keys]).astype(np.float32, copy=False), nf, hp)
-        freqs = librosa.fft_frequencies(sr=sr, n_fft=nf)
-        for b in range(0, len(job_ids), JOBS_PER_BATCH):
-            batch = job_ids[b : b + JOBS_PER_BATCH]
-            masks = np.stack([lowpass_gain(freqs, jobs[j][1]) for j in batch]).astype(np.float32)
-            filtered = specs[[row_of[jobs[j][0]] for j in batch]] * masks[:, None, :]
-            n_frames = np.full(len(batch), specs.shape[1], dtype=np.int64)
-            ys = istft_batch(filtered, n_frames, np.full(len(batch), length, dtype=np.int64), nf, hp)
-            for j, y in zip(batch, ys, strict=True):
-                out[j] = match_rms(y, windows[jobs[j][0]])
+    for batch in batched_window_jobs(windows, jobs, N_FFT, HOP, JOBS_PER_BATCH):
+        freqs = librosa.fft_frequencies(sr=sr, n_fft=batch.n_fft)
+        masks = np.stack([lowpass_gain(freqs, c) for c in batch.values]).astype(np.float32)
+        filtered = batch.spectra[batch.rows] * masks[:, None, :]
+        n = len(batch.job_ids)
+        n_frames = np.full(n, batch.spectra.shape[1], dtype=np.int64)
+        ys = istft_batch(filtered, n_frames, np.full(n, batch.length, dtype=np.int64), batch.n_fft, batch.hop)
+        for j, y in zip(batch.job_ids, ys, strict=True):
+            out[j] = match_rms(y, windows[jobs[j][0]])
     return out
 
 

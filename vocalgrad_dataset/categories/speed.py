@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..dsp import fft_sizes, istft_batch, phase_vocoder_batch, prepare_vocoder, stft_batch
+from ..dsp import VocoderInput, batched_window_jobs, istft_batch, phase_vocoder_batch, prepare_vocoder
 from ..segments import render_segmented
 from .base import Category, register
 
@@ -20,24 +19,16 @@ def stretch_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, flo
 
     Each window's STFT is computed once and shared by every rate it is stretched at.
     """
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for j, (k, _) in enumerate(jobs):
-        by_length[len(windows[k])].append(j)
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
-    for length, job_ids in by_length.items():
-        nf, hp = fft_sizes(length, n_fft, hop)
-        keys = sorted({jobs[j][0] for j in job_ids})
-        row_of = {k: r for r, k in enumerate(keys)}
-        prep = prepare_vocoder(stft_batch(np.stack([windows[k] for k in keys]).astype(np.float32, copy=False), nf, hp), hp, nf)
-        job_ids.sort(key=lambda j: jobs[j][1])  # similar rates share a batch: little padding to the longest
-        for b in range(0, len(job_ids), JOBS_PER_BATCH):
-            batch = job_ids[b : b + JOBS_PER_BATCH]
-            rates = np.array([jobs[j][1] for j in batch], dtype=np.float64)
-            rows = np.array([row_of[jobs[j][0]] for j in batch], dtype=np.int64)
-            stretched, n_out = phase_vocoder_batch(prep, rows, rates)
-            lengths = np.array([int(round(length / r)) for r in rates], dtype=np.int64)
-            for j, y in zip(batch, istft_batch(stretched, n_out, lengths, nf, hp), strict=True):
-                out[j] = y
+    prepared: dict[int, VocoderInput] = {}
+    for batch in batched_window_jobs(windows, jobs, n_fft, hop, JOBS_PER_BATCH):
+        prep = prepared.get(batch.length)
+        if prep is None:  # the rate-independent half of the vocoder, once per window
+            prep = prepared[batch.length] = prepare_vocoder(batch.spectra, batch.hop, batch.n_fft)
+        stretched, n_out = phase_vocoder_batch(prep, batch.rows, batch.values)
+        lengths = np.array([int(round(batch.length / r)) for r in batch.values], dtype=np.int64)
+        for j, y in zip(batch.job_ids, istft_batch(stretched, n_out, lengths, batch.n_fft, batch.hop), strict=True):
+            out[j] = y
     return out
 
 
