@@ -1,4 +1,5 @@
-"""The straightforward generator: one librosa call per window per condition, as the published code did.
+"""The straightforward generator, as the published code worked: for each of the 24 conditions, read the
+source again, rebuild what it needs (the reverb IR too), and call librosa once per window.
 
 It renders through the same segment framework as the package (so both sides implement the same SPEC)
 but without batching or sharing work across conditions. Used as the baseline in benchmarks and as the
@@ -12,11 +13,15 @@ from collections.abc import Sequence
 import librosa
 import numpy as np
 
-from vocalgrad_dataset.categories import CATEGORIES
+from vocalgrad_dataset.categories import CATEGORIES, noise_seed
 from vocalgrad_dataset.categories.clarity import lowpass_gain
-from vocalgrad_dataset.dsp import fft_sizes, match_rms
+from vocalgrad_dataset.categories.echo import schroeder_ir
+from vocalgrad_dataset.dsp import fft_sizes, match_rms, to_pcm16
+from vocalgrad_dataset.generate import speech_span
+from vocalgrad_dataset.grid import clip_id, conditions
 from vocalgrad_dataset.schedule import Schedule
 from vocalgrad_dataset.segments import per_window, render_segmented
+from vocalgrad_dataset.sources import Source, SourceClip
 
 
 def time_stretch(window: np.ndarray, rate: float, sr: int) -> np.ndarray:
@@ -56,3 +61,20 @@ def render_baseline(category: str, audio: np.ndarray, sr: int, schedules: Sequen
         "clarity": {},
     }[category]
     return [render_segmented(audio, sr, [s], op, **kwargs)[0] for s in schedules]
+
+
+def baseline_clip(category: str, source: Source, clip: SourceClip) -> list[np.ndarray]:
+    """All 24 conditions of a clip the straightforward way; returns float audio (PCM16 / 32768) per condition."""
+    cat = CATEGORIES[category]
+    out = []
+    for cond in conditions():
+        pcm = source.read(clip)  # re-read per condition
+        onset, offset = speech_span(clip, pcm.samples, pcm.sample_rate)
+        audio, sr = pcm.float32, pcm.sample_rate
+        sched = cat.schedule(cond, onset, offset, len(audio), sr)
+        fixed = {**cat.fixed(cond.tier), "seeds": [noise_seed(clip_id(clip.source_item_id, clip.source_clip_id, cond))]}
+        if category == "echo":
+            schroeder_ir.cache_clear()  # rebuilt for every clip, as published
+        y = render_baseline(category, audio, sr, [sched], fixed)[0]
+        out.append(to_pcm16(y)[0].astype(np.float32) / np.float32(32768.0))
+    return out

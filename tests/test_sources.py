@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import warnings
 from pathlib import Path
 
@@ -209,19 +210,31 @@ def test_vctk_092_layout_warns_and_redetects(tmp_path: Path) -> None:
     assert onset < offset
 
 
-def test_download_vctk_returns_corpus_root(tmp_path: Path) -> None:
+def test_download_vctk_verifies_checksum_and_returns_corpus_root(tmp_path: Path) -> None:
     build_vctk_tree(tmp_path / "VCTK-Corpus", n_clips=1)
+    archive = tmp_path / "VCTK-Corpus.zip"
+    archive.write_bytes(b"stand-in archive bytes")
 
     class FakeDownloadManager:  # records the URL; nothing is fetched
         urls: list[str] = []
 
-        def download_and_extract(self, url: str) -> str:
+        def download(self, url: str) -> str:
             self.urls.append(url)
+            return str(archive)
+
+        def extract(self, path: str) -> str:
             return str(tmp_path)
 
     dl = FakeDownloadManager()
     assert download_vctk(dl) == tmp_path / "VCTK-Corpus"
     assert dl.urls == ["https://datashare.ed.ac.uk/bitstream/handle/10283/2651/VCTK-Corpus.zip"]
+    recorded = (tmp_path / "VCTK-Corpus.zip.sha256").read_text().split()[0]
+    assert recorded == hashlib.sha256(b"stand-in archive bytes").hexdigest()
+    archive.write_bytes(b"tampered")  # later uses are checked against the recorded digest
+    with pytest.raises(SourceError, match="does not match"):
+        download_vctk(dl)
+    with pytest.raises(SourceError, match="does not match"):
+        download_vctk(dl, expected_sha256="0" * 64)
 
 
 # --- demo -------------------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import hashlib
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -98,8 +100,30 @@ class VCTKSource:
         return read_pcm(clip.path, clip_name=clip.source_clip_id, expected_rate=SAMPLE_RATE)
 
 
-def download_vctk(dl_manager: Any) -> Path:
-    """Fetch and unpack VCTK 0.80 with a datasets DownloadManager; returns the VCTK-Corpus root."""
-    # ~11 GB zip; the download manager caches it and records/verifies its checksum.
-    extracted = Path(dl_manager.download_and_extract(VCTK_URL))
-    return _find_root(extracted)
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download_vctk(dl_manager: Any, *, expected_sha256: str | None = None) -> Path:
+    """Fetch VCTK 0.80 with a datasets DownloadManager, verify its sha256, unpack; returns the VCTK-Corpus root.
+
+    DataShare publishes no checksum for this ~11 GB zip: pass `expected_sha256` (or set
+    VOCALGRAD_VCTK_SHA256) to pin one; otherwise the computed digest is recorded beside the archive on the
+    first download and every later use is checked against it.
+    """
+    archive = Path(dl_manager.download(VCTK_URL))
+    digest = sha256_file(archive)
+    expected = expected_sha256 or os.environ.get("VOCALGRAD_VCTK_SHA256")
+    record = archive.with_name(archive.name + ".sha256")
+    if expected is None and record.is_file():
+        expected = record.read_text().split()[0]
+    if expected is not None and digest != expected:
+        raise SourceError(f"vctk download {archive}: sha256 {digest} does not match the expected {expected}; delete it and retry")
+    if not record.is_file():
+        record.write_text(f"{digest}  {VCTK_URL}\n")
+    return _find_root(Path(dl_manager.extract(str(archive))))
