@@ -18,7 +18,8 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES, get_category
+from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
+from vocalgrad_dataset.generate import parse_config, unit_ids
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
@@ -75,16 +76,22 @@ class RowSource(Protocol):
 
 
 def config_name(name: str) -> str:
-    """Our config name for "speed" or the published "speaking_speed"; "did you mean" otherwise."""
-    try:
-        return get_category(name).name
-    except KeyError as err:
-        raise ValueError(err.args[0]) from None
+    """Our config name for "speed", the published "speaking_speed", or a variant config ("volume-ternary",
+    "beep-pitch", "pitch-source"); "did you mean" otherwise."""
+    return parse_config(name).name
 
 
 def attribute_word(config: str) -> str:
-    """The prompt attribute word of a config (SPEC §3 table)."""
-    return CATEGORIES[config_name(config)].attribute
+    """The prompt attribute word of a config's category (SPEC §3 table)."""
+    return parse_config(config).category.attribute
+
+
+def published_name(config: str) -> str:
+    """The published long name of a config's category, with the variant marked ("volume-ternary" ->
+    "volume-ternary", "beep-pitch" -> "beep-voice_pitch")."""
+    spec = parse_config(config)
+    name = f"{spec.source}-{spec.category.release_name}" if spec.source else spec.category.release_name
+    return name if spec.format == "direction" else f"{name}-{spec.format}"
 
 
 def unit_key(source_item_id: str, source_clip_id: str) -> str:
@@ -102,11 +109,14 @@ def read_audio(file: str | Path | io.BytesIO) -> AudioDict:
 def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
     """Coerce a source's row to :class:`BenchRow` (config name, floats, ids parsed from the clip id)."""
     clip_id = str(row["benchmark_clip_id"])
-    item, clip, cond = grid.parse_clip_id(clip_id)
+    spec = parse_config(config)
+    item, clip, cond = grid.parse_any_clip_id(clip_id)  # source-clip ids (yes/no, ternary) have no condition
+    expected = grid.format_label(spec.format, cond)
     label = row.get("label")
-    label = grid.LABELS[label] if isinstance(label, int) else (label or cond.label)
-    if label != cond.label:  # the id encodes the direction: a disagreeing label is corrupt data
-        raise ValueError(f"{clip_id}: label {label!r} contradicts its direction {cond.direction!r}")
+    label = spec.labels[label] if isinstance(label, int) else (label or expected)
+    if label != expected:  # the id encodes the direction: a disagreeing label is corrupt data
+        raise ValueError(f"{clip_id}: label {label!r} contradicts its direction {cond.direction if cond else 'none'!r}")
+    none = grid.NO_CONDITION
     return {
         "audio": row["audio"],
         "benchmark_clip_id": clip_id,
@@ -114,9 +124,9 @@ def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
         "attribute": str(row.get("attribute") or attribute_word(config)),
         "prompt": str(row.get("prompt") or ""),
         "label": label,
-        "direction": str(row.get("direction") or cond.direction),
-        "curve": str(row.get("curve") or cond.curve),
-        "tier": str(row.get("tier") or cond.tier),
+        "direction": str(row.get("direction") or (cond.direction if cond else none)),
+        "curve": str(row.get("curve") or (cond.curve if cond else none)),
+        "tier": str(row.get("tier") or (cond.tier if cond else none)),
         "source_item_id": str(row.get("source_item_id") or item),
         "source_clip_id": str(row.get("source_clip_id") or clip),
         "speaker_id": str(row.get("speaker_id") or ""),
@@ -134,7 +144,7 @@ def _group_units(ids: Sequence[str], durations: Sequence[float]) -> list[SourceU
     """Units in order of first appearance from per-row ids and durations."""
     order: dict[str, tuple[list[str], list[float]]] = {}
     for cid, dur in zip(ids, durations, strict=True):
-        item, clip, _ = grid.parse_clip_id(cid)
+        item, clip, _ = grid.parse_any_clip_id(cid)
         ids_, durs = order.setdefault(unit_key(item, clip), ([], []))
         ids_.append(cid)
         durs.append(0.0 if np.isnan(dur) else dur)
@@ -158,12 +168,13 @@ class GeneratorSource:
         return self._clips
 
     def units(self, config: str) -> list[SourceUnit]:
-        """24 rows per source clip, weighted by the clip's duration (read from the file header)."""
-        n = len(grid.conditions())
-        return [
-            SourceUnit(key, n * _clip_duration(c), tuple(grid.iter_ids([(c.source_item_id, c.source_clip_id)])))
-            for key, c in self._source_clips().items()
-        ]
+        """A source clip's rows (24; 25 with the unmodified clip), weighted by the clip's duration (file header)."""
+        spec = parse_config(config)
+        units = []
+        for key, c in self._source_clips().items():
+            ids = unit_ids(spec, c.source_item_id, c.source_clip_id)
+            units.append(SourceUnit(key, len(ids) * _clip_duration(c), tuple(ids)))
+        return units
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
         from vocalgrad_dataset.generate import iter_rows
@@ -171,7 +182,8 @@ class GeneratorSource:
         clips = [self._source_clips()[u.key] for u in units]
         if not clips:
             return
-        for row in iter_rows(config, self.split, self.source, self.data_dir, clips=clips):
+        wanted = {cid for u in units for cid in u.clip_ids}  # render only these conditions (limit, few-shot)
+        for row in iter_rows(config, self.split, self.source, self.data_dir, clips=clips, ids=wanted):
             yield normalize_row(row, config)
 
 
@@ -232,7 +244,7 @@ class ReleaseSource:
         if self._meta is None:
             with open(self.path / "metadata.csv", newline="", encoding="utf-8") as fh:
                 self._meta = list(csv.DictReader(fh))
-        name = PUBLISHED_NAME[config]
+        name = PUBLISHED_NAME.get(config, config)  # the release holds the nine direction configs only
         return [
             r
             for r in self._meta

@@ -23,9 +23,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from harness import results as res
-from harness.data import CONFIGS, PUBLISHED_NAME, RowSource, SourceUnit, config_name, open_source
+from harness.data import CONFIGS, RowSource, SourceUnit, config_name, open_source, published_name
 from harness.models.protocol import AudioLM, Prompt
-from harness.prompts import Variant, Vocabulary, build_prompt, get_variant
+from harness.prefetch import prefetched_rows
+from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
 from harness.results import SampleRow
 from vocalgrad_dataset import grid
 
@@ -54,6 +55,7 @@ class EvalSettings:
     max_new_tokens: int = 128  # SPEC §5 published budget
     retry_max_new_tokens: int = 256  # one retry when the first answer is unparsed
     model_args: dict[str, Any] = field(default_factory=dict)
+    data_workers: int = 0  # processes generating/decoding rows ahead of the model (0: in this process)
 
 
 class Dist:
@@ -186,9 +188,7 @@ def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
             if isinstance(s, Exception):
                 out[i]["error"] = _error_text(s)
                 continue
-            margin = float(s[0] - s[1])
-            pred = "increase" if margin > 0 else "decrease" if margin < 0 else None
-            word = vocab.increase if margin > 0 else vocab.decrease if margin < 0 else None
+            pred, word, margin = vocab.decide(s)
             out[i].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
         return out
     first = _calls(lambda ps: model.generate(ps, max_new_tokens=settings.max_new_tokens), prompts)
@@ -248,7 +248,8 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
         bar = tqdm(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
                    dynamic_ncols=True, leave=True)
         with res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
-            rows = (r for r in source.rows(config, mine) if r["benchmark_clip_id"] in todo)
+            produced = prefetched_rows(source, config, mine, settings.data_workers)
+            rows = (r for r in produced if r["benchmark_clip_id"] in todo)
             for batch in _batches(rows, settings.batch_size):
                 writer.write_batch(evaluate_batch(model, batch, variant, settings))
                 bar.update(len(batch))
@@ -260,7 +261,7 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     vocab = variant.vocabulary(config)
     return {
         "task": config,
-        "published_category": PUBLISHED_NAME[config],
+        "published_category": published_name(config),
         "split": settings.split,
         "source": source.description,
         "prompt_variant": variant.name,
@@ -339,6 +340,7 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     source = source or open_source(settings.split, settings.source, settings.data_dir, settings.dataset)
     model = model or load_model(settings)
     check_mode(model, settings.mode)
+    variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
     out_dir = Path(settings.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -378,6 +380,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=MODES, default="generate")
     p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. swap_order+audio_ref")
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--data-workers", type=int, default=0,
+                   help="processes that generate/decode rows ahead of the model (use several on a GPU host)")
     p.add_argument("--limit", type=int, default=None, help="first N clips of each config")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--retry-max-new-tokens", type=int, default=256, help="0 disables the retry")
@@ -411,5 +415,6 @@ def settings_from_args(ns: argparse.Namespace) -> EvalSettings:
         max_new_tokens=ns.max_new_tokens,
         retry_max_new_tokens=ns.retry_max_new_tokens,
         model_args=model_args,
+        data_workers=ns.data_workers,
     )
 

@@ -58,3 +58,12 @@ def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path: Path) -> None
     assert 3 <= done < 24, "the kill must land mid-run"
     assert harness_cli(["eval", *args, "--out", str(killed)]) == 0
     assert (killed / "samples_volume.jsonl").read_bytes() == (clean / "samples_volume.jsonl").read_bytes()
+
+
+def test_data_workers_give_the_same_samples(tmp_path: Path) -> None:
+    runs = {}
+    for workers in (0, 2):
+        out = tmp_path / f"w{workers}"
+        run_eval(EvalSettings("signal-oracle", ["volume"], str(out), source="demo", data_workers=workers))
+        runs[workers] = (out / "samples_volume.jsonl").read_bytes()
+    assert runs[0] == runs[2] and runs[0].count(b"\n") == 72
