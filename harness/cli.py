@@ -1,4 +1,4 @@
-"""The `harness` command: eval, report, compare, list-models."""
+"""The `harness` command: eval, report, compare, list-models, leaderboard."""
 
 from __future__ import annotations
 
@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_compare)
     m = sub.add_parser("list-models", help="models the registry knows")
     m.set_defaults(func=_list_models)
+    from harness.leaderboard.cli import add_leaderboard_parser
+
+    add_leaderboard_parser(sub)
     return p
 
 

@@ -9,6 +9,10 @@ Conventions:
   its speaker and sentence): CR1 sandwich variance G/(G−1)·Σ_g(Σ_{i∈g} w_i(y_i − p))².
 - McNemar: exact two-sided binomial test on the discordant pairs, p = min(1, 2·P(X ≤ min(b, c))),
   X ~ Binomial(b + c, 1/2).
+- Macro-F1 (yes/no and ternary formats, SPEC §4): per gold class, precision = TP / predictions of that
+  class, recall = TP / gold rows of that class (so an unparsed or error row is a miss of its true class
+  and never a prediction), F1 = 2PR / (P + R) (0 when P + R = 0); the unweighted mean over the gold
+  classes present. Balanced accuracy is likewise the mean recall over the gold classes present.
 """
 
 from __future__ import annotations
@@ -95,10 +99,9 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     lo, hi = binomial_interval(n_correct, n)
     se_cl = cluster_stderr([float(c) for c in correct], [r.get("source_clip_id") for r in rows])
     recalls = []
-    for gold in ("increase", "decrease"):
+    for gold in _gold_classes(rows):
         idx = [i for i, r in enumerate(rows) if r["gold"] == gold]
-        if idx:
-            recalls.append(sum(correct[i] for i in idx) / len(idx))
+        recalls.append(sum(correct[i] for i in idx) / len(idx))
     acc = n_correct / n if n else float("nan")
     return {
         "n": n,
@@ -116,11 +119,57 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "accuracy_cluster_ci_high": min(1.0, acc + Z95 * se_cl) if not math.isnan(se_cl) else float("nan"),
         "parsed_accuracy": n_correct / n_parsed if n_parsed else float("nan"),
         "balanced_accuracy": sum(recalls) / len(recalls) if recalls else float("nan"),
+        "macro_f1": macro_f1(rows),
         "increase_ratio": n_increase / n_parsed if n_parsed else float("nan"),
         "increase_ratio_all": n_increase / n if n else float("nan"),
         "exact_match_rate": sum(exact) / n if n else float("nan"),
         "exact_match_accuracy": sum(e and c for e, c in zip(exact, correct, strict=True)) / n if n else float("nan"),
     }
+
+
+def _gold_classes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Gold labels present, increase/decrease first (their historical order), then the rest sorted."""
+    present = {r["gold"] for r in rows}
+    return [g for g in ("increase", "decrease") if g in present] + sorted(present - {"increase", "decrease"})
+
+
+def f1_by_class(rows: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None) -> dict[str, float]:
+    """F1 per gold class (module docstring); unparsed and error rows count only against their true class."""
+    labels = list(labels) if labels is not None else _gold_classes(rows)
+    out = {}
+    for label in labels:
+        tp = sum(1 for r in rows if r["gold"] == label and _pred(r) == label)
+        n_pred = sum(1 for r in rows if _pred(r) == label)
+        n_gold = sum(1 for r in rows if r["gold"] == label)
+        precision = tp / n_pred if n_pred else 0.0
+        recall = tp / n_gold if n_gold else 0.0
+        out[label] = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return out
+
+
+def macro_f1(rows: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None) -> float:
+    """Unweighted mean of the per-class F1 over the gold classes present (or `labels`)."""
+    f1 = f1_by_class(rows, labels)
+    return sum(f1.values()) / len(f1) if f1 else float("nan")
+
+
+CLIP_TYPES: dict[str, str] = {"up": "increasing", "down": "decreasing", "none": "source"}  # by row direction
+
+
+def prediction_distribution(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Share of each prediction (labels + "unparsed") within each clip type (increasing, decreasing, source).
+
+    Every row counts in its clip type's denominator; unparsed and error rows are "unparsed" (the paper's
+    Table 17 per category, before averaging over categories).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for direction, clip_type in CLIP_TYPES.items():
+        group = [r for r in rows if r.get("direction") == direction]
+        if not group:
+            continue
+        preds = [_pred(r) if _pred(r) in labels else "unparsed" for r in group]
+        out[clip_type] = {p: preds.count(p) / len(group) for p in [*labels, "unparsed"]}
+    return out
 
 
 def breakdowns(rows: Sequence[Mapping[str, Any]], keys: Iterable[str] = BREAKDOWN_KEYS) -> dict[str, dict[str, Any]]:

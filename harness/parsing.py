@@ -1,5 +1,10 @@
 """Answer parsing (SPEC §5): one versioned parser per answer vocabulary, rule "exactly one family".
 
+Vocabularies: `main` (increase/decrease, the main prompt and its order/wording variants), `synonym`
+(the paraphrase pairs: the published single synonym list), `yesno` (change detection) and `ternary`
+(increase/decrease/constant). Every parser maps a raw output to the one label whose family of words
+occurs in it as whole words (case-insensitive), or to None when none or several families occur.
+
 Documented consequences of the published rule, kept on purpose so our numbers stay comparable:
 - whole words only: "increasing" is unparsed by the main parser (it is a synonym-parser word);
 - negation is not understood: "not increase" parses as increase;
@@ -25,28 +30,44 @@ _EDGE_PUNCTUATION = string.punctuation + string.whitespace + "\u2018\u2019\u201c
 
 @dataclass(frozen=True)
 class AnswerParser:
-    """Maps a raw model output to "increase", "decrease" or None (unparsed)."""
+    """Maps a raw model output to one of its labels ("increase", "yes", "constant", ...) or None (unparsed)."""
 
     name: str
-    increase_words: frozenset[str]
-    decrease_words: frozenset[str]
+    vocabulary: tuple[tuple[str, frozenset[str]], ...]  # (label, its words) per answer family
+    kind: str = "direction"  # "direction" parsers keep the published ids; the format parsers say "answer"
 
     @property
     def id(self) -> str:
         """Identifier stored with results; equals the published parser ids at version 1."""
-        return f"{self.name}-unique-direction-v{PARSER_VERSION}"
+        return f"{self.name}-unique-{self.kind}-v{PARSER_VERSION}"
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The labels this parser can return, in vocabulary order."""
+        return tuple(label for label, _ in self.vocabulary)
+
+    @property
+    def increase_words(self) -> frozenset[str]:
+        return dict(self.vocabulary).get(INCREASE, frozenset())
+
+    @property
+    def decrease_words(self) -> frozenset[str]:
+        return dict(self.vocabulary).get(DECREASE, frozenset())
+
+    @cached_property
+    def _label_of(self) -> dict[str, str]:
+        return {w: label for label, words in self.vocabulary for w in words}
 
     @cached_property
     def _pattern(self) -> re.Pattern[str]:
-        words = sorted(self.increase_words | self.decrease_words, key=lambda w: (-len(w), w))
+        words = sorted(self._label_of, key=lambda w: (-len(w), w))
         return re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b", re.IGNORECASE)
 
     def families(self, raw: str | None) -> set[str]:
         """The answer families whose words occur in raw as whole words (case-insensitive)."""
         if not raw:
             return set()
-        found = {m.lower() for m in self._pattern.findall(raw)}
-        return {INCREASE if w in self.increase_words else DECREASE for w in found}
+        return {self._label_of[m.lower()] for m in self._pattern.findall(raw)}
 
     def parse(self, raw: str | None) -> str | None:
         """The label when exactly one family occurs, else None."""
@@ -58,24 +79,34 @@ class AnswerParser:
         return len(self.families(raw)) > 1
 
 
-MAIN = AnswerParser("main", frozenset({"increase", "increases"}), frozenset({"decrease", "decreases"}))
+CONSTANT, YES, NO = "constant", "yes", "no"
+_INC = frozenset({"increase", "increases"})
+_DEC = frozenset({"decrease", "decreases"})
+MAIN = AnswerParser("main", ((INCREASE, _INC), (DECREASE, _DEC)))
 SYNONYM = AnswerParser(
     "synonym",
-    frozenset({
-        "increase", "increases", "increasing", "rise", "rises", "rising",
-        "upward", "upwards", "faster", "accelerate", "accelerates", "accelerating",
-    }),
-    frozenset({
-        "decrease", "decreases", "decreasing", "fall", "falls", "falling", "downward", "downwards",
-        "slower", "decline", "declines", "declining", "decelerate", "decelerates", "decelerating",
-    }),
+    (
+        (INCREASE, frozenset({
+            "increase", "increases", "increasing", "rise", "rises", "rising",
+            "upward", "upwards", "faster", "accelerate", "accelerates", "accelerating",
+        })),
+        (DECREASE, frozenset({
+            "decrease", "decreases", "decreasing", "fall", "falls", "falling", "downward", "downwards",
+            "slower", "decline", "declines", "declining", "decelerate", "decelerates", "decelerating",
+        })),
+    ),
 )  # fmt: skip
-PARSERS: dict[str, AnswerParser] = {p.name: p for p in (MAIN, SYNONYM)}
+# SPEC §4 formats: the main words plus "constant"; "yes" / "no" as whole words (so "nothing" is not "no").
+TERNARY = AnswerParser("ternary", ((INCREASE, _INC), (DECREASE, _DEC), (CONSTANT, frozenset({"constant"}))), "answer")
+YESNO = AnswerParser("yesno", ((YES, frozenset({"yes"})), (NO, frozenset({"no"}))), "answer")
+PARSERS: dict[str, AnswerParser] = {p.name: p for p in (MAIN, SYNONYM, YESNO, TERNARY)}
+_ID_RE = re.compile(r"^(?P<name>.+?)-unique-(?:direction|answer)-v\d+$")
 
 
 def get_parser(name_or_id: str) -> AnswerParser:
-    """A parser by name ("main", "synonym") or by stored id ("main-unique-direction-v1")."""
-    name = name_or_id.split("-unique-direction-v")[0]
+    """A parser by name ("main", "synonym", "yesno", "ternary") or stored id ("main-unique-direction-v1")."""
+    m = _ID_RE.match(name_or_id)
+    name = m["name"] if m else name_or_id
     if name in PARSERS:
         return PARSERS[name]
     close = difflib.get_close_matches(name, list(PARSERS), n=1)

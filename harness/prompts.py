@@ -1,40 +1,74 @@
-"""Prompt variants of SPEC §5 by name, each with its answer vocabulary.
+"""Prompt variants of SPEC §5 by name, each with its answer vocabulary, and the few-shot layout.
 
-Names: a base (`default`, `paraphrase-1..3`, `cross-attribute:<category>`) joined by "+" with modifiers
-`swap_order`, `audio_ref`, `audio_first` (e.g. `swap_order+audio_ref`). Paraphrases combine only with
-`audio_first`. TODO(few-shot): SPEC §5 few-shot (4 labelled train clips per query, seed 1234) needs
-train rows beside each query; it belongs to a later issue and is refused here by name.
+Names: a base (`default`, `paraphrase-1..3`, `cross-attribute:<category>`, `few-shot`) joined by "+" with
+modifiers `swap_order`, `audio_ref`, `audio_first` (e.g. `swap_order+audio_ref`). Paraphrases combine only
+with `audio_first`; few-shot (4 labelled train clips + the query, interleaved) only with `swap_order` and
+`audio_ref` (the published runs used `few-shot+audio_ref`). The question of a yes/no or ternary config
+(`volume-yesno`, `volume-ternary`) is fixed by its format (SPEC §4): those take `default` or `audio_first`.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.data import CONFIGS, attribute_word, config_name
-from harness.models.protocol import AudioClip, Prompt
-from harness.parsing import MAIN, SYNONYM, AnswerParser
+import numpy as np
+
+from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, config_name, unit_key
+from harness.models.protocol import AudioClip, Prompt, Segment
+from harness.parsing import MAIN, SYNONYM, TERNARY, YESNO, AnswerParser
+from vocalgrad_dataset.generate import parse_config
+from vocalgrad_dataset.grid import parse_clip_id, seed_from
+from vocalgrad_dataset.prompt import answer_line, format_prompt
 
 MODIFIERS: tuple[str, ...] = ("swap_order", "audio_ref", "audio_first")  # canonical order in names
-ANSWER_LINE = 'Answer with only one word: "{a}" or "{b}".'
+FEW_SHOT_SEED = 1234  # SPEC §5
+SHOTS_PER_LABEL = 2  # 2 "increase" + 2 "decrease" examples per query
+FEW_SHOT_AUDIOS = 2 * SHOTS_PER_LABEL + 1  # clips in one few-shot prompt
 
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """The two answer words a prompt offers and the parser that reads its outputs."""
+    """The answer words a prompt offers, the label each stands for, and the parser that reads outputs."""
 
-    increase: str
-    decrease: str
+    words: tuple[str, ...]  # score_choices column order
+    labels: tuple[str, ...]
     parser: AnswerParser
 
     @property
-    def choices(self) -> tuple[str, str]:
-        """(increase word, decrease word): the order of score_choices columns."""
-        return (self.increase, self.decrease)
+    def choices(self) -> tuple[str, ...]:
+        """The answer words, the columns of score_choices."""
+        return self.words
+
+    @property
+    def increase(self) -> str:
+        return self.words[self.labels.index("increase")]
+
+    @property
+    def decrease(self) -> str:
+        return self.words[self.labels.index("decrease")]
+
+    def decide(self, scores: Sequence[float]) -> tuple[str | None, str | None, float]:
+        """(label, word, margin) from one row of score_choices; a tie for the best score decides nothing.
+
+        Two words: margin = score(first) − score(second) (increase − decrease, yes − no). More words:
+        margin = best − runner-up (≥ 0).
+        """
+        s = np.asarray(scores, dtype=np.float64)
+        order = np.argsort(-s, kind="stable")
+        margin = float(s[0] - s[1]) if len(s) == 2 else float(s[order[0]] - s[order[1]])
+        if s[order[0]] == s[order[1]]:
+            return None, None, margin
+        return self.labels[order[0]], self.words[order[0]], margin
 
 
-MAIN_VOCABULARY = Vocabulary("increase", "decrease", MAIN)
+MAIN_VOCABULARY = Vocabulary(("increase", "decrease"), ("increase", "decrease"), MAIN)
+YESNO_VOCABULARY = Vocabulary(("yes", "no"), ("yes", "no"), YESNO)
+TERNARY_VOCABULARY = Vocabulary(("increase", "decrease", "constant"), ("increase", "decrease", "constant"), TERNARY)
+FORMAT_VOCABULARIES: dict[str, Vocabulary] = {"yesno": YESNO_VOCABULARY, "ternary": TERNARY_VOCABULARY}
 
 # SPEC §5 paraphrases: category -> [(question, increase word, decrease word)], numbered from 1.
 PARAPHRASES: dict[str, list[tuple[str, str, str]]] = {
@@ -58,42 +92,59 @@ PARAPHRASES: dict[str, list[tuple[str, str, str]]] = {
 
 @dataclass(frozen=True)
 class Variant:
-    """A resolved prompt variant."""
+    """A resolved prompt variant (few-shot variants get their train-example pool from prepare_variant)."""
 
     name: str  # canonical name
-    base: str  # "default" | "paraphrase" | "cross-attribute"
+    base: str  # "default" | "paraphrase" | "cross-attribute" | "few-shot"
     paraphrase: int = 0  # 1..3 for paraphrase variants
     cross_category: str = ""  # config whose attribute word is asked about
     swap_order: bool = False
     audio_ref: bool = False
     audio_first: bool = False
+    pool: FewShotPool | None = field(default=None, compare=False, repr=False)
 
-    def vocabulary(self, category: str) -> Vocabulary:
-        """Answer words and parser for a row of this category."""
+    def _format(self, config: str) -> str:
+        """The config's problem format, refusing variants that would rewrite a format's fixed question."""
+        fmt = parse_config(config).format
+        if fmt in FORMAT_VOCABULARIES and (self.base != "default" or self.swap_order or self.audio_ref):
+            raise ValueError(f"config {config!r} fixes its question (SPEC §4): use prompt default or audio_first, "
+                             f"not {self.name!r}")
+        return fmt
+
+    def vocabulary(self, config: str) -> Vocabulary:
+        """Answer words and parser for a row of this config."""
+        fmt = self._format(config)
+        if fmt in FORMAT_VOCABULARIES:
+            return FORMAT_VOCABULARIES[fmt]
         if self.base != "paraphrase":
             return MAIN_VOCABULARY
-        _, inc, dec = _paraphrase(category, self.paraphrase)
+        _, inc, dec = _paraphrase(config, self.paraphrase)
         # The published paraphrase runs used one synonym parser for all nine questions.
-        return Vocabulary(inc, dec, SYNONYM)
+        return Vocabulary((inc, dec), ("increase", "decrease"), SYNONYM)
 
-    def text(self, category: str, attribute: str) -> str:
-        """The prompt's text: question, blank line, answer instruction."""
+    def text(self, config: str, attribute: str | None = None) -> str:
+        """The question: sentence, blank line, answer instruction (few-shot: the query's question)."""
+        attribute = attribute or attribute_word(config)
+        fmt = self._format(config)
+        if fmt in FORMAT_VOCABULARIES:
+            return format_prompt(fmt, attribute)
         if self.base == "paraphrase":
-            question, inc, dec = _paraphrase(category, self.paraphrase)
-            return f"{question}\n\n{ANSWER_LINE.format(a=inc, b=dec)}"
+            question, inc, dec = _paraphrase(config, self.paraphrase)
+            return f"{question}\n\n{answer_line(inc, dec)}"
         if self.base == "cross-attribute":
             attribute = attribute_word(self.cross_category)
         subject = f"the {attribute} of this audio clip" if self.audio_ref else f"the {attribute}"
         a, b = ("decrease", "increase") if self.swap_order else ("increase", "decrease")
-        return f"Does {subject} {a} or {b} over time?\n\n{ANSWER_LINE.format(a=a, b=b)}"
+        return f"Does {subject} {a} or {b} over time?\n\n{answer_line(a, b)}"
 
 
 def variant_names() -> list[str]:
-    """Every nameable variant (modifier combinations of default, paraphrases, cross-attributes)."""
+    """Every nameable variant (modifier combinations of default, paraphrases, cross-attributes, few-shot)."""
     combos = ["+".join(m for m, on in zip(MODIFIERS, bits, strict=True) if on) for bits in _bit_tuples()]
     names = [c or "default" for c in combos]
     names += [f"paraphrase-{i}" for i in (1, 2, 3)] + [f"paraphrase-{i}+audio_first" for i in (1, 2, 3)]
     names += [f"cross-attribute:{c}" for c in CONFIGS]
+    names += ["few-shot", "few-shot+swap_order", "few-shot+audio_ref", "few-shot+swap_order+audio_ref"]
     return names
 
 
@@ -108,7 +159,7 @@ def _unknown(name: str, why: str = "") -> ValueError:
 
 
 def get_variant(name: str) -> Variant:
-    """Resolve a variant name ("swap_order+audio_ref", "paraphrase-2", "cross-attribute:echo", ...)."""
+    """Resolve a variant name ("swap_order+audio_ref", "paraphrase-2", "cross-attribute:echo", "few-shot+audio_ref")."""
     parts = [p.strip() for p in name.split("+") if p.strip()]
     base_parts = [p for p in parts if p not in MODIFIERS]
     mods = {p for p in parts if p in MODIFIERS}
@@ -128,9 +179,13 @@ def get_variant(name: str) -> Variant:
             cat = config_name(base.split(":", 1)[1])
         except ValueError as err:
             raise _unknown(name, f" ({err})") from None
+        if cat not in CONFIGS:
+            raise _unknown(name, " (cross-attribute takes one of the nine categories)")
         return Variant(_canonical(f"cross-attribute:{cat}", mods), "cross-attribute", cross_category=cat, **kw)
-    if base.startswith("few-shot") or base.startswith("fewshot"):
-        raise ValueError(f"prompt variant {name!r} (few-shot) is not implemented yet; see harness/prompts.py")
+    if base == "few-shot":
+        if "audio_first" in mods:
+            raise _unknown(name, " (few-shot has its own layout; it combines only with swap_order, audio_ref)")
+        return Variant(_canonical(base, mods), "few-shot", **kw)
     raise _unknown(name)
 
 
@@ -138,21 +193,137 @@ def _canonical(base: str, mods: set[str]) -> str:
     return "+".join([base, *(m for m in MODIFIERS if m in mods)])
 
 
-def _paraphrase(category: str, index: int) -> tuple[str, str, str]:
-    category = config_name(category)
+def _paraphrase(config: str, index: int) -> tuple[str, str, str]:
+    category = parse_config(config).category.name
     if category not in PARAPHRASES:
         raise ValueError(f"paraphrase prompts exist only for {', '.join(PARAPHRASES)}, not {category!r}")
     return PARAPHRASES[category][index - 1]
 
 
+def _audio(row: dict[str, Any]) -> AudioClip:
+    return AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
+
+
+def few_shot_segments(
+    attribute: str, examples: Sequence[tuple[AudioClip, str]], query: AudioClip, question: str
+) -> tuple[Segment, ...]:
+    """SPEC §5 few-shot layout: intro, per example "Example i audio:" AUDIO "Example i label: L", then the query.
+
+    Adjacent text pieces are joined into one segment (what a chat template renders is the same).
+    """
+    pieces: list[Segment] = [
+        f"You will receive {len(examples)} labeled audio examples for {attribute}, followed by one query audio clip.\n\n"
+    ]
+    for i, (clip, label) in enumerate(examples, start=1):
+        pieces += [f"Example {i} audio:\n", clip, f"\nExample {i} label: {label}\n\n"]
+    pieces += ["Query audio:\n", query, f"\nFor the query audio, answer the same question:\n{question}"]
+    merged: list[Segment] = []
+    for p in pieces:
+        if isinstance(p, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += p
+        else:
+            merged.append(p)
+    return tuple(merged)
+
+
+def draw_examples(
+    increase_ids: Sequence[str], decrease_ids: Sequence[str], category_key: str, clip_id: str,
+    *, seed: int = FEW_SHOT_SEED, shots: int = SHOTS_PER_LABEL,
+) -> list[str]:
+    """SPEC §5 draw for one query: random.Random(sha256("{seed}:{category}:{clip_id}")[:8] big-endian),
+    `shots` "increase" then `shots` "decrease" ids (random.sample), then shuffled."""
+    rng = random.Random(seed_from(f"{seed}:{category_key}:{clip_id}"))
+    chosen = [*rng.sample(list(increase_ids), shots), *rng.sample(list(decrease_ids), shots)]
+    rng.shuffle(chosen)
+    return chosen
+
+
+class FewShotPool:
+    """Labelled train clips of the query's category, drawn per query and decoded through a RowSource.
+
+    The draw is seeded with the category's published long name ("voice_pitch"), as the published runs did,
+    over the train ids in dataset order (source list order, then curve, tier, direction).
+    """
+
+    def __init__(self, train: RowSource, *, seed: int = FEW_SHOT_SEED, shots: int = SHOTS_PER_LABEL) -> None:
+        self.train, self.seed, self.shots = train, seed, shots
+        self._ids: dict[str, dict[str, list[str]]] = {}
+
+    def ids_by_label(self, config: str) -> dict[str, list[str]]:
+        """Train clip ids of a config per label ("increase", "decrease"), in dataset order."""
+        if config not in self._ids:
+            by_label: dict[str, list[str]] = {"increase": [], "decrease": []}
+            for unit in self.train.units(config):
+                for cid in unit.clip_ids:
+                    by_label[parse_clip_id(cid)[2].label].append(cid)
+            for label, ids in by_label.items():
+                if len(ids) < self.shots:
+                    raise ValueError(f"few-shot: {config} has {len(ids)} {label!r} train clips, needs {self.shots}")
+            self._ids[config] = by_label
+        return self._ids[config]
+
+    def draw(self, config: str, clip_id: str) -> list[str]:
+        """The example ids of one query."""
+        spec = parse_config(config)
+        if spec.format != "direction":
+            raise ValueError(f"few-shot prompts take direction configs, not {config!r}")
+        ids = self.ids_by_label(config)
+        key = spec.category.release_name
+        return draw_examples(ids["increase"], ids["decrease"], key, clip_id, seed=self.seed, shots=self.shots)
+
+    def examples(self, config: str, clip_id: str) -> list[BenchRow]:
+        """The decoded example rows of one query, in prompt order."""
+        wanted = self.draw(config, clip_id)
+        units: dict[str, list[str]] = {}
+        for cid in wanted:
+            item, clip, _ = parse_clip_id(cid)
+            units.setdefault(unit_key(item, clip), []).append(cid)
+        rows = {r["benchmark_clip_id"]: r for r in self.train.rows(config, [SourceUnit(k, 0.0, tuple(v)) for k, v in units.items()])}
+        missing = [cid for cid in wanted if cid not in rows]
+        if missing:
+            raise ValueError(f"few-shot: train clip {missing[0]} not found in {getattr(self.train, 'description', self.train)}")
+        return [rows[cid] for cid in wanted]
+
+
+def max_audios(model: Any) -> int | None:
+    """Clips per prompt a model accepts, when it declares a limit (itself or its family spec)."""
+    for obj in (model, getattr(model, "spec", None)):
+        limit = getattr(obj, "max_audios", None)
+        if limit is not None:
+            return int(limit)
+    return None
+
+
+def prepare_variant(variant: Variant, settings: Any, model: Any = None) -> Variant:
+    """A variant ready to run: few-shot gets its train pool (same source or build, train split) after
+    checking the model accepts several clips per prompt; anything else is returned unchanged."""
+    if variant.base != "few-shot" or variant.pool is not None:
+        return variant
+    limit = max_audios(model) if model is not None else None
+    if limit is not None and limit < FEW_SHOT_AUDIOS:
+        raise ValueError(f"model {getattr(model, 'name', model)!r} takes at most {limit} audio clip(s) per prompt; "
+                         f"few-shot needs {FEW_SHOT_AUDIOS} (4 labelled examples + the query)")
+    from harness.data import open_source
+
+    train = open_source("train", settings.source, settings.data_dir, settings.dataset)
+    return replace(variant, pool=FewShotPool(train))
+
+
 def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, Vocabulary]:
-    """The Prompt for one benchmark row (text before audio unless audio_first) and its vocabulary."""
+    """The Prompt for one benchmark row (text before audio unless audio_first; few-shot interleaved) and its
+    vocabulary."""
     v = get_variant(variant) if isinstance(variant, str) else variant
-    category = config_name(row["category"])
-    attribute = row.get("attribute") or attribute_word(category)
-    audio = AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
-    text = v.text(category, attribute)
-    segments = (audio, text) if v.audio_first else (text, audio)
+    config = config_name(row["category"])
+    attribute = row.get("attribute") or attribute_word(config)
+    audio = _audio(row)
+    text = v.text(config, attribute)
+    if v.base == "few-shot":
+        if v.pool is None:
+            raise ValueError(f"prompt variant {v.name!r} needs train examples: resolve it with prepare_variant()")
+        examples = [(_audio(r), r["label"]) for r in v.pool.examples(config, row["benchmark_clip_id"])]
+        segments = few_shot_segments(attribute, examples, audio, text)
+    else:
+        segments = (audio, text) if v.audio_first else (text, audio)
     # Baselines read these; the label is deliberately absent.
-    meta = {k: row.get(k) for k in ("category", "onset_sec", "offset_sec", "duration_sec")}
-    return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), v.vocabulary(category)
+    meta = {"category": parse_config(config).category.name, **{k: row.get(k) for k in ("onset_sec", "offset_sec", "duration_sec")}}
+    return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), v.vocabulary(config)

@@ -19,6 +19,7 @@ from harness.metrics import mcnemar
 from harness.parsing import get_parser
 from harness.reference import MODEL_DISPLAY, reference, table2
 from harness.results import atomic_write_text, build_results, read_jsonl, samples_path
+from vocalgrad_dataset.generate import parse_config
 
 
 def load_samples(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
@@ -132,6 +133,11 @@ def format_report(results: Mapping[str, Any]) -> str:
                       _table(["config", "acc", "paper acc", "inc. ratio", "paper inc. ratio",
                               "unparsed (ours / paper)"], rows)]
 
+    fmt_rows = [[c, str(s["n"]), _pct(s.get("macro_f1")), _pct(s["balanced_accuracy"]), _pct(s["accuracy"]),
+                 str(s["n_unparsed"])] for c, s in res.items() if parse_config(c).format in ("yesno", "ternary")]
+    if fmt_rows:
+        parts += ["## Problem formats (SPEC §4): macro-F1 over the gold classes, unparsed = miss of the true class",
+                  _table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], fmt_rows)]
     for key in ("tier", "curve", "direction"):
         values = list(dict.fromkeys(v for c in res for v in results["breakdowns"][c][key]))
         rows = [[c, *(_pct(results["breakdowns"][c][key].get(v, {}).get("accuracy")) for v in values)]

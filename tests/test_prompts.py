@@ -121,6 +121,8 @@ def test_unknown_names_suggest(name: str, hint: str) -> None:
         get_variant(name)
 
 
-def test_few_shot_is_a_documented_todo() -> None:
-    with pytest.raises(ValueError, match="not implemented yet"):
-        get_variant("few-shot")
+def test_few_shot_needs_its_train_pool() -> None:
+    # few-shot is implemented (tests/test_variants.py); unresolved, it refuses instead of dropping the examples
+    assert get_variant("audio_ref+few-shot").name == "few-shot+audio_ref"
+    with pytest.raises(ValueError, match="needs train examples"):
+        build_prompt(_row(), "few-shot+audio_ref")

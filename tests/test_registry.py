@@ -19,6 +19,7 @@ EXPECTED = {
     "signal-oracle", "always-increase", "random", "tiny-qwen2-audio", "tiny-audio-flamingo-3", "audio-flamingo-3",
     "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b", "granite-speech-3.3-8b", "phi-4-multimodal",
     "gemma-3n-e4b", "kimi-audio", "mimo-audio", "step-audio-2-mini", "gemini-3-flash", "gpt-4o-audio",
+    "whisper-tiny-en",
 }
 CLIP = AudioClip(np.zeros(16000, dtype=np.float32), 16000)
 
@@ -30,7 +31,7 @@ def _prompt(clip_id: str, **meta) -> Prompt:
 def test_list_models_rows():
     rows = list_models()
     assert {r[0] for r in rows} == EXPECTED and len(rows) == len(EXPECTED)
-    assert all(kind in {"baseline", "tiny", "hf", "external", "api"} and desc for _, kind, desc in rows)
+    assert all(kind in {"baseline", "tiny", "hf", "external", "api", "encoder"} and desc for _, kind, desc in rows)
 
 
 def test_unknown_name_suggests_close_matches():

@@ -1,4 +1,4 @@
-"""`vocalgrad-dataset`: build Parquet configs, list ids, run the signal oracle, list categories."""
+"""`vocalgrad-dataset`: build Parquet configs, list ids, run the signal oracle, list categories and configs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,17 @@ from collections.abc import Sequence
 from .generate import SPLITS
 
 
-def _splits(value: str) -> list[str]:
-    return list(SPLITS) if value == "all" else [value]
+def _splits(value: str, config: str, source: str | None) -> list[str]:
+    """The requested split, or every split the config's source has for "all" (beep: test only)."""
+    if value != "all":
+        return [value]
+    from .generate import resolve_source, source_splits
+    from .sources import get_source
+
+    name = resolve_source(config, source)
+    if name in ("vctk", "folder"):  # no corpus needed to know: both offer test and train
+        return list(SPLITS)
+    return list(source_splits(get_source(name)))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -19,7 +28,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .export import build, push_to_hub
 
     report = build(
-        args.config, _splits(args.split), args.out, source=args.source, data_dir=args.data_dir,
+        args.config, _splits(args.split, args.config, args.source), args.out, source=args.source, data_dir=args.data_dir,
         num_proc=args.num_proc, clips_per_shard=args.clips_per_shard, progress=not args.quiet,
     )  # fmt: skip
     if args.push_to_hub:
@@ -29,24 +38,20 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_ids(args: argparse.Namespace) -> int:
-    """Print a split's clip ids, one per line (from the frozen list for vctk: no corpus, no audio)."""
-    from .generate import config_categories, frozen_ids, source_clips
-    from .grid import iter_ids
+    """Print a split's clip ids, one per line (frozen lists for vctk, beep and the alternative sources: no audio)."""
+    from .generate import config_ids
 
-    if args.source == "vctk":
-        ids = frozen_ids(args.config, args.split)
-    else:
-        items = [(c.source_item_id, c.source_clip_id) for c in source_clips(args.split, args.source, args.data_dir)]
-        ids = [i for _ in config_categories(args.config) for i in iter_ids(items)]
+    ids = config_ids(args.config, args.split, args.source, args.data_dir)
     sys.stdout.write("".join(f"{i}\n" for i in ids))
     return 0
 
 
 def cmd_oracle(args: argparse.Namespace) -> int:
     """Score the signal oracle on generated clips; the last line is JSON with accuracy and by_tier."""
+    from .generate import resolve_source
     from .oracle import evaluate_oracle
 
-    result = evaluate_oracle(args.config, args.split, args.source, args.data_dir)
+    result = evaluate_oracle(args.config, args.split, resolve_source(args.config, args.source), args.data_dir)
     for key in ("by_category",):
         for name, acc in sorted(result.get(key, {}).items()):
             print(f"{name:12s} {acc:.3f}")
@@ -55,9 +60,16 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """The category table, generated from the registry."""
+    """The category table, generated from the registry (or, with --configs, every config name)."""
     from .card import category_rows, category_table_markdown
 
+    if args.configs:
+        from .generate import config_names, parse_config
+
+        for name in config_names():
+            spec = parse_config(name)
+            print(f"{name:20s} {spec.format:9s} {spec.source or '-':5s} {' / '.join(spec.labels)}")
+        return 0
     if args.markdown:
         print(category_table_markdown())
         return 0
@@ -72,10 +84,13 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser, split_all: bool = False) -> None:
-        sp.add_argument("--config", required=True, help="category (speed, pitch, ...), published long name, or all")
+        sp.add_argument("--config", required=True, help="category (speed, pitch, ...) or published long name; "
+                        "beep-<category>; <category>-yesno / -ternary / -source; all, all-<format>, beep-all")
         sp.add_argument("--split", default="test", choices=[*SPLITS, "all"] if split_all else list(SPLITS))
-        sp.add_argument("--source", default="vctk", help="vctk (default), demo, or folder")
-        sp.add_argument("--data-dir", default=None, help="corpus root (vctk: the VCTK-Corpus folder; folder: the folder)")
+        sp.add_argument("--source", default=None, help="vctk (default; beep configs: beep), demo, folder, loquacious, "
+                        "commonvoice-spontaneous, or package.module:Factory")
+        sp.add_argument("--data-dir", default=None, help="corpus root (vctk: the VCTK-Corpus folder; folder: the folder; "
+                        "loquacious: a local copy or Parquet files, default the Hub; commonvoice-spontaneous: the download)")
 
     b = sub.add_parser("build", help="write Parquet shards + README (configs YAML, data card)")
     common(b, split_all=True)
@@ -97,6 +112,7 @@ def parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="the categories and their parameters")
     ls.add_argument("--markdown", action="store_true")
+    ls.add_argument("--configs", action="store_true", help="every config name with its format, bound source and labels")
     ls.set_defaults(func=cmd_list)
     return p
 

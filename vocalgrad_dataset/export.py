@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .card import write_card
-from .categories import CATEGORY_NAMES, get_category
 from .features import encode_row, vocalgrad_features
-from .generate import render_clip_rows
+from .generate import expand_config, parse_config, render_config_rows, resolve_source, source_splits
 from .sources import SourceClip, get_source
 
 DEFAULT_CLIPS_PER_SHARD = 4
@@ -29,9 +28,9 @@ DEFAULT_CLIPS_PER_SHARD = 4
 
 @dataclass(frozen=True)
 class ShardTask:
-    """One Parquet file to produce: a category's rows for a run of source clips."""
+    """One Parquet file to produce: a config's rows for a run of source clips."""
 
-    category: str
+    config: str  # single config name, also the folder: "pitch", "beep-pitch", "volume-ternary"
     split: str
     index: int
     count: int
@@ -40,20 +39,22 @@ class ShardTask:
     data_dir: str | None
 
     def path(self, out_dir: Path) -> Path:
-        return out_dir / self.category / f"{self.split}-{self.index:05d}-of-{self.count:05d}.parquet"
+        return out_dir / self.config / f"{self.split}-{self.index:05d}-of-{self.count:05d}.parquet"
 
 
 def plan_shards(
-    categories: Sequence[str], splits: Sequence[str], source: str, data_dir: str | None, clips_per_shard: int
+    configs: Sequence[str], splits: Sequence[str], source: str, data_dir: str | None, clips_per_shard: int
 ) -> list[ShardTask]:
     """Every shard of a build, in a deterministic order."""
     src = get_source(source, data_dir)
     tasks = []
     for split in splits:
+        if split not in source_splits(src):
+            raise ValueError(f"source {source!r} has no {split!r} split (it has: {', '.join(source_splits(src))})")
         clips = src.clips(split)
         groups = [tuple(clips[i : i + clips_per_shard]) for i in range(0, len(clips), clips_per_shard)]
-        for cat in categories:
-            tasks += [ShardTask(cat, split, i, len(groups), g, source, data_dir) for i, g in enumerate(groups)]
+        for config in configs:
+            tasks += [ShardTask(config, split, i, len(groups), g, source, data_dir) for i, g in enumerate(groups)]
     return tasks
 
 
@@ -61,12 +62,13 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
     """Render and write one shard atomically (tmp + rename); returns its path and row count."""
     final = task.path(out_dir)
     src = get_source(task.source, task.data_dir)
-    cat = get_category(task.category)
-    features = vocalgrad_features()
+    spec = parse_config(task.config)
+    features = vocalgrad_features(spec.format)
     rows = []
     for clip in task.clips:
         pcm = src.read(clip)
-        rows += [encode_row(r, features) for r in render_clip_rows(cat, clip, pcm.samples, pcm.sample_rate, audio_format="wav")]
+        rendered = render_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav")
+        rows += [encode_row(r, features) for r in rendered]
     table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
@@ -89,16 +91,20 @@ def build(
     splits: Sequence[str],
     out_dir: str | Path,
     *,
-    source: str = "vctk",
+    source: str | None = None,
     data_dir: str | None = None,
     num_proc: int = 1,
     clips_per_shard: int = DEFAULT_CLIPS_PER_SHARD,
     progress: bool = True,
 ) -> dict[str, int]:
-    """Write the Parquet shards of a config ("all" = every category, each its own config) and the card."""
+    """Write the Parquet shards of a config ("all", "all-ternary", "beep-all": each its own config) and the card.
+
+    `source` defaults to vctk, or to the config's own source (beep configs).
+    """
     out = Path(out_dir)
-    categories = list(CATEGORY_NAMES) if config == "all" else [get_category(config).name]
-    tasks = plan_shards(categories, splits, source, data_dir, clips_per_shard)
+    source = resolve_source(config, source)
+    configs = [spec.name for spec in expand_config(config)]
+    tasks = plan_shards(configs, splits, source, data_dir, clips_per_shard)
     todo = [t for t in tasks if not t.path(out).exists()]  # finished shards survive a kill: resume skips them
     written = 0
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="shard", disable=not progress, desc="build")

@@ -6,7 +6,7 @@ from typing import Any
 
 import datasets
 
-from .grid import LABELS
+from .grid import FORMAT_LABELS
 
 STRING_COLUMNS = (
     "benchmark_clip_id", "category", "attribute", "prompt", "direction", "curve", "tier", "parameter",
@@ -15,13 +15,17 @@ STRING_COLUMNS = (
 FLOAT_COLUMNS = ("param_start", "param_end", "onset_sec", "offset_sec", "duration_sec", "clipped_ratio")
 
 
-def vocalgrad_features() -> datasets.Features:
-    """Features of a VocalGrad row: the standard Audio column (source rate, PCM16 WAV) plus metadata."""
+def vocalgrad_features(fmt: str = "direction") -> datasets.Features:
+    """Features of a VocalGrad row: the standard Audio column (source rate, PCM16 WAV) plus metadata.
+
+    The `label` ClassLabel follows the problem format: decrease/increase, no/yes, or
+    decrease/increase/constant (yes/no and ternary configs add the unmodified source clips).
+    """
     return datasets.Features(
         {
             "audio": datasets.Audio(),
             **{c: datasets.Value("string") for c in STRING_COLUMNS[:7]},
-            "label": datasets.ClassLabel(names=list(LABELS)),
+            "label": datasets.ClassLabel(names=list(FORMAT_LABELS[fmt])),
             **{c: datasets.Value("string") for c in STRING_COLUMNS[7:]},
             **{c: datasets.Value("float64") for c in FLOAT_COLUMNS},
             "generator_version": datasets.Value("string"),

@@ -1,33 +1,133 @@
-"""From source clips to benchmark rows: decode once, render a clip's 24 conditions together, emit rows."""
+"""From source clips to benchmark rows: config names, decode once, render a clip's conditions together, emit rows.
+
+Config names (SPEC §2-§4): a category (`pitch`, or its published long name `voice_pitch`); `beep-<category>`
+for the beep ablation (pitch, volume, noise, vibration; always the beep source); `<category>-yesno` and
+`<category>-ternary` (the 2,400 augmented clips plus the 100 unmodified sources); `<category>-source` (the
+100 unmodified sources alone, asked the main question: the source-clip bias measurement). `all`,
+`all-<format>` and `beep-all` expand to one config per category.
+"""
 
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
-from collections.abc import Iterable, Iterator, Sequence
+import warnings
+from collections.abc import Container, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import soundfile as sf
 
-from .categories import CATEGORIES, CATEGORY_NAMES, Category, get_category
+from .categories import CATEGORY_NAMES, Category, get_category
+from .categories.distortion import hold_length
 from .dsp import to_pcm16
-from .grid import Condition, clip_id, conditions, iter_ids
-from .prompt import main_prompt
+from .grid import (
+    FORMAT_LABELS,
+    NO_CONDITION,
+    TIERS,
+    Condition,
+    clip_id,
+    conditions,
+    format_label,
+    iter_ids,
+    source_clip_id,
+)
+from .prompt import format_prompt
 from .sources import Source, SourceClip, SourceError, detect_onset_offset, get_source, span_samples
 from .sources.vctk import SELECTION_DIR, SPLIT_FILES
 
 GENERATOR_VERSION = "1.0.0"
 SPLITS: tuple[str, ...] = ("test", "train")
+FORMATS: tuple[str, ...] = tuple(FORMAT_LABELS)  # direction, yesno, ternary, source
+SOURCE_ROW_FORMATS: tuple[str, ...] = ("yesno", "ternary", "source")  # formats that include the unmodified clips
+BEEP_CATEGORIES: tuple[str, ...] = ("pitch", "volume", "noise", "vibration")  # SPEC §4 beep ablation
+BEEP_PROMPT_VARIANT = "audio_ref"  # the published beep table was measured with this prompt (SPEC §4)
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """One dataset config: which category, which problem format, and the source it is bound to (if any)."""
+
+    name: str  # canonical: "pitch", "beep-pitch", "volume-ternary"
+    category: Category
+    format: str = "direction"
+    source: str | None = None  # beep configs are generated from the beep source only
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """ClassLabel names of the config's `label` column."""
+        return FORMAT_LABELS[self.format]
+
+
+def config_names() -> list[str]:
+    """Every single (non-expanding) config name, categories first."""
+    names = list(CATEGORY_NAMES) + [f"beep-{c}" for c in BEEP_CATEGORIES]
+    return names + [f"{c}-{fmt}" for fmt in SOURCE_ROW_FORMATS for c in CATEGORY_NAMES]
+
+
+def _unknown_config(name: str) -> ValueError:
+    close = difflib.get_close_matches(name, [*config_names(), "all", "beep-all"], n=2)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return ValueError(f"unknown VocalGrad config {name!r}{hint} (see `vocalgrad-dataset list --configs`)")
+
+
+def _category(name: str, config: str) -> Category:
+    try:
+        return get_category(name)
+    except KeyError:
+        raise _unknown_config(config) from None
+
+
+def parse_config(name: str) -> ConfigSpec:
+    """The spec of a single config name (aliases such as `voice_pitch-ternary` resolve to `pitch-ternary`)."""
+    if name.startswith("beep-"):
+        cat = _category(name[len("beep-") :], name)
+        if cat.name not in BEEP_CATEGORIES:
+            raise ValueError(f"the beep ablation covers {', '.join(BEEP_CATEGORIES)} only, not {cat.name!r}")
+        return ConfigSpec(f"beep-{cat.name}", cat, "direction", "beep")
+    base, _, fmt = name.rpartition("-")
+    if base and fmt in SOURCE_ROW_FORMATS:
+        cat = _category(base, name)
+        return ConfigSpec(f"{cat.name}-{fmt}", cat, fmt)
+    if name in ("all", *(f"all-{f}" for f in SOURCE_ROW_FORMATS)):
+        raise ValueError(f"{name!r} names several configs; use expand_config")
+    return ConfigSpec(_category(name, name).name, _category(name, name))
+
+
+def expand_config(name: str) -> list[ConfigSpec]:
+    """The configs a name stands for: `all`, `all-<format>` and `beep-all` expand, anything else is one."""
+    if name == "all":
+        return [parse_config(c) for c in CATEGORY_NAMES]
+    if name == "beep-all":
+        return [parse_config(f"beep-{c}") for c in BEEP_CATEGORIES]
+    if name.startswith("all-") and name[4:] in SOURCE_ROW_FORMATS:
+        return [parse_config(f"{c}-{name[4:]}") for c in CATEGORY_NAMES]
+    return [parse_config(name)]
 
 
 def config_categories(config: str) -> list[Category]:
-    """Categories of a dataset config: one category, or all nine for "all"."""
-    if config == "all":
-        return [CATEGORIES[n] for n in CATEGORY_NAMES]
-    return [get_category(config)]
+    """Categories of a config name, one per expanded config."""
+    return [s.category for s in expand_config(config)]
+
+
+def resolve_source(config: str, source: str | None) -> str:
+    """The source a config is generated from: its bound source (beep), else `source` (default vctk)."""
+    bound = {s.source for s in expand_config(config)} - {None}
+    if not bound:
+        return source or "vctk"
+    (only,) = bound
+    if source not in (None, only):
+        raise ValueError(f"config {config!r} is generated from the {only} source only, not {source!r}")
+    return only
+
+
+def source_splits(src: Source) -> tuple[str, ...]:
+    """Splits a source offers (test and train unless it says otherwise)."""
+    return tuple(getattr(src, "splits", SPLITS))
 
 
 def frozen_items(split: str) -> list[tuple[str, str]]:
@@ -39,10 +139,30 @@ def frozen_items(split: str) -> list[tuple[str, str]]:
         return [(r[id_col], r["clip_id"]) for r in csv.DictReader(f)]
 
 
+def source_items(split: str, source: str = "vctk", data_dir: str | Path | None = None) -> list[tuple[str, str]]:
+    """(item, clip) pairs of a split without decoding audio (vctk: from the frozen list, no corpus needed)."""
+    if source == "vctk":
+        return frozen_items(split)
+    return [(c.source_item_id, c.source_clip_id) for c in source_clips(split, source, data_dir)]
+
+
+def unit_ids(spec: ConfigSpec, source_item_id: str, source_clip_id_: str) -> list[str]:
+    """Clip ids one source clip contributes to a config, in row order (24, 25, or 1 for `-source`)."""
+    ids = [] if spec.format == "source" else list(iter_ids([(source_item_id, source_clip_id_)]))
+    if spec.format in SOURCE_ROW_FORMATS:
+        ids.append(source_clip_id(source_item_id, source_clip_id_))
+    return ids
+
+
+def config_ids(config: str, split: str, source: str | None = None, data_dir: str | Path | None = None) -> list[str]:
+    """A config's clip ids for a split (category-major for expanding names), without decoding audio."""
+    items = source_items(split, resolve_source(config, source), data_dir)
+    return [i for spec in expand_config(config) for item, clip in items for i in unit_ids(spec, item, clip)]
+
+
 def frozen_ids(config: str, split: str) -> list[str]:
-    """A config's clip ids for a split from the frozen list alone (no corpus, no audio)."""
-    items = frozen_items(split)
-    return [i for _ in config_categories(config) for i in iter_ids(items)]
+    """A config's clip ids from the frozen list alone (VCTK, or the config's bound source such as beep)."""
+    return config_ids(config, split)
 
 
 def source_clips(split: str, source: str | Source = "vctk", data_dir: str | Path | None = None) -> list[SourceClip]:
@@ -67,6 +187,58 @@ def wav_bytes(pcm: np.ndarray, sr: int) -> bytes:
     return buf.getvalue()
 
 
+# Tiers whose manipulation changes nothing at a given rate, per category, judged at the tier's
+# strongest endpoint: distortion holds each sample once when round(sr / effective rate) is 1.
+_NOOP_AT_ENDPOINT = {"distortion": lambda value, sr: hold_length(value, sr) == 1}
+_WARNED_NOOP: set[tuple[str, int]] = set()
+
+
+def noop_tiers(category: Category, sr: int) -> list[str]:
+    """Tiers that are no-ops at this sample rate (e.g. distortion low/mid at 16 kHz), in tier order."""
+    check = _NOOP_AT_ENDPOINT.get(category.name)
+    if check is None:
+        return []
+    return [t for t in TIERS if check(category.endpoints(category.tier_value(t), sr)[1], sr)]
+
+
+def _warn_noop(category: Category, tiers: Iterable[str], sr: int) -> None:
+    """warnings.warn once per (category, rate), naming every no-op tier, when one of them is rendered."""
+    noop = noop_tiers(category, sr)
+    if set(noop) & set(tiers) and (category.name, sr) not in _WARNED_NOOP:
+        _WARNED_NOOP.add((category.name, sr))
+        warnings.warn(
+            f"{category.name}: tier(s) {', '.join(noop)} are no-ops at {sr} Hz (the published generator clamps the "
+            "effective rate to the source rate); those clips differ from the source only by the segment crossfades",
+            stacklevel=3,
+        )
+
+
+def _audio_value(pcm: np.ndarray, sr: int, cid: str, audio_format: str) -> Any:
+    if audio_format == "wav":
+        return {"bytes": wav_bytes(pcm, sr), "path": f"{cid}.wav"}
+    return {"array": pcm.astype(np.float32) / np.float32(32768.0), "sampling_rate": sr}
+
+
+def _base_row(category: Category, clip: SourceClip, cid: str, fmt: str, cond: Condition | None) -> dict[str, Any]:
+    """The columns every row of a clip shares, whatever its condition."""
+    return {
+        "benchmark_clip_id": cid,
+        "category": category.name,
+        "attribute": category.attribute,
+        "prompt": format_prompt(fmt, category.attribute),
+        "label": format_label(fmt, cond),
+        "direction": cond.direction if cond else NO_CONDITION,
+        "curve": cond.curve if cond else NO_CONDITION,
+        "tier": cond.tier if cond else NO_CONDITION,
+        "parameter": category.parameter,
+        "source_item_id": clip.source_item_id,
+        "source_clip_id": clip.source_clip_id,
+        "speaker_id": clip.speaker_id,
+        "source_text": clip.text,
+        "generator_version": GENERATOR_VERSION,
+    }
+
+
 def render_clip_rows(
     category: Category,
     clip: SourceClip,
@@ -75,9 +247,13 @@ def render_clip_rows(
     conds: Sequence[Condition] | None = None,
     *,
     audio_format: str = "array",
+    fmt: str = "direction",
 ) -> list[dict[str, Any]]:
-    """All requested conditions of one source clip as dataset rows (audio as an array or WAV bytes)."""
-    conds = list(conds or conditions())
+    """The requested conditions of one source clip as dataset rows (audio as an array or WAV bytes)."""
+    conds = list(conditions() if conds is None else conds)
+    if not conds:
+        return []
+    _warn_noop(category, {c.tier for c in conds}, sr)
     onset, offset = speech_span(clip, samples, sr)
     audio = samples.astype(np.float32) / np.float32(32768.0)
     ids = [clip_id(clip.source_item_id, clip.source_clip_id, c) for c in conds]
@@ -86,54 +262,79 @@ def render_clip_rows(
         pcm, clipped = to_pcm16(y)
         # the span may change length (segment crossfades, time stretch); audio after it is never resized
         out_offset = len(pcm) - (len(samples) - offset)
-        if audio_format == "wav":
-            audio_value: Any = {"bytes": wav_bytes(pcm, sr), "path": f"{cid}.wav"}
-        else:
-            audio_value = {"array": pcm.astype(np.float32) / np.float32(32768.0), "sampling_rate": sr}
         rows.append(
             {
-                "audio": audio_value,
-                "benchmark_clip_id": cid,
-                "category": category.name,
-                "attribute": category.attribute,
-                "prompt": main_prompt(category.attribute),
-                "label": cond.label,
-                "direction": cond.direction,
-                "curve": cond.curve,
-                "tier": cond.tier,
-                "parameter": category.parameter,
+                "audio": _audio_value(pcm, sr, cid, audio_format),
+                **_base_row(category, clip, cid, fmt, cond),
                 "param_start": category.applied(sched.start, sr),
                 "param_end": category.applied(sched.end, sr),
                 "param_fixed": json.dumps(category.fixed(cond.tier), sort_keys=True),
-                "source_item_id": clip.source_item_id,
-                "source_clip_id": clip.source_clip_id,
-                "speaker_id": clip.speaker_id,
-                "source_text": clip.text,
                 "onset_sec": onset / sr,
                 "offset_sec": out_offset / sr,
                 "duration_sec": len(pcm) / sr,
                 "clipped_ratio": clipped,
-                "generator_version": GENERATOR_VERSION,
             }
         )
+    return rows
+
+
+def source_row(
+    category: Category, clip: SourceClip, samples: np.ndarray, sr: int, *, audio_format: str = "array", fmt: str = "ternary"
+) -> dict[str, Any]:
+    """The unmodified source clip as a row of a yes/no, ternary or source config (label no / constant)."""
+    onset, offset = speech_span(clip, samples, sr)
+    cid = source_clip_id(clip.source_item_id, clip.source_clip_id)
+    return {
+        "audio": _audio_value(np.asarray(samples, dtype=np.int16), sr, cid, audio_format),
+        **_base_row(category, clip, cid, fmt, None),
+        "param_start": None,  # nothing was applied
+        "param_end": None,
+        "param_fixed": "{}",
+        "onset_sec": onset / sr,
+        "offset_sec": offset / sr,
+        "duration_sec": len(samples) / sr,
+        "clipped_ratio": 0.0,
+    }
+
+
+def render_config_rows(
+    spec: ConfigSpec,
+    clip: SourceClip,
+    samples: np.ndarray,
+    sr: int,
+    *,
+    audio_format: str = "array",
+    ids: Container[str] | None = None,
+) -> list[dict[str, Any]]:
+    """One source clip's rows of a config in row order; `ids` restricts rendering to those clip ids."""
+    rows = []
+    if spec.format != "source":
+        conds = [c for c in conditions() if ids is None or clip_id(clip.source_item_id, clip.source_clip_id, c) in ids]
+        rows += render_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, fmt=spec.format)
+    sid = source_clip_id(clip.source_item_id, clip.source_clip_id)
+    if spec.format in SOURCE_ROW_FORMATS and (ids is None or sid in ids):
+        rows.append(source_row(spec.category, clip, samples, sr, audio_format=audio_format, fmt=spec.format))
     return rows
 
 
 def iter_rows(
     config: str,
     split: str,
-    source: str | Source = "vctk",
+    source: str | Source | None = None,
     data_dir: str | Path | None = None,
     *,
     clips: Iterable[SourceClip] | None = None,
     audio_format: str = "array",
+    ids: Container[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Stream a config's rows: each source clip is decoded once and all its conditions rendered together."""
-    src = get_source(source, data_dir) if isinstance(source, str) else source
-    cats = config_categories(config)
-    for clip in src.clips(split) if clips is None else clips:
-        pcm = src.read(clip)
+    specs = expand_config(config)
+    if isinstance(source, str | None):
+        source = get_source(resolve_source(config, source), data_dir)
+    for clip in source.clips(split) if clips is None else clips:
+        pcm = source.read(clip)
         if pcm.samples.ndim != 1:
             raise SourceError(f"clip {clip.source_clip_id}: expected mono samples after decoding")
-        for cat in cats:
-            yield from render_clip_rows(cat, clip, pcm.samples, pcm.sample_rate, audio_format=audio_format)
+        for spec in specs:
+            yield from render_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format=audio_format, ids=ids)
+

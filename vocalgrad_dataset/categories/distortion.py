@@ -16,9 +16,14 @@ def effective_rate(value: float, sr: int) -> float:
     return float(min(max(value, MIN_EFFECTIVE_SR), sr))
 
 
+def hold_length(value: float, sr: int) -> int:
+    """Samples each held value lasts: max(1, round(sr / eff)); 1 means the window passes unchanged."""
+    return max(1, int(round(sr / effective_rate(value, sr))))
+
+
 def sample_and_hold(window: np.ndarray, value: float, sr: int) -> np.ndarray:
     """Hold every `round(sr / eff)`-th sample; the window's RMS is matched to its input."""
-    hold = max(1, int(round(sr / effective_rate(value, sr))))
+    hold = hold_length(value, sr)
     if hold == 1:
         return match_rms(window.copy(), window)
     held = window[(np.arange(len(window)) // hold) * hold]

@@ -1,4 +1,5 @@
-"""Source corpora for VocalGrad: VCTK (official), the embedded demo clips, or a user folder."""
+"""Source corpora for VocalGrad: VCTK (official), the embedded demo clips, a user folder, the beep ablation and
+the two alternative corpora of SPEC §4 (LoquaciousSet, Common Voice Spontaneous; test only, 16 kHz)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,24 @@ from pathlib import Path
 
 from .audio_io import read_pcm, write_wav_pcm16
 from .base import PCM, Source, SourceClip, SourceError
+from .beep import BeepSource
+from .commonvoice import CommonVoiceSpontaneousSource
 from .demo import DemoSource
 from .folder import FolderSource
+from .loquacious import LoquaciousSource
 from .onset import detect_onset_offset, span_samples
 from .vctk import VCTKSource, download_vctk
 
-SOURCE_NAMES: tuple[str, ...] = ("vctk", "demo", "folder")
+SOURCE_NAMES: tuple[str, ...] = ("vctk", "demo", "folder", "beep", "loquacious", "commonvoice-spontaneous")
 
 __all__ = [
     "PCM",
     "SOURCE_NAMES",
+    "BeepSource",
+    "CommonVoiceSpontaneousSource",
     "DemoSource",
     "FolderSource",
+    "LoquaciousSource",
     "Source",
     "SourceClip",
     "SourceError",
@@ -34,14 +41,19 @@ __all__ = [
 
 
 def get_source(name: str, data_dir: Path | str | None = None) -> Source:
-    """Build a source by name: vctk (data_dir = VCTK-Corpus root), demo, folder (data_dir required),
-    or "package.module:Factory" for a source of one's own."""
+    """Build a source by name: vctk (data_dir = VCTK-Corpus root), demo, folder (data_dir required), beep,
+    loquacious (data_dir: a local copy or Parquet files; default: stream the Hub), commonvoice-spontaneous
+    (data_dir: the unpacked download), or "package.module:Factory" for a source of one's own."""
     if name == "vctk":
         return VCTKSource(data_dir)
-    if name == "demo":
+    if name in ("demo", "beep"):
         if data_dir is not None:
-            raise ValueError("the demo source is embedded and takes no data_dir")
-        return DemoSource()
+            raise ValueError(f"the {name} source is embedded and takes no data_dir")
+        return DemoSource() if name == "demo" else BeepSource()
+    if name == "loquacious":
+        return LoquaciousSource(data_dir)
+    if name == "commonvoice-spontaneous":
+        return CommonVoiceSpontaneousSource(data_dir)
     if name == "folder":
         if data_dir is None:
             raise SourceError("the folder source needs data_dir: a folder with audio files and metadata.csv")

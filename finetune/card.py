@@ -1,0 +1,175 @@
+"""The adapter's model card (README.md) and its `.eval_results/vocalgrad.yaml` (the Hub's eval-results format).
+
+Both are pure functions of a training directory's training.json and eval/results.json, so the card on the
+Hub always says exactly what the uploaded adapter was trained on and scored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.data import CONFIGS, PUBLISHED_NAME, attribute_word
+from harness.report import _pct, _table
+from harness.results import atomic_write_text
+
+EVAL_RESULTS_FILE = ".eval_results/vocalgrad.yaml"
+
+
+def is_official(source: str) -> bool:
+    """True for results on the official VCTK-based benchmark (generated from VCTK or a build/release of it)."""
+    return source == "generate:vctk" or source.startswith(("parquet:", "release:"))
+
+
+def load_results(out_dir: str | Path) -> dict[str, Any] | None:
+    """The adapter's evaluation (eval/results.json of a training directory), if it ran."""
+    path = Path(out_dir) / "eval" / "results.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def eval_results_entries(info: Mapping[str, Any], results: Mapping[str, Any], *, dataset_repo: str,
+                         repo_id: str | None = None) -> list[dict[str, Any]]:
+    """One entry per evaluated config (accuracy % over all clips), plus the nine-category mean when complete."""
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+
+    cfg = results["config"]
+    source = str(cfg.get("source", ""))
+    notes = (f"LoRA {info['lora']['scope']} trained on {info['data']['config']}; {cfg.get('mode')} scoring, "
+             f"prompt {cfg.get('prompt_variant')}; source {source}")
+    source_kw = {"source_url": f"https://huggingface.co/{repo_id}", "source_name": "VocalGrad harness"} if repo_id else {}
+    entries = [
+        EvalResultEntry(dataset_id=dataset_repo, task_id=PUBLISHED_NAME[c], value=round(100 * r["accuracy"], 2),
+                        date=results.get("date"), notes=notes, **source_kw)
+        for c, r in results["results"].items() if r.get("accuracy") is not None
+    ]
+    group = results["groups"]["vocalgrad"]
+    if group.get("complete") and group.get("accuracy") is not None:
+        entries.append(EvalResultEntry(dataset_id=dataset_repo, task_id="all", value=round(100 * group["accuracy"], 2),
+                                       date=results.get("date"), notes=notes + "; mean of the nine categories",
+                                       **source_kw))
+    return eval_result_entries_to_yaml(entries)
+
+
+def eval_results_yaml(info: Mapping[str, Any], results: Mapping[str, Any], *, dataset_repo: str,
+                      repo_id: str | None = None) -> str:
+    """The text of `.eval_results/vocalgrad.yaml`."""
+    entries = eval_results_entries(info, results, dataset_repo=dataset_repo, repo_id=repo_id)
+    return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True)
+
+
+def _num(x: Any, fmt: str = "{:.4f}") -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+
+
+def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, dataset_repo: str,
+               repo_id: str | None = None) -> str:
+    """README.md of the adapter repo: metadata, base model, recipe, data, training, results, usage."""
+    s, base, lora, data = info["settings"], info["base_model"], info["lora"], info["data"]
+    category, scope = data["config"], lora["scope"]
+    meta: dict[str, Any] = {}
+    if "/" in str(base["model_id"]):  # only a Hub id can be linked as the base model
+        meta["base_model"] = base["model_id"]
+    meta.update({"library_name": "peft", "pipeline_tag": "audio-text-to-text",
+                 "tags": ["vocalgrad", "lora", "peft", "audio", f"vocalgrad-{category}"], "datasets": [dataset_repo]})
+    title = f"{base['registry_name']} + LoRA ({scope}) for VocalGrad `{category}`"
+    aug = info.get("augmentation", {"enabled": False})
+    parts = [
+        "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---",
+        f"# {title}",
+        f"A LoRA adapter that teaches `{base['model_id']}` to tell whether the **{attribute_word(category)}** of "
+        f"speech increases or decreases over time (VocalGrad, Ryu & Yanaka 2026). Trained with the recipe of the "
+        f"paper (SPEC §6) by `finetune/train.py`"
+        + (f"; repository `{repo_id}`." if repo_id else "."),
+        "## Base model",
+        _table(["registry name", "model id", "revision", "family", "dtype", "parameters"],
+               [[base["registry_name"], f"`{base['model_id']}`", f"`{base.get('revision') or 'n/a'}`",
+                 base["family"], base["dtype"], f"{base['params']:,}"]]),
+        "## Recipe",
+        _table(["setting", "value"], [
+            ["LoRA", f"r {s['lora_r']}, alpha {s['lora_alpha']}, dropout {s['lora_dropout']}"],
+            ["scope", f"`{scope}`" + (" + audio encoder/projector" if lora.get("include_audio_tower") else "")
+             + f" ({lora['n_target_modules']} linear modules, {lora['trainable_params']:,} trainable parameters)"],
+            ["optimizer", f"AdamW, lr {s['lr']:g}, weight decay {s['weight_decay']:g}, {s['lr_scheduler']} schedule"
+             + (f", {s['warmup_steps']} warm-up steps" if s["warmup_steps"] else "")],
+            ["batch", f"{s['batch_size']} x {s['grad_accum']} accumulation = {info['examples_per_step']} clips per step"],
+            ["epochs / steps", f"{s['epochs']} / {info['steps']} optimizer steps ({info['world_size']} process(es))"],
+            ["gradient clipping", f"global norm {s['max_grad_norm']:g}"],
+            ["seed", str(s["seed"])],
+            ["loss", "cross-entropy on the answer word" + (" and the end-of-turn token" if s.get("end_of_turn") else "")
+             + f" (prompt variant `{data['prompt_variant']}`)"],
+        ]),
+        "## Data",
+        f"VocalGrad config `{category}` ({PUBLISHED_NAME[category]}), `{data['split']}` split generated on the fly "
+        f"from source `{data['source']}` by generator version {data['generator_version']}: {data['n_train']:,} "
+        f"training clips ({data['n_train_increase']:,} 'increase'), {data['n_val']:,} held out for validation "
+        f"({100 * data['val_fraction']:g} % of the split, stratified by label, seed {s['seed']}). "
+        f"Train ids sha256 `{data['train_ids_sha256'][:16]}…`.",
+    ]
+    if aug.get("enabled"):
+        rows = [[t["name"], t["transform"], ", ".join(f"{k} {v:g}" for k, v in t["params"].items())]
+                for t in aug["transforms"]]
+        parts += ["### Augmentation (on)",
+                  "Nuisance transforms from audiomentations that do not act on the trained attribute, drawn per "
+                  "clip from (seed, epoch, clip id):", _table(["name", "transform", "settings"], rows)]
+    else:
+        parts.append("Augmentation: off.")
+    val = info.get("validation") or {}
+    parts += ["## Training",
+              _table(["first step loss", "final step loss", "validation loss", "validation accuracy", "validation clips"],
+                     [[_num(info.get("first_loss")), _num(info.get("final_loss")), _num(val.get("loss")),
+                       _pct(val.get("accuracy")), str(val.get("n", 0))]])]
+    parts.append("## Results")
+    if results is None:
+        parts.append("Not evaluated yet.")
+    else:
+        cfg = results["config"]
+        res = results["results"]
+        where = (f"test split, source `{cfg.get('source')}`, `{cfg.get('mode')}` scoring, prompt "
+                 f"`{cfg.get('prompt_variant')}`, harness {results['versions']['harness']}, parser v{results['versions']['parser']}")
+        if not is_official(str(cfg.get("source"))):
+            where += (" — **not the official VCTK benchmark; not comparable with published numbers** (so no "
+                      f"`{EVAL_RESULTS_FILE}` entries for `{dataset_repo}`)")
+        if category in res:
+            r = res[category]
+            parts.append(f"In-domain (`{category}`): **{_pct(r['accuracy'])} %** accuracy over {r['n']} clips "
+                         f"(95 % CI {_pct(r['accuracy_ci_low'])}–{_pct(r['accuracy_ci_high'])}); {where}.")
+        cols = [c for c in CONFIGS if c in res]
+        rows = [[f"{category} ({scope})", *(_pct(res[c]["accuracy"]) for c in cols)]]
+        matrix = (info.get("eval") or {}).get("rows", {})
+        if "base" in matrix:
+            rows.insert(0, ["base (adapter off)", *(_pct(matrix["base"].get(c)) for c in cols)])
+        parts += ["Cross-category accuracy (%), all clips:", _table(["trained on", *cols], rows),
+                  "![cross-category accuracy](cross_category.png)"]
+    adapter_ref = repo_id or "PATH/TO/adapter"
+    parts += [
+        "## Use",
+        "```bash\n"
+        f"harness eval --model {base['registry_name']} --model-arg adapter={adapter_ref} --configs {category}\n"
+        "```\n"
+        "```python\n"
+        "from harness.models.registry import get_model\n"
+        f"lm = get_model({base['registry_name']!r}, adapter={adapter_ref!r})  # LoRA attached, unmerged\n"
+        "```",
+        "## Versions",
+        ", ".join(f"{k} {v}" for k, v in info.get("versions", {}).items()),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_card(out_dir: str | Path, info: Mapping[str, Any], *, dataset_repo: str, repo_id: str | None = None,
+               dest: str | Path | None = None) -> Path:
+    """Write README.md (and .eval_results/vocalgrad.yaml for official results) into dest (default: adapter/)."""
+    out = Path(out_dir)
+    dest = Path(dest) if dest is not None else out / "adapter"
+    results = load_results(out)
+    atomic_write_text(dest / "README.md", model_card(info, results, dataset_repo=dataset_repo, repo_id=repo_id))
+    # The Hub aggregates these entries into the benchmark's leaderboard: only official-benchmark scores go there.
+    if results is not None and is_official(str(results["config"].get("source", ""))):
+        atomic_write_text(dest / EVAL_RESULTS_FILE,
+                          eval_results_yaml(info, results, dataset_repo=dataset_repo, repo_id=repo_id))
+    return dest / "README.md"

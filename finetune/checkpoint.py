@@ -1,0 +1,109 @@
+"""Training checkpoints: adapter weights, optimizer, scheduler, every process's RNG state and the loop state.
+
+Layout: OUT/checkpoints/step-000120/{adapter_model.safetensors, optimizer.pt, scheduler.pt, state.json,
+rng_rank<R>.pt} and OUT/checkpoints/latest naming the newest complete one. A checkpoint is assembled
+under a temporary name and renamed into place, and `latest` is replaced atomically after that, so a kill
+at any moment leaves the previous checkpoint intact and `latest` pointing at a complete one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from harness.results import atomic_write_text
+
+CHECKPOINTS = "checkpoints"
+LATEST = "latest"
+
+
+def _dir(out_dir: str | Path) -> Path:
+    return Path(out_dir) / CHECKPOINTS
+
+
+def rng_state() -> dict[str, Any]:
+    """Every generator a training step draws from (dropout, augmentation fallbacks, CUDA kernels)."""
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what rng_state() captured."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save(out_dir: str | Path, step: int, *, adapter: dict[str, torch.Tensor], optimizer: Any, scheduler: Any,
+         state: dict[str, Any], rank: int, is_main: bool, barrier: Any, keep: int = 2) -> Path:
+    """Write checkpoint `step` from every process (each adds its RNG file); returns its directory."""
+    root = _dir(out_dir)
+    final = root / f"step-{step:06d}"
+    tmp = root / f".tmp-step-{step:06d}"
+    if is_main:
+        shutil.rmtree(tmp, ignore_errors=True)  # a torn one from a kill mid-save
+        tmp.mkdir(parents=True)
+    barrier()
+    torch.save(rng_state(), tmp / f"rng_rank{rank}.pt")
+    if is_main:
+        save_file({k: v.detach().contiguous().cpu() for k, v in adapter.items()}, str(tmp / "adapter_model.safetensors"))
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        (tmp / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    barrier()
+    if is_main:
+        for f in tmp.iterdir():  # durable before the rename makes the checkpoint visible
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        atomic_write_text(root / LATEST, final.name + "\n")
+        for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    barrier()
+    return final
+
+
+def latest(out_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint, or None."""
+    root = _dir(out_dir)
+    pointer = root / LATEST
+    if not pointer.is_file():
+        return None
+    path = root / pointer.read_text(encoding="utf-8").strip()
+    if not (path / "state.json").is_file():
+        raise FileNotFoundError(f"{pointer} names {path.name}, which is incomplete or missing; remove {root} to restart")
+    return path
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The loop state (step, fingerprint, log) of a checkpoint."""
+    return json.loads((path / "state.json").read_text(encoding="utf-8"))
+
+
+def load(path: Path, *, optimizer: Any, scheduler: Any, rank: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Restore optimizer, scheduler and this process's RNG from a checkpoint; returns (adapter, state)."""
+    adapter = load_file(str(path / "adapter_model.safetensors"))
+    # Our own files, written by save(): optimizer/RNG states hold Python objects that weights_only refuses.
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+    rng = path / f"rng_rank{rank}.pt"
+    if rng.is_file():
+        set_rng_state(torch.load(rng, weights_only=False))
+    else:  # resumed on more processes than saved it: a fresh, still deterministic stream for this rank
+        state = read_state(path)
+        torch.manual_seed(int(state["seed"]) + 7919 * (rank + 1) + int(state["step"]))
+    return adapter, read_state(path)

@@ -1,0 +1,80 @@
+"""The `harness leaderboard` subcommands: submit, validate, build, schema."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def _submit(ns: argparse.Namespace) -> int:
+    from harness.leaderboard.submit import make_submission, write_submission
+    from harness.leaderboard.validate import validate_submission
+
+    sub = make_submission(ns.run_dir, model_name=ns.model_name, params=ns.params, precision=ns.precision,
+                          revision=ns.revision, adapter=ns.adapter, notes=ns.notes)
+    errors = validate_submission(sub)
+    if errors:  # e.g. a --limit run: refuse to write what validate would reject
+        print(f"error: {ns.run_dir} does not make a valid submission:\n  " + "\n  ".join(errors), file=sys.stderr)
+        return 1
+    write_submission(sub, ns.out)
+    n = sum(len(rows) for rows in sub["samples"].values())
+    print(f"wrote {ns.out} ({sub['model']['name']}: {len(sub['samples'])} config(s), {n} clips)")
+    return 0
+
+
+def _validate(ns: argparse.Namespace) -> int:
+    from harness.leaderboard.validate import validate_file
+
+    sub, errors = validate_file(ns.submission)
+    if errors:
+        print(f"INVALID {ns.submission}:\n  " + "\n  ".join(errors), file=sys.stderr)
+        return 1
+    n = sum(len(rows) for rows in sub["samples"].values())
+    print(f"OK {ns.submission}: {sub['model']['name']}, {len(sub['samples'])} config(s), {n} clips, "
+          f"mean accuracy {100 * sub['results']['groups']['vocalgrad']['accuracy']:.1f} %")
+    return 0
+
+
+def _build(ns: argparse.Namespace) -> int:
+    from harness.leaderboard.build import build
+
+    rows = build(ns.subs_dir, ns.out, skip_invalid=ns.skip_invalid)
+    n = sum(r.kind == "submission" for r in rows)
+    print(f"wrote {ns.out}/index.html, leaderboard.md, leaderboard.csv ({n} submission(s), "
+          f"{len(rows) - n} reference rows)")
+    return 0
+
+
+def _schema(ns: argparse.Namespace) -> int:
+    from harness.leaderboard.schema import SUBMISSION_SCHEMA
+
+    print(json.dumps(SUBMISSION_SCHEMA, indent=2, ensure_ascii=False))
+    return 0
+
+
+def add_leaderboard_parser(sub: Any) -> None:
+    """Register `harness leaderboard {submit,validate,build,schema}` on the harness subparsers."""
+    lb = sub.add_parser("leaderboard", help="make, check and publish leaderboard submissions")
+    cmds = lb.add_subparsers(dest="leaderboard_command", required=True)
+    s = cmds.add_parser("submit", help="a submission JSON from a harness run directory")
+    s.add_argument("run_dir")
+    s.add_argument("--model-name", required=True, help="display name on the leaderboard")
+    s.add_argument("--out", required=True, help="the submission file to write (SUB.json)")
+    s.add_argument("--params", type=int, default=None, help="parameter count")
+    s.add_argument("--precision", default=None, help="weights dtype (default: from the run)")
+    s.add_argument("--revision", default=None, help="commit of the base weights (default: from the run)")
+    s.add_argument("--adapter", default=None, help="LoRA adapter repo or path (default: from the run)")
+    s.add_argument("--notes", default=None)
+    s.set_defaults(func=_submit)
+    v = cmds.add_parser("validate", help="check a submission: exit 0 when valid, 1 naming every problem")
+    v.add_argument("submission")
+    v.set_defaults(func=_validate)
+    b = cmds.add_parser("build", help="index.html + leaderboard.md + .csv from a folder of submissions")
+    b.add_argument("subs_dir")
+    b.add_argument("--out", required=True)
+    b.add_argument("--skip-invalid", action="store_true", help="leave invalid submissions out instead of failing")
+    b.set_defaults(func=_build)
+    j = cmds.add_parser("schema", help="print the submission JSON schema")
+    j.set_defaults(func=_schema)

@@ -1,0 +1,182 @@
+"""`harness leaderboard validate SUB.json`: everything a leaderboard row claims is re-derived from its samples.
+
+Checks, in order (every problem is reported, each naming the config and, where it helps, the clip):
+schema and version; parser version (results.json and every row); split; clip ids against the dataset
+(the frozen VCTK list for official runs, the generator's ids for the demo source): none missing, none
+extra, none twice; every row consistent with its clip id (category, gold label, tier, curve, direction),
+with the run (model, mode, prompt variant) and with itself (pred re-parsed from raw, or the sign of the
+choice margin); the samples' sha256; and every metric of results.json recomputed from the samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from harness.data import CONFIGS, GeneratorSource
+from harness.leaderboard.schema import schema_errors
+from harness.leaderboard.submit import samples_sha256
+from harness.parsing import PARSER_VERSION, get_parser
+from harness.prompts import get_variant
+from harness.results import build_results
+from vocalgrad_dataset import grid
+
+TOLERANCE = 1e-9  # recomputed floats may differ from the claimed ones by rounding only
+MAX_PER_KIND = 3  # examples shown per kind of row problem
+
+
+def load_submission(path: str | Path) -> dict[str, Any]:
+    """A submission file as a dict (a clear error for a missing or non-JSON file)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no submission file {p}")
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{p}: not a JSON submission ({err})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{p}: a submission is a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+@cache
+def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
+    """The clip ids a complete run of `config` must hold, from the dataset's ids alone (no audio)."""
+    kind, _, name = source.partition(":")
+    if (kind == "generate" and name == "vctk") or kind in ("parquet", "release"):
+        from vocalgrad_dataset.generate import frozen_ids
+
+        return tuple(frozen_ids(config, split))  # built or released data must be the official benchmark
+    if kind == "generate" and name == "demo":
+        return tuple(cid for u in GeneratorSource(split, "demo").units(config) for cid in u.clip_ids)
+    raise ValueError(f"cannot verify the clip ids of source {source!r}: the leaderboard takes runs on the "
+                     "official VCTK benchmark (generated, built or released) or on the demo source")
+
+
+def _row_problems(config: str, rows: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> list[str]:
+    """Rows that contradict their clip id, the run's settings, or their own raw answer."""
+    variant = get_variant(str(run.get("prompt_variant")))
+    parser_id = variant.vocabulary(config).parser.id
+    found: dict[str, list[str]] = {}
+
+    def bad(kind: str, cid: str) -> None:
+        found.setdefault(kind, []).append(cid)
+
+    for r in rows:
+        cid = str(r.get("benchmark_clip_id"))
+        try:
+            _, _, cond = grid.parse_clip_id(cid)
+        except ValueError:
+            bad("malformed clip id", cid)
+            continue
+        if r.get("category") != config:
+            bad(f"category is not {config!r}", cid)
+        if r.get("gold") != cond.label:
+            bad("gold label contradicts the clip id", cid)
+        if (r.get("tier"), r.get("curve"), r.get("direction")) != (cond.tier, cond.curve, cond.direction):
+            bad("tier/curve/direction contradict the clip id", cid)
+        if (r.get("model"), r.get("mode"), r.get("prompt_variant")) != (run.get("model"), run.get("mode"),
+                                                                          run.get("prompt_variant")):
+            bad("model/mode/prompt differ from the run's", cid)
+        if r.get("parser") != parser_id:
+            bad(f"parser {r.get('parser')!r} is not {parser_id!r} (parser version {PARSER_VERSION})", cid)
+            continue
+        pred = r.get("pred")
+        if r.get("error"):
+            if pred is not None:
+                bad("error row carries a prediction", cid)
+        elif r.get("mode") == "choices":
+            margin = r.get("margin")
+            want = None if not isinstance(margin, int | float) or margin == 0 else (
+                "increase" if margin > 0 else "decrease")
+            words = r.get("answer_words") or []
+            if pred != want or (want and len(words) == 2 and r.get("raw") != words[0 if want == "increase" else 1]):
+                bad("pred does not follow the choice margin", cid)
+        elif pred != get_parser(str(r.get("parser"))).parse(r.get("raw")):
+            bad("pred does not follow from the raw answer", cid)
+        if bool(r.get("parsed")) != (pred is not None):
+            bad("parsed flag contradicts pred", cid)
+    return [f"{config}: {len(ids)} row(s) where {kind} (e.g. {', '.join(ids[:MAX_PER_KIND])})"
+            for kind, ids in found.items()]
+
+
+def _diff(claimed: Any, actual: Any, where: str, out: list[str]) -> None:
+    """Append 'where: claimed X but the samples give Y' for every leaf that differs."""
+    if isinstance(actual, Mapping):
+        if not isinstance(claimed, Mapping):
+            out.append(f"{where}: claimed {claimed!r} but the samples give an object")
+            return
+        for k in actual:
+            _diff(claimed.get(k), actual[k], f"{where}.{k}", out)
+        return
+    if isinstance(actual, float) or isinstance(claimed, float):
+        a = None if actual is None or (isinstance(actual, float) and math.isnan(actual)) else float(actual)
+        c = None if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)) else claimed
+        same = a is None and c is None or (a is not None and isinstance(c, int | float)
+                                           and abs(float(c) - a) <= TOLERANCE * max(1.0, abs(a)))
+        if not same:
+            out.append(f"{where}: claimed {c!r} but the samples give {a!r}")
+        return
+    if claimed != actual:
+        out.append(f"{where}: claimed {claimed!r} but the samples give {actual!r}")
+
+
+def validate_submission(sub: Mapping[str, Any]) -> list[str]:
+    """Every problem found in a submission; [] means it is valid."""
+    errors = schema_errors(sub)
+    if errors:
+        return errors
+    results, samples, model = sub["results"], sub["samples"], sub["model"]
+    run = results["config"]
+    if str(results["versions"].get("parser")) != PARSER_VERSION:
+        errors.append(f"results.json: parser version {results['versions'].get('parser')!r}, but the leaderboard "
+                      f"scores with parser version {PARSER_VERSION}")
+    if run.get("split") != "test":
+        errors.append(f"results.json: split {run.get('split')!r}; the leaderboard ranks the test split")
+    if (model["scoring_mode"], model["prompt_variant"]) != (run.get("mode"), run.get("prompt_variant")):
+        errors.append(f"model metadata says {model['scoring_mode']}/{model['prompt_variant']} but the run was "
+                      f"{run.get('mode')}/{run.get('prompt_variant')}")
+    if set(samples) != set(results["results"]):
+        errors.append(f"samples hold configs {sorted(samples)} but results.json has {sorted(results['results'])}")
+    unknown = sorted(set(samples) - set(CONFIGS))
+    if unknown:
+        return [*errors, f"unknown configs {unknown} (known: {', '.join(CONFIGS)})"]
+    if not samples:
+        return [*errors, "the submission holds no config"]
+    for config, rows in samples.items():
+        ids = [str(r.get("benchmark_clip_id")) for r in rows]
+        try:
+            want = expected_ids(str(run.get("source")), str(run.get("split")), config)
+        except ValueError as err:
+            errors.append(str(err))
+            break
+        have = set(ids)
+        missing = [i for i in want if i not in have]
+        extra = sorted(have - set(want))
+        twice = sorted(i for i, n in Counter(ids).items() if n > 1)
+        if missing:
+            errors.append(f"{config}: {len(missing)} of {len(want)} clips missing (e.g. {', '.join(missing[:MAX_PER_KIND])})")
+        if extra:
+            errors.append(f"{config}: {len(extra)} clip ids not in the dataset (e.g. {', '.join(extra[:MAX_PER_KIND])})")
+        if twice:
+            errors.append(f"{config}: clips listed more than once (e.g. {', '.join(twice[:MAX_PER_KIND])})")
+        errors += _row_problems(config, rows, run)
+        if sub["samples_sha256"].get(config) != samples_sha256(rows):
+            errors.append(f"{config}: samples altered after submission (sha256 mismatch)")
+    recomputed = build_results(samples, run_config=run, task_configs=results["configs"],
+                               n_original={c: results["n-samples"].get(c, {}).get("original", 0) for c in samples},
+                               date=results["date"])
+    for key in ("results", "groups", "breakdowns", "n-samples"):
+        _diff(results[key], recomputed[key], key, errors)
+    return errors
+
+
+def validate_file(path: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """(submission, problems) for a submission file."""
+    sub = load_submission(path)
+    return sub, validate_submission(sub)

@@ -1,0 +1,347 @@
+"""Extract probing features (SPEC §6) from any AudioLM that exposes hidden states, one forward per batch.
+
+Representations, stored under "<name>/<layer>" keys:
+- `mel/0`: the model-independent reference (16 kHz mel power, n_fft 1024, hop 256, 128 mels, fmax 8000,
+  dB relative to the clip's max), 16-segment pooled -> 2,048 dims.
+- `encoder/<k>`: encoder-only sources (Whisper): every encoder layer over the clip's frames, pooled.
+- `pre_llm/0`: audio after encoder and adapter, before the decoder, pooled.
+- `late_llm/<n>`: the last decoder layer at the audio positions, pooled.
+- `text/<k>`: the state at the output position (the one predicting the answer) for every decoder layer.
+- `pos_<p>/<k>`: position-wise states at the chosen layers: a1..a4 (last audio token of each audio
+  quarter), `attribute` (last token of the attribute word) and `query-2`/`query-1` (last two tokens of the
+  turn's last text, i.e. the question's end in audio-first prompts). The output position is `text/<k>`.
+
+Pooling: boundaries linspace(0, L, 17); segment k averages frames [floor(b_k), floor(b_k+1)). When L < 16
+some segments are empty; an empty segment takes the frame under its midpoint (nearest-frame upsampling),
+so every clip yields 16 segments. L = 0 (no audio frames at all) is an error naming the clip.
+
+    python -m probing.extract --model whisper-tiny-en --configs volume --split train --source demo --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data import RowSource, SourceUnit, attribute_word, config_name, open_source
+from harness.models.base import ModelError
+from harness.models.protocol import AudioLM, HiddenStates, Prompt
+from harness.prompts import Variant, build_prompt, get_variant
+from probing.store import FORMAT, FeatureWriter, config_hash
+
+log = logging.getLogger(__name__)
+
+N_SEGMENTS = 16
+MEL = {"sr": 16000, "n_fft": 1024, "hop_length": 256, "n_mels": 128, "fmax": 8000.0}
+QUARTERS = ("a1", "a2", "a3", "a4")
+TEXT_POSITIONS = ("attribute", "query-2", "query-1")
+
+
+def segment_matrix(length: int, n_segments: int = N_SEGMENTS) -> np.ndarray:
+    """(n_segments, length) float64 averaging weights: row k is the mean over segment k's frames."""
+    if length <= 0:
+        raise ValueError("cannot pool an empty sequence (0 frames)")
+    bounds = np.floor(np.linspace(0, length, n_segments + 1)).astype(np.int64)
+    weights = np.zeros((n_segments, length))
+    for k in range(n_segments):
+        lo, hi = bounds[k], bounds[k + 1]
+        if hi > lo:
+            weights[k, lo:hi] = 1.0 / (hi - lo)
+        else:  # L < n_segments: the frame under the segment's midpoint
+            mid = (k + 0.5) * length / n_segments
+            weights[k, min(int(mid), length - 1)] = 1.0
+    return weights
+
+
+def pool_segments(x: np.ndarray, n_segments: int = N_SEGMENTS) -> np.ndarray:
+    """(L, d) -> (n_segments * d,) segment means, concatenated in time order."""
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"pool_segments expects (frames, dim), got shape {x.shape}")
+    return (segment_matrix(x.shape[0], n_segments) @ x.astype(np.float64)).astype(np.float32).reshape(-1)
+
+
+def mel_frames(audio: np.ndarray, sampling_rate: int) -> np.ndarray:
+    """(frames, 128) mel power in dB relative to the clip's maximum (SPEC §6 reference features)."""
+    import librosa
+
+    from harness.models.hf import _resample
+    from harness.models.protocol import AudioClip
+
+    y = _resample(AudioClip(audio, sampling_rate), MEL["sr"])
+    spec = librosa.feature.melspectrogram(y=y, sr=MEL["sr"], n_fft=MEL["n_fft"], hop_length=MEL["hop_length"],
+                                          n_mels=MEL["n_mels"], fmax=MEL["fmax"], power=2.0)
+    return librosa.power_to_db(spec, ref=np.max).T.astype(np.float32)
+
+
+def quarter_ends(n_audio: int) -> list[int]:
+    """Index (into the audio positions) of the last token of each audio quarter."""
+    return [max(0, math.ceil(q * n_audio / 4) - 1) for q in (1, 2, 3, 4)]
+
+
+def default_layers(n_layers: int) -> list[int]:
+    """Position-wise layers when none are chosen: 0, n/4, n/2, 3n/4 and n (all of them for tiny models)."""
+    return sorted({round(i * n_layers / 4) for i in range(5)})
+
+
+def resolve_layers(spec: str | None, n_layers: int) -> list[int]:
+    """Layers from "all", "0,14,-1" (negative counts from the last) or None (default_layers)."""
+    if spec is None:
+        return default_layers(n_layers)
+    if spec.strip() == "all":
+        return list(range(n_layers + 1))
+    out = []
+    for part in spec.split(","):
+        try:
+            k = int(part)
+        except ValueError:
+            raise ValueError(f"--layers: {part!r} is not an integer (use e.g. 0,14,-1 or all)") from None
+        k = k + n_layers + 1 if k < 0 else k
+        if not 0 <= k <= n_layers:
+            raise ValueError(f"--layers: layer {part} is outside 0..{n_layers}")
+        out.append(k)
+    return sorted(set(out))
+
+
+def clip_features(audio: dict[str, Any], hs: HiddenStates, layers: Sequence[int] | None,
+                  clip_id: str = "") -> dict[str, np.ndarray]:
+    """Every representation of one clip from its audio and its single-prompt HiddenStates."""
+    feats = {"mel/0": pool_segments(mel_frames(audio["array"], int(audio["sampling_rate"])))}
+
+    def pooled(x: np.ndarray, what: str) -> np.ndarray:
+        if len(x) == 0:
+            raise ModelError(f"no {what} frames to pool", clip_id)
+        return pool_segments(x)
+
+    if hs.encoder:
+        enc = hs.encoder[0]
+        for k in range(enc.shape[0]):
+            feats[f"encoder/{k}"] = pooled(enc[k], "encoder")
+    if hs.decoder:
+        dec, audio_pos, out = hs.decoder[0], np.asarray(hs.audio_positions[0]), hs.output_position[0]
+        n = dec.shape[0] - 1
+        feats["pre_llm/0"] = pooled(hs.pre_llm_audio[0], "pre-LLM audio")
+        feats[f"late_llm/{n}"] = pooled(dec[n][audio_pos], "audio-position")
+        for k in range(n + 1):
+            feats[f"text/{k}"] = dec[k][out]
+        named = {q: int(audio_pos[i]) for q, i in zip(QUARTERS, quarter_ends(len(audio_pos)), strict=True)}
+        named.update(hs.text_positions[0] if hs.text_positions else {})
+        for k in layers if layers is not None else default_layers(n):
+            for name, pos in named.items():
+                feats[f"pos_{name}/{k}"] = dec[k][pos]
+    elif hs.pre_llm_audio and not hs.encoder:
+        feats["pre_llm/0"] = pooled(hs.pre_llm_audio[0], "pre-LLM audio")
+    return {k: np.asarray(v, dtype=np.float32).reshape(-1) for k, v in feats.items()}
+
+
+@dataclass
+class ExtractSettings:
+    """What to extract, from which rows, with which model, into which directory."""
+
+    model: str
+    configs: list[str]
+    split: str
+    out: str
+    source: str = "vctk"
+    data_dir: str | None = None
+    dataset: str | None = None
+    adapter: str | None = None
+    prompt: str = "default"
+    layers: str | None = None  # position-wise layers: "all", "0,14,-1", or None for default_layers
+    batch_size: int = 8
+    units_per_shard: int = 4  # source clips (24 rows each) per shard: the resume granularity
+    limit_units: int | None = None  # first N source clips per config (smoke runs)
+    device: str | None = None
+    dtype: str | None = None
+    model_args: dict[str, Any] = field(default_factory=dict)
+
+
+def load_model(settings: ExtractSettings) -> AudioLM:
+    """The registry model (with its LoRA adapter when given), placed on the chosen device."""
+    from harness.models.registry import REGISTRY, get_model
+
+    if settings.model not in REGISTRY:
+        try:
+            get_model(settings.model)
+        except KeyError as err:
+            raise ValueError(err.args[0]) from None
+    kwargs: dict[str, Any] = {"batch_size": settings.batch_size, **settings.model_args}
+    if settings.device:
+        kwargs["device"] = settings.device
+    if settings.dtype:
+        kwargs["dtype"] = settings.dtype
+    model = get_model(settings.model, adapter=settings.adapter, **kwargs)
+    if not getattr(model, "supports_hidden_states", False):
+        raise ValueError(f"model {settings.model!r} does not expose hidden states; it cannot be probed")
+    return model
+
+
+def model_revision(model: AudioLM) -> str:
+    """The weights' identity: a wrapper's revision, the checkpoint's commit hash, or its model id."""
+    for value in (getattr(model, "revision", None),
+                  getattr(getattr(getattr(model, "model", None), "config", None), "_commit_hash", None),
+                  getattr(getattr(model, "spec", None), "revision", None)):
+        if value:
+            return str(value)
+    return f"{getattr(model, 'model_id', model.name)} (unversioned)"
+
+
+def probe_prompt(row: dict[str, Any], variant: Variant) -> Prompt:
+    """The row's prompt, with meta["attribute"] naming the attribute word its text actually contains."""
+    prompt, _ = build_prompt(row, variant)
+    if variant.base == "paraphrase":
+        word = None  # paraphrases name no attribute word ("loudness", "tone", ...)
+    elif variant.base == "cross-attribute":
+        word = attribute_word(variant.cross_category)
+    else:
+        word = row.get("attribute") or attribute_word(row["category"])
+    return replace(prompt, meta={**prompt.meta, "attribute": word})
+
+
+def _chunks(units: Sequence[SourceUnit], size: int) -> Iterator[list[SourceUnit]]:
+    for i in range(0, len(units), size):
+        yield list(units[i : i + size])
+
+
+def extract_config(model: AudioLM, source: RowSource, config: str, settings: ExtractSettings,
+                   variant: Variant) -> Path:
+    """Extract (or resume) one config of one split; returns its manifest path."""
+    from tqdm import tqdm
+
+    layers_spec = settings.layers
+    units = source.units(config)
+    if settings.limit_units is not None:
+        units = units[: settings.limit_units]
+    pinned = {
+        "format": FORMAT, "model": settings.model, "revision": model_revision(model), "adapter": settings.adapter,
+        "prompt_variant": variant.name, "split": settings.split, "config": config,
+        "source": source.description, "data_dir": settings.data_dir, "layers": layers_spec,
+        "pooling": {"segments": N_SEGMENTS, "boundaries": "floor(linspace(0, L, 17))"}, "mel": MEL,
+    }
+    # The unit list is not pinned: a run started with --limit-units can be resumed further, or in full.
+    header = {**pinned, "config_hash": config_hash(pinned), "model_id": getattr(model, "model_id", settings.model)}
+    folder = Path(settings.out) / settings.split / config
+    writer = FeatureWriter(folder, header)
+    writer.manifest["n_units"] = len(units)
+    todo = [u for u in units if u.key not in writer.done_units]
+    if todo:
+        writer.manifest["complete"] = False  # e.g. resumed with a larger --limit-units
+    bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=f"{settings.split}/{config}", unit="source clip",
+               disable=None)
+    for chunk in _chunks(todo, settings.units_per_shard):
+        rows = list(source.rows(config, chunk))
+        prompts = [probe_prompt(r, variant) for r in rows]
+        writer.manifest.setdefault("prompt_example", prompts[0].text if prompts else "")
+        items = model.hidden_items(prompts)
+        kept_rows, feats, errors = [], [], []
+        expected = set(writer.manifest["representations"]) or None
+        for row, prompt, item in zip(rows, prompts, items, strict=True):
+            try:
+                if isinstance(item, ModelError):
+                    raise item
+                n_layers = item.decoder[0].shape[0] - 1 if item.decoder else 0
+                layers = resolve_layers(layers_spec, n_layers) if item.decoder else None
+                one = clip_features(row["audio"], item, layers, prompt.clip_id)
+                expected = expected or set(one)
+                if set(one) != expected:  # e.g. the attribute token was found in other clips but not here
+                    raise ModelError(f"representations {sorted(set(one) ^ expected)} differ from the other clips'")
+                feats.append(one)
+                kept_rows.append(row)
+            except (ModelError, ValueError) as err:
+                log.warning("%s: %s", prompt.clip_id, err)
+                errors.append({"benchmark_clip_id": prompt.clip_id, "error": str(err)})
+        stacked = {k: np.stack([f[k] for f in feats]) for k in feats[0]} if feats else {}
+        writer.write([u.key for u in chunk], kept_rows, stacked, errors)
+        bar.update(len(chunk))
+    bar.close()
+    writer.finish()
+    n_err = len(writer.manifest["errors"])
+    if n_err:
+        log.warning("%s/%s: %d clip(s) failed and were left out (listed in the manifest)", settings.split, config, n_err)
+    return writer.path
+
+
+def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
+                source: RowSource | None = None) -> list[Path]:
+    """Extract every requested config; returns the manifest paths."""
+    configs = [config_name(c) for c in settings.configs]
+    variant = get_variant(settings.prompt)
+    if settings.units_per_shard < 1:
+        raise ValueError("--units-per-shard must be >= 1")
+    source = source or open_source(settings.split, settings.source, settings.data_dir, settings.dataset)
+    model = model or load_model(settings)
+    return [extract_config(model, source, c, settings, variant) for c in configs]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Arguments of `python -m probing.extract`."""
+    p = argparse.ArgumentParser(prog="python -m probing.extract", description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, help="registry name (see `harness list-models`)")
+    p.add_argument("--configs", required=True, help="comma-separated configs, e.g. volume,noise")
+    p.add_argument("--split", required=True, choices=("train", "test"))
+    p.add_argument("--source", default="vctk", help="generator source (vctk, demo, ...)")
+    p.add_argument("--data-dir", default=None, help="corpus root for the generator source")
+    p.add_argument("--dataset", default=None, help="a Parquet build or published-release dir instead of generating")
+    p.add_argument("--adapter", default=None, help="LoRA adapter directory (finetune/ output) to load first")
+    p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. audio_first")
+    p.add_argument("--layers", default=None, help="position-wise layers: all | 0,14,-1 (default: 0, n/4, n/2, 3n/4, n)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--units-per-shard", type=int, default=4, help="source clips per shard (resume granularity)")
+    p.add_argument("--limit-units", type=int, default=None, help="first N source clips per config")
+    p.add_argument("--device", default=None)
+    p.add_argument("--dtype", default=None)
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="keyword for the model factory, e.g. fast_encoder=true (value parsed as JSON when it can be)")
+    p.add_argument("--out", required=True, help="extraction directory (resumed if it exists)")
+    return p
+
+
+def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
+    """{key: value} from KEY=VALUE strings, values read as JSON where they parse (true, 8, "x")."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--model-arg expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m probing.extract`."""
+    ns = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        model_args = parse_model_args(ns.model_arg)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    settings = ExtractSettings(
+        model=ns.model, configs=[c for c in ns.configs.split(",") if c], split=ns.split, out=ns.out,
+        source=ns.source, data_dir=ns.data_dir, dataset=ns.dataset, adapter=ns.adapter, prompt=ns.prompt,
+        layers=ns.layers, batch_size=ns.batch_size, units_per_shard=ns.units_per_shard,
+        limit_units=ns.limit_units, device=ns.device, dtype=ns.dtype, model_args=model_args,
+    )
+    try:
+        for path in run_extract(settings):
+            print(f"wrote {path}")
+    except (ValueError, FileNotFoundError, ModelError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

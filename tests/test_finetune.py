@@ -1,0 +1,280 @@
+"""LoRA fine-tuning on the tiny random Qwen2-Audio (real transformers class): it learns, touches only what it
+should, saves/reloads exactly, resumes after kill -9 to the same adapter, and evaluates on all nine categories."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from huggingface_hub import parse_eval_result_entries
+from safetensors.torch import load_file
+
+from finetune.augment import build_augmenter, nuisances_for
+from finetune.card import eval_results_yaml
+from finetune.data import RowRenderer, balanced_subset, plan_steps, split_ids
+from finetune.report import main as report_main
+from finetune.train import TrainSettings, evaluate_clips, load_base, lora_targets, main, train
+from harness.data import CONFIGS
+from harness.models.registry import get_model
+from harness.models.tiny import tiny_model
+from harness.prompts import build_prompt
+
+ROOT = Path(__file__).resolve().parents[1]
+# A toy set from the demo source: 16 training clips (8 per label), 4 clips per optimizer step, a high rate.
+TOY = {"model": "tiny-qwen2-audio", "category": "volume", "source": "demo", "lr": 1e-2, "grad_accum": 4,
+       "train_limit": 16, "num_workers": 0, "progress": False, "val_limit": 4, "save_every": 1000}
+
+
+def _log(out: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def _falls_by_half(losses: list[float]) -> bool:
+    return np.mean(losses[-4:]) <= 0.5 * np.mean(losses[:2])
+
+
+def _wrapped(model: torch.nn.Module) -> list[str]:
+    return sorted(n for n, m in model.named_modules() if hasattr(m, "lora_A") and hasattr(m, "base_layer"))
+
+
+def _base_unchanged(before: dict[str, torch.Tensor], model: torch.nn.Module) -> None:
+    after = model.state_dict()
+    for key, value in before.items():
+        head, _, leaf = key.rpartition(".")
+        got = after[key] if key in after else after[f"{head}.base_layer.{leaf}"]
+        assert torch.equal(got, value), f"base weight {key} changed"
+
+
+def _train_ids(n: int, category: str = "volume") -> tuple[RowRenderer, tuple[str, ...]]:
+    renderer = RowRenderer(category, "train", "demo")
+    split = split_ids(renderer.ids(), val_fraction=0.1, seed=1234)
+    return renderer, balanced_subset(split.train, n, seed=1234)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: the tiny model's ops are too small to gain from more, and on a shared 2-core box
+    extra threads only contend; the kill test's subprocess gets the same count, so its sums match ours."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def all_linear(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """An all-linear adapter trained 5 epochs on the toy set, evaluated on all nine categories (and the base)."""
+    out = tmp_path_factory.mktemp("lora") / "all_linear"
+    settings = TrainSettings(scope="all_linear", epochs=5, out=str(out), eval_configs=list(CONFIGS), eval_limit=2,
+                             eval_mode="choices", eval_base=True, eval_batch_size=4, **TOY)
+    lm = load_base(settings)
+    before = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    info = train(settings, lm)
+    return SimpleNamespace(settings=settings, lm=lm, before=before, info=info, out=out)
+
+
+def test_split_is_stratified_and_plans_do_not_depend_on_world_size() -> None:
+    renderer = RowRenderer("volume", "train", "demo")
+    ids = renderer.ids()
+    split = split_ids(ids, val_fraction=0.1, seed=1234)
+    assert len(ids) == 120 and len(split.val) == 12 and not set(split.val) & set(split.train)
+    assert sum(i.endswith("__up") for i in split.val) == 6  # 10 % of each label
+    assert split == split_ids(ids, val_fraction=0.1, seed=1234)
+    one = plan_steps(split.train, seed=1, examples_per_step=16, micro_batch=1, rank=0, world_size=1,
+                     start_step=0, total_steps=7)
+    three = [plan_steps(split.train, seed=1, examples_per_step=16, micro_batch=1, rank=r, world_size=3,
+                        start_step=0, total_steps=7) for r in range(3)]
+    for step in range(7):
+        ids_1 = sorted(c for mb in one if mb.step == step for c in mb.ids)
+        ids_3 = sorted(c for plan in three for mb in plan if mb.step == step and mb.weight for c in mb.ids)
+        assert ids_1 == ids_3 and len(ids_1) == (16 if step < 6 else 108 - 96)
+    resumed = plan_steps(split.train, seed=1, examples_per_step=16, micro_batch=1, rank=0, world_size=1,
+                         start_step=4, total_steps=7)
+    assert resumed == [mb for mb in one if mb.step >= 4]
+
+
+def test_all_linear_learns_and_fits_its_training_clips(all_linear: SimpleNamespace) -> None:
+    losses = _log(all_linear.out)
+    assert len(losses) == 20 and _falls_by_half(losses), losses
+    renderer, train_ids = _train_ids(16)
+    assert hashlib.sha256("\n".join(train_ids).encode()).hexdigest() == all_linear.info["data"]["train_ids_sha256"]
+    fit = evaluate_clips(all_linear.lm, renderer, train_ids, "default")
+    assert fit["n"] == 16 and fit["accuracy"] >= 0.9, fit
+    assert all_linear.info["validation"]["n"] == 4
+
+
+def test_only_the_decoder_linears_change(all_linear: SimpleNamespace) -> None:
+    model = all_linear.lm.model
+    wrapped = _wrapped(model)
+    decoder = [n for n, m in tiny_model("qwen2-audio").model.named_modules()
+               if isinstance(m, torch.nn.Linear) and n.startswith("model.language_model.")]
+    assert wrapped == sorted(decoder) and len(wrapped) == 14
+    _base_unchanged(all_linear.before, model)
+    for name in wrapped:  # every adapter moved away from its zero-initialised B
+        assert model.get_submodule(name).lora_B["default"].weight.abs().sum() > 0, name
+
+
+def test_lm_head_scope_trains_only_the_head(tmp_path: Path) -> None:
+    settings = TrainSettings(scope="lm_head", epochs=4, out=str(tmp_path), skip_eval=True, **TOY)
+    lm = load_base(settings)
+    before = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    info = train(settings, lm)
+    assert _falls_by_half(_log(tmp_path)), _log(tmp_path)
+    assert _wrapped(lm.model) == ["lm_head"] and info["lora"]["target_modules"] == ["lm_head"]
+    _base_unchanged(before, lm.model)
+    tensors = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    assert sorted(tensors) == ["base_model.model.lm_head.lora_A.weight", "base_model.model.lm_head.lora_B.weight"]
+
+
+def test_include_audio_tower_adds_encoder_and_projector() -> None:
+    lm = tiny_model("qwen2-audio")
+    _, names = lora_targets(lm, "all_linear", include_audio_tower=True)
+    assert "model.multi_modal_projector.linear" in names and "model.audio_tower.layers.1.fc2" in names
+    assert "lm_head" not in names and len(names) == 14 + 12 + 1
+    with pytest.raises(ValueError, match="include-audio-tower"):
+        lora_targets(lm, "lm_head", include_audio_tower=True)
+
+
+def test_adapter_reload_gives_identical_logits(all_linear: SimpleNamespace) -> None:
+    adapter = all_linear.out / "adapter"
+    assert all("lora_" in k for k in load_file(adapter / "adapter_model.safetensors"))
+    reloaded = get_model("tiny-qwen2-audio", adapter=str(adapter))
+    base = get_model("tiny-qwen2-audio")
+    renderer = RowRenderer("volume", "test", "demo")
+    prompts = [build_prompt(renderer.row(cid), "default")[0] for cid in renderer.ids()[:3]]
+    trained = all_linear.lm
+    trained.model.eval()
+    with torch.no_grad():
+        logits = [m.model(**m._encode(prompts)).logits for m in (trained, reloaded, base)]
+    assert torch.equal(logits[0], logits[1])
+    assert not torch.allclose(logits[0], logits[2])
+    choices = ("increase", "decrease")
+    assert np.array_equal(trained.score_choices(prompts, choices), reloaded.score_choices(prompts, choices))
+
+
+def test_evaluation_on_nine_categories_and_the_matrix(all_linear: SimpleNamespace, tmp_path: Path) -> None:
+    out = all_linear.out
+    results = json.loads((out / "eval" / "results.json").read_text())
+    assert list(results["results"]) == list(CONFIGS) and all(r["n"] == 2 for r in results["results"].values())
+    assert results["config"]["model_args"]["adapter"] == str((out / "adapter").resolve())
+    base = json.loads((out / "eval_base" / "results.json").read_text())
+    assert list(base["results"]) == list(CONFIGS)
+    assert (out / "cross_category.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = (out / "cross_category.md").read_text()
+    assert "| base |" in table and "| volume (all_linear) |" in table
+    rows = all_linear.info["eval"]["rows"]
+    assert set(rows) == {"base", "volume (all_linear)"} and all(len(v) == 9 for v in rows.values())
+    card = (out / "adapter" / "README.md").read_text()
+    assert "In-domain (`volume`)" in card and "not the official VCTK benchmark" in card
+    assert not (out / "adapter" / ".eval_results").exists()  # demo scores stay off the benchmark's Hub leaderboard
+    official = {**results, "config": {**results["config"], "source": "generate:vctk"}}
+    entries = parse_eval_result_entries(yaml.safe_load(eval_results_yaml(all_linear.info, official,
+                                                                         dataset_repo="ynklab/vocalgrad")))
+    assert [e.task_id for e in entries][:3] == ["speaking_speed", "voice_pitch", "volume"] and len(entries) == 10
+    assert entries[2].value == round(100 * results["results"]["volume"]["accuracy"], 2) and entries[9].task_id == "all"
+    assert report_main([str(out), "--base", "--out", str(tmp_path)]) == 0  # the matrix over training runs
+    assert (tmp_path / "cross_category.md").read_text() == table.replace(
+        "LoRA all_linear on volume", "LoRA: trained category x test category").replace("tiny-qwen2-audio: ", "")
+
+
+def test_kill_9_then_resume_ends_with_the_same_adapter(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    toy = {**TOY, "train_limit": 8, "grad_accum": 2, "epochs": 3, "skip_eval": True, "val_limit": 0}  # 12 steps
+    ref = tmp_path / "uninterrupted"
+    train(TrainSettings(scope="all_linear", out=str(ref), **toy))
+    killed = tmp_path / "killed"
+    args = ["--model", "tiny-qwen2-audio", "--category", "volume", "--scope", "all_linear", "--source", "demo",
+            "--lr", "0.01", "--grad-accum", "2", "--train-limit", "8", "--epochs", "3", "--skip-eval",
+            "--val-limit", "0", "--num-workers", "0", "--save-every", "1", "--no-progress", "--out", str(killed)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as this process (one_thread): the same summation order
+    proc = subprocess.Popen([sys.executable, str(ROOT / "finetune" / "train.py"), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    latest = killed / "checkpoints" / "latest"
+    deadline = time.time() + 120
+    while proc.poll() is None and time.time() < deadline and not (
+            latest.is_file() and latest.read_text().strip() >= "step-000003"):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    step = int(latest.read_text().strip().split("-")[1])
+    assert 3 <= step < 12 and not (killed / "training.json").exists(), "the kill must land mid-run"
+    assert main(args[:-2] + ["--out", str(killed)]) == 0
+    assert f"from step-{step:06d}" in capsys.readouterr().out
+    a = load_file(ref / "adapter" / "adapter_model.safetensors")
+    b = load_file(killed / "adapter" / "adapter_model.safetensors")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert _log(ref) == _log(killed)
+
+
+def test_bad_input_fails_with_one_line(all_linear: SimpleNamespace, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture) -> None:
+    base = ["--category", "volume", "--scope", "all_linear", "--source", "demo", "--out", str(tmp_path / "x")]
+    assert main(["--model", "tiny-qwen-audio", *base]) == 2
+    assert "did you mean 'tiny-qwen2-audio'" in capsys.readouterr().err
+    assert main(["--model", "random", *base]) == 2
+    assert "cannot be fine-tuned" in capsys.readouterr().err
+    assert main(["--model", "tiny-qwen2-audio", *base[:1], "volumee", *base[2:]]) == 2
+    assert "volume" in capsys.readouterr().err
+    assert main(["--model", "tiny-qwen2-audio", *base[:5], "demoo", *base[6:]]) == 2
+    assert "unknown source 'demoo'" in capsys.readouterr().err
+    assert main(["--model", "tiny-qwen2-audio", *base, "--train-limit", "500"]) == 2
+    assert "training split has 54" in capsys.readouterr().err
+    other = TrainSettings(scope="all_linear", epochs=5, out=str(all_linear.out), **{**TOY, "lr": 1e-3})
+    with pytest.raises(ValueError, match=r"other settings \(lr\)"):
+        train(other)
+
+
+def test_augmentation_is_seeded_and_spares_the_trained_attribute() -> None:
+    from vocalgrad_dataset.oracle import predict
+
+    assert "gain" not in {n.name for n in nuisances_for("volume")}
+    assert "gaussian_snr" not in {n.name for n in nuisances_for("noise")}
+    for category in CONFIGS:
+        renderer = RowRenderer(category, "test", "demo")
+        augment = build_augmenter(category, 1234, p=1.0)  # every transform on every clip
+        for cid in [i for i in renderer.ids() if "__linear__high__" in i][:2]:
+            row = renderer.row(cid)
+            out = augment(row, 0)
+            assert np.array_equal(out["audio"]["array"], augment(row, 0)["audio"]["array"])
+            assert not np.array_equal(out["audio"]["array"], augment(row, 1)["audio"]["array"])
+            sr = row["audio"]["sampling_rate"]
+            span = (round(row["onset_sec"] * sr), round(row["offset_sec"] * sr))
+            assert predict(category, out["audio"]["array"], sr, *span)[0] == row["label"], (category, cid)
+
+
+@pytest.mark.slow
+def test_two_process_ddp_matches_one_process(tmp_path: Path) -> None:
+    """`accelerate launch` with 2 CPU processes (gloo): each takes half of every step's clips; with dropout off
+    the adapter equals a single-process run up to summation order. Worker rendering and augmentation on."""
+    flags = ["--model", "tiny-qwen2-audio", "--category", "volume", "--scope", "all_linear", "--source", "demo",
+             "--lr", "0.01", "--grad-accum", "4", "--train-limit", "8", "--epochs", "2", "--lora-dropout", "0",
+             "--augment", "--val-limit", "4", "--eval-configs", "volume", "--eval-limit", "4", "--eval-mode",
+             "choices", "--no-progress"]
+    launcher = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+                str(29500 + (os.getpid() + 7) % 1000)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    two = tmp_path / "two"
+    proc = subprocess.run([*launcher, str(ROOT / "finetune" / "train.py"), *flags, "--num-workers", "1",
+                           "--out", str(two)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one = tmp_path / "one"
+    assert main([*flags, "--num-workers", "0", "--skip-eval", "--out", str(one)]) == 0
+    info = json.loads((two / "training.json").read_text())
+    assert info["world_size"] == 2 and info["augmentation"]["enabled"]
+    assert "gain" not in {t["name"] for t in info["augmentation"]["transforms"]}
+    a, b = (load_file(d / "adapter" / "adapter_model.safetensors") for d in (one, two))
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    assert np.allclose(_log(one), _log(two), atol=1e-5)
+    assert json.loads((two / "eval" / "results.json").read_text())["results"]["volume"]["n"] == 4
