@@ -39,6 +39,7 @@ from harness.prompts import FEW_SHOT_AUDIOS, PARAPHRASES, get_variant
 from harness.reference import MODEL_DISPLAY, camera_ready_rows, table2
 from harness.report import _pct, _table, load_samples
 from harness.results import atomic_write_text
+from harness.runner import parse_model_args
 from vocalgrad_dataset.generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, config_ids
 from vocalgrad_dataset.grid import CURVES, FORMAT_LABELS, TIERS
 
@@ -660,15 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `vocalgrad-paper`: 0 when every run and table is complete, 1 otherwise, 2 on bad input."""
     ns = build_parser().parse_args(argv)
     try:
-        model_args = {}
-        for item in ns.model_arg:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"--model-arg expects KEY=VALUE, got {item!r}")
-            try:
-                model_args[key] = json.loads(value)
-            except json.JSONDecodeError:
-                model_args[key] = value
+        model_args = parse_model_args(ns.model_arg)
         settings = SuiteSettings(
             model=ns.model, out=ns.out, source=ns.source, data_dir=ns.data_dir, dataset=ns.dataset,
             loquacious_dir=ns.loquacious_dir, commonvoice_dir=ns.commonvoice_dir, mode=ns.mode, batch_size=ns.batch_size,

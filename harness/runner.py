@@ -389,17 +389,23 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="keyword for the model factory (value parsed as JSON when it can be)")
 
 
-def settings_from_args(ns: argparse.Namespace) -> EvalSettings:
-    """EvalSettings from parsed arguments."""
-    model_args: dict[str, Any] = {}
-    for item in ns.model_arg:
+def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
+    """{key: value} from --model-arg KEY=VALUE strings, values read as JSON where they parse (true, 8, "x")."""
+    out: dict[str, Any] = {}
+    for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key:
             raise ValueError(f"--model-arg expects KEY=VALUE, got {item!r}")
         try:
-            model_args[key] = json.loads(value)
+            out[key] = json.loads(value)
         except json.JSONDecodeError:
-            model_args[key] = value
+            out[key] = value
+    return out
+
+
+def settings_from_args(ns: argparse.Namespace) -> EvalSettings:
+    """EvalSettings from parsed arguments."""
+    model_args = parse_model_args(ns.model_arg)
     return EvalSettings(
         model=ns.model,
         configs=[c for c in ns.configs.split(",") if c],

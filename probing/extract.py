@@ -21,7 +21,6 @@ so every clip yields 16 segments. L = 0 (no audio frames at all) is an error nam
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
@@ -36,6 +35,7 @@ from harness.data import RowSource, SourceUnit, attribute_word, config_name, ope
 from harness.models.base import ModelError
 from harness.models.protocol import AudioLM, HiddenStates, Prompt
 from harness.prompts import Variant, build_prompt, get_variant
+from harness.runner import parse_model_args
 from probing.store import FORMAT, FeatureWriter, config_hash
 
 log = logging.getLogger(__name__)
@@ -303,20 +303,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keyword for the model factory, e.g. fast_encoder=true (value parsed as JSON when it can be)")
     p.add_argument("--out", required=True, help="extraction directory (resumed if it exists)")
     return p
-
-
-def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
-    """{key: value} from KEY=VALUE strings, values read as JSON where they parse (true, 8, "x")."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--model-arg expects KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
