@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 
@@ -44,6 +45,8 @@ class ProbeSettings:
     max_group_bytes: int | None = None
     # Standardise all features once before training (None: on CPU) or each gathered batch (GPU default).
     standardize_upfront: bool | None = None
+    # On CPU, compute gradients with the fused one-pass kernel (False: gather + batched matmuls, as on GPU).
+    fused_cpu: bool = True
 
 
 @dataclass
@@ -108,8 +111,40 @@ def train_batched(x: Any, y: Any, settings: ProbeSettings = ProbeSettings(), pro
     per_probe = settings.batch_size * d * 4 * 3  # gathered batch, its standardised copy, slack
     budget = settings.max_step_bytes or ((8 << 30) if resolve_device(settings.device).type == "cuda" else (64 << 20))
     chunk = max(1, min(n_probes, budget // max(per_probe, 1)))
+    if _fused(settings):  # no gathered batch to keep in cache: one chunk keeps both cores busy with every probe
+        chunk = n_probes
     parts = [_train_chunk(x[s : s + chunk], y[s : s + chunk], settings, progress) for s in range(0, n_probes, chunk)]
     return ProbeFit(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("weight", "bias", "mean", "scale")))
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def fused_logistic_grad(data, y, idx, w, b, grad_w, grad_b):  # noqa: ANN001 - numba kernel on numpy arrays
+    """Mean BCE-with-logits gradients of P linear probes on the rows `idx` of (P, n, d) standardised data.
+
+    Each row is read once from memory: its logit is a dot product, and the gradient update reuses the row
+    while it is still in L1, where a gather + two batched matmuls stream every batch three times.
+    """
+    n_probes, _, d = data.shape
+    m = idx.shape[0]
+    for p in numba.prange(n_probes):
+        for j in range(d):
+            grad_w[p, j] = 0.0
+        gb = 0.0
+        for k in range(m):
+            row = data[p, idx[k]]
+            z = b[p]
+            for j in range(d):
+                z += row[j] * w[p, j]
+            g = np.float32((1.0 / (1.0 + math.exp(-z)) - y[p, idx[k]]) / m)  # float32: the row update vectorises
+            gb += g
+            for j in range(d):
+                grad_w[p, j] += g * row[j]
+        grad_b[p] = gb
+
+
+def _fused(settings: ProbeSettings) -> bool:
+    """Whether the fused CPU gradient kernel trains these probes."""
+    return settings.fused_cpu and resolve_device(settings.device).type == "cpu" and settings.standardize_upfront is not False
 
 
 def _stats(data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,9 +179,20 @@ def _train_chunk(x: torch.Tensor, y: torch.Tensor, settings: ProbeSettings, prog
     # Gather buffers reused across steps (one per batch length): on CPU a fresh (P, batch, d) tensor
     # per step costs more in page faults than the matmuls themselves.
     buffers: dict[int, torch.Tensor] = {}
+    fused = upfront and _fused(settings)
+    if fused:
+        y_np = y.numpy()
+        grad_w = torch.zeros((n_probes, d), dtype=torch.float32)
+        grad_b = torch.zeros(n_probes, dtype=torch.float32)
     for _ in tqdm(range(settings.epochs), desc=f"{n_probes} probes x {d} dims", disable=None if progress else True,
                   leave=False):
         for idx in epoch_batches(n, settings.batch_size, gen):
+            if fused:  # CPU: one pass over each batch row (dot, then gradient from L1), no gathered copy
+                fused_logistic_grad(data.numpy(), y_np, idx.numpy(), weight.detach()[:, 0].numpy(),
+                                    bias.detach()[:, 0].numpy(), grad_w.numpy(), grad_b.numpy())
+                weight.grad, bias.grad = grad_w[:, None, :], grad_b[:, None]
+                opt.step()
+                continue
             idx = idx.to(device)
             if len(idx) not in buffers:
                 buffers[len(idx)] = torch.empty((n_probes, len(idx), d), dtype=data.dtype, device=device)
