@@ -50,6 +50,9 @@ def test_build_then_load_dataset_round_trip(tmp_path: Path) -> None:
 
 
 def test_streaming_builder_shards_by_source_clip() -> None:
+    import vocalgrad_dataset
+
+    assert vocalgrad_dataset.VocalGrad is VocalGrad  # the documented import
     stream = VocalGrad(config_name="voice_pitch", source="demo").as_streaming_dataset(split="test")
     assert stream.num_shards == 3
     ranks = [
