@@ -31,7 +31,10 @@ def _dir(out_dir: str | Path) -> Path:
 
 def rng_state() -> dict[str, Any]:
     """Every generator a training step draws from (dropout, augmentation fallbacks, CUDA kernels)."""
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    # numpy's key array as a tensor: the file then loads with torch.load(weights_only=True)
+    numpy_state = (kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss))
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -40,7 +43,8 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(state: dict[str, Any]) -> None:
     """Restore what rng_state() captured."""
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -98,11 +102,11 @@ def load(path: Path, *, optimizer: Any, scheduler: Any, rank: int) -> tuple[dict
     """Restore optimizer, scheduler and this process's RNG from a checkpoint; returns (adapter, state)."""
     adapter = load_file(str(path / "adapter_model.safetensors"))
     # Our own files, written by save(): optimizer/RNG states hold Python objects that weights_only refuses.
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng = path / f"rng_rank{rank}.pt"
     if rng.is_file():
-        set_rng_state(torch.load(rng, weights_only=False))
+        set_rng_state(torch.load(rng, weights_only=True))
     else:  # resumed on more processes than saved it: a fresh, still deterministic stream for this rank
         state = read_state(path)
         torch.manual_seed(int(state["seed"]) + 7919 * (rank + 1) + int(state["step"]))
