@@ -5,13 +5,7 @@
 # Needs a Python with CUDA torch + transformers 5.x: $PYTHON, else .venv/bin/python, else python3.
 # Writes $OUT/bench_choices_7b.json and $OUT/bench_choices_7b.log (OUT defaults to ./bench_out).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-OUT="${OUT:-bench_out}"
-mkdir -p "$OUT"
-PY="${PYTHON:-}"
-if [[ -z "$PY" ]]; then
-  if [[ -x .venv/bin/python ]]; then PY=.venv/bin/python; else PY=python3; fi
-fi
+source "$(dirname "$0")/device_env.sh"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   "$PY" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "transformers", transformers.__version__)'

@@ -6,14 +6,7 @@
 # Needs a Python with CUDA torch: $PYTHON, else .venv/bin/python, else python3.
 # Writes $OUT/bench_probes_cuda.json and $OUT/bench_probes_cuda.log (OUT defaults to ./bench_out).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-OUT="${OUT:-bench_out}"
-mkdir -p "$OUT"
-PY="${PYTHON:-}"
-if [[ -z "$PY" ]]; then
-  if [[ -x .venv/bin/python ]]; then PY=.venv/bin/python; else PY=python3; fi
-fi
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'

@@ -146,6 +146,15 @@ def _n_layers(ct2: CT2Model, side: str) -> int:
     return len({k.split("/")[1] for k in ct2.variables if re.match(rf"{side}/layer_\d+/", k)})
 
 
+def _block(ct2: CT2Model, src: str, dst: str, sd: dict[str, np.ndarray]) -> None:
+    """Self-attention and feed-forward of one encoder or decoder layer (the parts both stacks share)."""
+    _attention(f"{src}/self_attention", ct2, f"{dst}.self_attn", "qkv", sd)
+    _norm(ct2, f"{src}/self_attention/layer_norm", f"{dst}.self_attn_layer_norm", sd)
+    _norm(ct2, f"{src}/ffn/layer_norm", f"{dst}.final_layer_norm", sd)
+    _linear(ct2, f"{src}/ffn/linear_0", f"{dst}.fc1", sd)
+    _linear(ct2, f"{src}/ffn/linear_1", f"{dst}.fc2", sd)
+
+
 def hf_state_dict(ct2: CT2Model) -> dict[str, np.ndarray]:
     """WhisperForConditionalGeneration parameter names -> float32 arrays (proj_out stays tied, not stored)."""
     if ct2.spec != "WhisperSpec":
@@ -155,24 +164,15 @@ def hf_state_dict(ct2: CT2Model) -> dict[str, np.ndarray]:
         _linear(ct2, f"encoder/conv{i}", f"model.encoder.conv{i}", sd)
     sd["model.encoder.embed_positions.weight"] = ct2.get("encoder/position_encodings/encodings")
     for i in range(_n_layers(ct2, "encoder")):
-        src, dst = f"encoder/layer_{i}", f"model.encoder.layers.{i}"
-        _attention(f"{src}/self_attention", ct2, f"{dst}.self_attn", "qkv", sd)
-        _norm(ct2, f"{src}/self_attention/layer_norm", f"{dst}.self_attn_layer_norm", sd)
-        _norm(ct2, f"{src}/ffn/layer_norm", f"{dst}.final_layer_norm", sd)
-        _linear(ct2, f"{src}/ffn/linear_0", f"{dst}.fc1", sd)
-        _linear(ct2, f"{src}/ffn/linear_1", f"{dst}.fc2", sd)
+        _block(ct2, f"encoder/layer_{i}", f"model.encoder.layers.{i}", sd)
     _norm(ct2, "encoder/layer_norm", "model.encoder.layer_norm", sd)
     sd["model.decoder.embed_tokens.weight"] = ct2.get("decoder/embeddings/weight")
     sd["model.decoder.embed_positions.weight"] = ct2.get("decoder/position_encodings/encodings")
     for i in range(_n_layers(ct2, "decoder")):
         src, dst = f"decoder/layer_{i}", f"model.decoder.layers.{i}"
-        _attention(f"{src}/self_attention", ct2, f"{dst}.self_attn", "qkv", sd)
-        _norm(ct2, f"{src}/self_attention/layer_norm", f"{dst}.self_attn_layer_norm", sd)
+        _block(ct2, src, dst, sd)
         _attention(f"{src}/attention", ct2, f"{dst}.encoder_attn", "q+kv", sd)
         _norm(ct2, f"{src}/attention/layer_norm", f"{dst}.encoder_attn_layer_norm", sd)
-        _norm(ct2, f"{src}/ffn/layer_norm", f"{dst}.final_layer_norm", sd)
-        _linear(ct2, f"{src}/ffn/linear_0", f"{dst}.fc1", sd)
-        _linear(ct2, f"{src}/ffn/linear_1", f"{dst}.fc2", sd)
     _norm(ct2, "decoder/layer_norm", "model.decoder.layer_norm", sd)
     if ct2.aliases.get("decoder/projection/weight", "decoder/embeddings/weight") != "decoder/embeddings/weight":
         raise CT2FormatError("decoder/projection/weight is not tied to the token embedding")
