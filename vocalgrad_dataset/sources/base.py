@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -52,7 +51,3 @@ class Source(Protocol):
         """Decode one clip to mono int16 at its own rate (raises SourceError naming the clip)."""
         ...
 
-
-def resolve(root: Path, relative: str) -> str:
-    """Absolute path of a corpus file below root."""
-    return str((root / relative).resolve())
