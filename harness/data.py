@@ -19,6 +19,7 @@ import soundfile as sf
 
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
+from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import parse_config, unit_ids
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
@@ -259,7 +260,9 @@ class ReleaseSource:
         wanted = {cid for u in units for cid in u.clip_ids}
         for r in self._rows_of(config):
             if r["benchmark_clip_id"] in wanted:
-                yield normalize_row({**r, "audio": read_audio(self.path / r["file_name"])}, config)
+                where = f"{self.path / 'metadata.csv'}: clip {r['benchmark_clip_id']}"
+                path = safe_join(self.path, r["file_name"], where=where, hint="")  # never a file outside the release
+                yield normalize_row({**r, "audio": read_audio(path)}, config)
 
 
 def open_source(

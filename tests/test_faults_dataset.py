@@ -322,7 +322,7 @@ def test_kill_mid_write_leaves_tmp_that_the_next_run_removes(tmp_path: Path) -> 
     assert rows_of(killed) == rows_of(clean)  # nothing lost, nothing duplicated, same audio
 
 
-def test_push_uploads_only_final_files_and_fails_in_one_line_offline(tmp_path: Path, monkeypatch) -> None:
+def test_push_uploads_only_final_files(tmp_path: Path, monkeypatch) -> None:
     from huggingface_hub.utils import filter_repo_objects
 
     data, out = tiny_folder(tmp_path / "d"), tmp_path / "o"
@@ -633,3 +633,37 @@ def test_build_prints_progress_lines_into_a_log(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert [ln.split(",")[0] for ln in err.splitlines()] == [f"build volume: {p:3d}% {k}/4 shard" for p, k in
                                                              ((25, 1), (50, 2), (75, 3), (100, 4))]  # fmt: skip
+
+
+@pytest.mark.parametrize("file_name", ["../secret.wav", "audio/../../secret.wav", "ABS"])
+def test_release_layout_reads_only_inside_its_folder(tmp_path: Path, file_name: str) -> None:
+    from harness.data import ReleaseSource
+    from vocalgrad_dataset.fileio import PathOutsideError
+
+    rel = tmp_path / "release"
+    (rel / "audio").mkdir(parents=True)
+    write_wav_pcm16(tmp_path / "secret.wav", speechlike(), SR)
+    write_wav_pcm16(rel / "audio" / "ok.wav", speechlike(), SR)
+    name = str(tmp_path / "secret.wav") if file_name == "ABS" else file_name
+    ids = ["p1_01__p1_1__linear__low__up", "p1_01__p1_1__linear__low__down"]
+    with open(rel / "metadata.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["file_name", "category", "benchmark_clip_id", "label", "duration_sec"])
+        w.writeheader()
+        w.writerow({"file_name": "audio/ok.wav", "category": "volume", "benchmark_clip_id": ids[0], "label": "increase",
+                    "duration_sec": "1.0"})  # fmt: skip
+        w.writerow({"file_name": name, "category": "volume", "benchmark_clip_id": ids[1], "label": "decrease",
+                    "duration_sec": "1.0"})  # fmt: skip
+    src = ReleaseSource(rel, "test")
+    rows = src.rows("volume", src.units("volume"))
+    assert next(rows)["benchmark_clip_id"] == ids[0]  # the file inside is read
+    with pytest.raises(PathOutsideError, match=rf"metadata.csv: clip {ids[1]}: .*file name {name!r}"):
+        next(rows)
+
+
+def test_alternate_source_decode_reports_its_subtype(tmp_path: Path) -> None:
+    from vocalgrad_dataset.sources.alternate import decode_16k
+
+    sf.write(str(tmp_path / "a.wav"), speechlike(), SR, subtype="PCM_16")
+    sf.write(str(tmp_path / "b.flac"), speechlike(), 48000, subtype="PCM_24")
+    assert decode_16k(tmp_path / "a.wav", clip_name="a").source_format == "PCM_16"
+    assert decode_16k(tmp_path / "b.flac", clip_name="b").source_format == "PCM_24"

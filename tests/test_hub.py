@@ -12,10 +12,12 @@ import huggingface_hub
 import pytest
 import torch
 import yaml
+from huggingface_hub.utils import filter_repo_objects
 from safetensors.torch import load_file
 
 from finetune import hub
 from finetune.train import TrainSettings, train
+from vocalgrad_dataset.export import PUSH_IGNORE
 
 TOKEN = "hf_offlineTestTokenThatMustNeverAppear"
 
@@ -36,8 +38,9 @@ class FakeHfApi:
 
     def upload_folder(self, **kwargs: Any) -> Any:
         folder = Path(kwargs["folder_path"])
-        self.uploads.append({str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-                             for p in sorted(folder.rglob("*")) if p.is_file()})
+        files = [str(p.relative_to(folder)) for p in sorted(folder.rglob("*")) if p.is_file()]
+        kept = filter_repo_objects(files, ignore_patterns=kwargs.get("ignore_patterns"))  # as the Hub client does
+        self.uploads.append({f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in kept})
         self.calls.append(("upload_folder", {k: v for k, v in kwargs.items() if k != "folder_path"}))
         return type("Commit", (), {"commit_url": f"https://huggingface.co/{kwargs['repo_id']}/commit/abc"})()
 
@@ -134,7 +137,8 @@ def test_results_repo_reuses_the_dataset_push(run: Path, tmp_path: Path, fake_hu
     assert fake_hub.calls == [
         ("list_repo_files", {"repo_id": "org/vg-results", "repo_type": "dataset"}),
         ("create_repo", {"repo_id": "org/vg-results", "repo_type": "dataset", "private": False, "exist_ok": True}),
-        ("upload_folder", {"repo_id": "org/vg-results", "repo_type": "dataset", "commit_message": "VocalGrad build"}),
+        ("upload_folder", {"repo_id": "org/vg-results", "repo_type": "dataset", "commit_message": "VocalGrad build",
+                           "ignore_patterns": PUSH_IGNORE}),
     ]
     assert sorted(fake_hub.uploads[0]) == ["README.md", f"{name}/results.json", f"{name}/samples_noise.jsonl",
                                            f"{name}/samples_volume.jsonl"]

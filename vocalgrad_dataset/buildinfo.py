@@ -159,6 +159,6 @@ def build_section(out_dir: Path) -> str:
             by_format.setdefault(fmt, []).append(clip)
         listed = "; ".join(f"{fmt}: {len(c)} ({', '.join(c[:5])}{', ...' if len(c) > 5 else ''})"
                            for fmt, c in sorted(by_format.items()))
-        text += ("\n**Source audio not 16-bit PCM** (decoded to float, scaled to the int16 grid as rint(x·32768), "
-                 f"then processed as usual): {listed}.\n")
+        text += ("\n**Source audio not 16-bit PCM** (decoded and put on the 16-bit grid before processing: "
+                 f"rint(x·32768) for folder files, the published 16 kHz conversion for the alternative sources): {listed}.\n")
     return text + "\n"

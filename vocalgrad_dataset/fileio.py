@@ -162,12 +162,13 @@ class PathOutsideError(ValueError):
     """A listed file name that points outside the folder that lists it."""
 
 
-def safe_join(base: str | os.PathLike[str], name: str, *, where: str, allow_outside: bool = False) -> Path:
+def safe_join(base: str | os.PathLike[str], name: str, *, where: str, allow_outside: bool = False,
+              hint: str = "pass allow_outside / --allow-outside-paths to permit it") -> Path:
     """`base / name` for a file name read from a listing (metadata.csv, a Parquet row), kept inside `base`.
 
     Absolute names and names whose `..` parts climb out of `base` are refused (a listing from elsewhere must
     not make us read, say, ~/.ssh) unless `allow_outside`. The check is on the name, not on symlinks the
-    user placed inside `base` themselves.
+    user placed inside `base` themselves. `hint` ends the message (how to permit it, where there is a way).
     """
     if not name or not name.strip():
         raise PathOutsideError(f"{where}: empty file name")
@@ -176,9 +177,9 @@ def safe_join(base: str | os.PathLike[str], name: str, *, where: str, allow_outs
     rel = Path(name)
     if not allow_outside:
         if rel.is_absolute() or name.startswith(("/", "\\")):
-            raise PathOutsideError(f"{where}: absolute file name {name!r} refused (files must lie inside {base}; "
-                                   "pass allow_outside / --allow-outside-paths to permit it)")
+            raise PathOutsideError(f"{where}: absolute file name {name!r} refused (files must lie inside {base}"
+                                   f"{'; ' + hint if hint else ''})")
         if ".." in Path(os.path.normpath(name)).parts:
-            raise PathOutsideError(f"{where}: file name {name!r} points outside {base} (refused; "
-                                   "pass allow_outside / --allow-outside-paths to permit it)")
+            raise PathOutsideError(f"{where}: file name {name!r} points outside {base} (refused"
+                                   f"{'; ' + hint if hint else ''})")
     return Path(base) / rel

@@ -81,4 +81,4 @@ def decode_16k(file: str | Path | IO[bytes], *, clip_name: str) -> PCM:
     buf = io.BytesIO()
     sf.write(buf, y, SAMPLE_RATE, subtype="PCM_16", format="WAV")
     buf.seek(0)
-    return PCM(sf.read(buf, dtype="int16")[0], SAMPLE_RATE)
+    return PCM(sf.read(buf, dtype="int16")[0], SAMPLE_RATE, subtype)  # subtype: the card lists non-16-bit sources
