@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ CONFIG_FILES = {
 }  # fmt: skip
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_config(category: str) -> dict[str, Any]:
     """The published parameter file of a category."""
     return json.loads((CONFIG_DIR / f"{CONFIG_FILES[category]}_benchmark.json").read_text())
