@@ -13,12 +13,12 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
 from harness.parsing import PARSER_VERSION
+from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
 RESULTS_SCHEMA_VERSION = "1"
 SHARD_RE = re.compile(r"^samples_(?P<config>.+)\.rank(?P<rank>\d+)\.jsonl$")
@@ -175,27 +175,6 @@ def _jsonable(obj: Any) -> Any:
 def dumps_row(row: Mapping[str, Any]) -> str:
     """One samples line (deterministic: key order as built, no whitespace variance)."""
     return json.dumps(_jsonable(dict(row)), ensure_ascii=False, allow_nan=False)
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, then os.replace (never half-written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """atomic_write_bytes for UTF-8 text."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
