@@ -201,8 +201,11 @@ def write_results(path: str | Path, results: Mapping[str, Any]) -> bool:
     return True
 
 
-def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = True) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file; a last line without its newline (a killed writer) is ignored."""
+def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = True, require: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSON-lines file; a last line without its newline (a killed writer) is ignored.
+
+    With `require`, every row must be an object holding that field (an error names the file and line).
+    """
     data = Path(path).read_bytes()
     lines = data.split(b"\n")
     if tolerate_torn_tail:
@@ -216,6 +219,8 @@ def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = True) -> list[dic
                 rows.append(json.loads(line))
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{i}: corrupt JSON line ({err})") from None
+            if require and (not isinstance(rows[-1], dict) or rows[-1].get(require) in (None, "")):
+                raise ValueError(f"{path}:{i}: line without a {require!r}")
     return rows
 
 
@@ -255,7 +260,7 @@ def read_shards(out_dir: str | Path, config: str) -> dict[str, dict[str, Any]]:
     """clip id -> row over all shards (first occurrence wins, in rank then line order)."""
     rows: dict[str, dict[str, Any]] = {}
     for p in shard_files(out_dir, config):
-        for r in read_jsonl(p):
+        for r in read_jsonl(p, require="benchmark_clip_id"):
             rows.setdefault(r["benchmark_clip_id"], r)
     return rows
 
