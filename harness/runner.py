@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from harness import results as res
 from harness.data import CONFIGS, RowSource, SourceUnit, config_name, open_source, published_name
@@ -32,6 +31,7 @@ from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prep
 from harness.redact import public, redact, scrub_row, secret_values
 from harness.results import SampleRow
 from vocalgrad_dataset import grid
+from vocalgrad_dataset.progress import progress
 
 MODES = ("generate", "choices")
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
@@ -248,7 +248,7 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     mine = [pending[i] for i in assign_units(pending, dist.world_size)[dist.rank]]
     todo = {cid for u in mine for cid in u.clip_ids}
     if todo:
-        bar = tqdm(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
+        bar = progress(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
                    dynamic_ncols=True, leave=True)
         with res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
             produced = prefetched_rows(source, config, mine, settings.data_workers)
