@@ -207,6 +207,7 @@ def _soak(base: str, tokens: list[str], seconds: float, n_items: int) -> dict[st
     return acked
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_annotators_lose_no_answer_even_after_kill_9(tmp_path: Path) -> None:
     store = create_study(tmp_path / "soak.sqlite", "volume", 72, 1, source="demo")
     logins = store.add_annotators(store.next_names(20))
@@ -278,7 +279,7 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
                 if k == 5:  # reload mid-way: the session resumes at item 6
                     page.reload()
                 page.wait_for_selector("#test:not([hidden])")
-                page.wait_for_function(f"document.getElementById('count').textContent === '{k} / 24'")
+                page.wait_for_function(f"document.getElementById('count').textContent === '{k} / 24 answered'")
                 page.wait_for_function("document.getElementById('player').src.startsWith('blob:')")
                 assert page.is_disabled("#options button >> nth=0")  # not before playing
                 page.evaluate("document.getElementById('player').play()")
@@ -287,7 +288,7 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
                 label = ["Increase", "Decrease"][k % 3 == 0]
                 page.click(f"#options button:has-text('{label}')")
                 clicked.append(label.lower())
-            page.wait_for_function("document.getElementById('count').textContent === '10 / 24'")
+            page.wait_for_function("document.getElementById('count').textContent === '10 / 24 answered'")
             # a second annotator in another browser context sees only their own state
             other_page = browser.new_context(bypass_csp=True).new_page()
             other_page.goto(f"{server.base}/#token={other}")
