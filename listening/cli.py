@@ -98,11 +98,11 @@ def _serve(ns: argparse.Namespace) -> int:
 
 
 def _export(ns: argparse.Namespace) -> int:
-    from harness.results import atomic_write_text
     from listening.analysis import analyze, careless
     from listening.app import export_csv
     from listening.export import export_run, write_submission
     from listening.store import Store
+    from vocalgrad_dataset.fileio import atomic_write_text
 
     store = Store(ns.db)
     exclude = set(ns.exclude)

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from harness.prompts import get_variant
-from harness.results import atomic_write_bytes
 from listening.sampler import SAMPLER_VERSION, PoolClip, SampleItem, balanced_sample, candidate_pool
 from listening.store import Store
 from vocalgrad_dataset import grid
+from vocalgrad_dataset.fileio import atomic_write_bytes
 from vocalgrad_dataset.generate import expand_config, parse_config, resolve_source, wav_bytes
 from vocalgrad_dataset.prompt import format_prompt
 

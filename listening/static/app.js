@@ -39,7 +39,7 @@ async function audioBlobUrl(path) {
 }
 
 function render(state) {
-  $("count").textContent = `${state.done} / ${state.total}`;
+  $("count").textContent = `${state.done} / ${state.total} answered`;
   $("bar").max = state.total;
   $("bar").value = state.done;
   if (state.phase === "consent") { show("consent"); return; }
