@@ -578,7 +578,9 @@ def build_results(
         "n-shot": {c: n_shot(task_configs.get(c, {}).get("prompt_variant", variant)) for c in rows_by_config},
         "higher_is_better": {c: dict(HIGHER_IS_BETTER) for c in rows_by_config},
         "config": dict(run_config),
-        "limited": any(v["effective"] < v["original"] for v in n_samples.values()),
+        # the run sampled its clips (--limit); samples missing from a full run make it incomplete, not limited
+        "limited": any(bool(task_configs.get(c, {}).get("limited")) for c in rows_by_config)
+        or run_config.get("limit") is not None and any(v["effective"] < v["original"] for v in n_samples.values()),
         "date": date or datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     out.update({k: v for k, v in (extra or {}).items() if k not in out})
