@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import UnionType
@@ -29,6 +28,7 @@ from typing import (
 )
 
 from harness.parsing import PARSER_VERSION
+from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
 RESULTS_SCHEMA_VERSION = "2"
 SHARD_RE = re.compile(r"^samples_(?P<config>.+)\.rank(?P<rank>\d+)\.jsonl$")
@@ -302,27 +302,6 @@ def dumps_row(row: Mapping[str, Any]) -> str:
     return json.dumps(_jsonable(dict(row)), ensure_ascii=False, allow_nan=False)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, then os.replace (never half-written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """atomic_write_bytes for UTF-8 text."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
 def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     """Atomically write rows as JSON lines."""
     atomic_write_text(path, "".join(dumps_row(r) + "\n" for r in rows))
@@ -373,8 +352,11 @@ def history(run_dir: str | Path) -> list[Path]:
     return sorted(Path(run_dir).glob("results_*.json"), key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
-def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = True) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file; a last line without its newline (a killed writer) is ignored."""
+def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = True, require: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSON-lines file; a last line without its newline (a killed writer) is ignored.
+
+    With `require`, every row must be an object holding that field (an error names the file and line).
+    """
     data = Path(path).read_bytes()
     lines = data.split(b"\n")
     if tolerate_torn_tail:
@@ -388,6 +370,8 @@ def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = True) -> list[dic
                 rows.append(json.loads(line))
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{i}: corrupt JSON line ({err})") from None
+            if require and (not isinstance(rows[-1], dict) or rows[-1].get(require) in (None, "")):
+                raise ValueError(f"{path}:{i}: line without a {require!r}")
     return rows
 
 
@@ -427,7 +411,7 @@ def read_shards(out_dir: str | Path, config: str) -> dict[str, dict[str, Any]]:
     """clip id -> row over all shards (first occurrence wins, in rank then line order)."""
     rows: dict[str, dict[str, Any]] = {}
     for p in shard_files(out_dir, config):
-        for r in read_jsonl(p):
+        for r in read_jsonl(p, require="benchmark_clip_id"):
             rows.setdefault(r["benchmark_clip_id"], r)
     return rows
 

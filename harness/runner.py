@@ -24,9 +24,12 @@ from tqdm.auto import tqdm
 
 from harness import results as res
 from harness.data import CONFIGS, RowSource, SourceUnit, config_name, open_source, published_name
+from harness.lock import RunLock
 from harness.models.protocol import AudioLM, Prompt
+from harness.parsing import PARSER_VERSION
 from harness.prefetch import prefetched_rows
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
+from harness.redact import public, redact, scrub_row, secret_values
 from harness.results import SampleRow
 from harness.sampling import check_limit, limited_count, parse_limit, stratified_ids
 from vocalgrad_dataset import grid
@@ -281,8 +284,9 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
         with res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
             produced = prefetched_rows(source, config, mine, settings.data_workers)
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
+            secrets = secret_values(settings.model_args)
             for batch in _batches(rows, batch_size):
-                writer.write_batch(evaluate_batch(model, batch, variant, settings))
+                writer.write_batch([scrub_row(r, secrets) for r in evaluate_batch(model, batch, variant, settings)])
                 bar.update(len(batch))
         bar.close()
     dist.barrier()  # every shard is complete before the merge
@@ -303,6 +307,67 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
         "limited": len(order) < sum(len(u.clip_ids) for u in all_units),
         "ids_sha256": grid.ids_sha256(order),
     }
+
+
+RUN_SETTINGS = "run_settings.json"  # the resume key of a run directory, written by its first run
+
+
+def _where(path: str | None) -> str | None:
+    return str(Path(path).resolve()) if path else None
+
+
+def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> dict[str, Any]:
+    """Every setting that can change an answer; a run directory only resumes under the same key.
+
+    Left out on purpose: batch size, processes, data workers and --limit (which clips, not their answers),
+    and secret model args (a rotated API key changes no answer and must not reach the file).
+    """
+    kind, _, where = source.description.partition(":")
+    generated = kind == "generate"
+    if generated:
+        from vocalgrad_dataset.generate import GENERATOR_VERSION
+    return {
+        "model": settings.model,
+        "model_args": public(settings.model_args),
+        "mode": settings.mode,
+        "prompt_variant": variant.name,
+        "max_new_tokens": settings.max_new_tokens if settings.mode == "generate" else None,
+        "retry_max_new_tokens": settings.retry_max_new_tokens if settings.mode == "generate" else None,
+        "parser_version": PARSER_VERSION,
+        "split": settings.split,
+        "source": source.description if generated else f"{kind}:{_where(where)}",
+        "data_dir": _where(settings.data_dir) if generated else None,
+        "generator_version": GENERATOR_VERSION if generated else None,
+        "seed": settings.seed,  # the random baseline's and sampling models' answers
+    }
+
+
+def _differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """'name: X before, Y now' for every leaf where two resume keys differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new), key=str)
+                for d in _differences(old.get(k), new.get(k), f"{where}.{k}" if where else str(k))]
+    return [] if old == new else [f"{where or 'settings'}: {json.dumps(old)} before, {json.dumps(new)} now"]
+
+
+def check_resume_key(out_dir: Path, key: dict[str, Any]) -> bool:
+    """Refuse (naming each differing setting) when `out_dir` was evaluated under another key.
+
+    Returns True when the directory has no key recorded yet (a new run, or one from before keys existed).
+    """
+    path = out_dir / RUN_SETTINGS
+    if not path.is_file():
+        return True
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))["resume_key"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        raise ValueError(f"{path}: corrupt run settings record; delete it only if you know every row in "
+                         f"{out_dir} came from this command") from None
+    diff = _differences(old, json.loads(json.dumps(key, default=str)))
+    if diff:
+        raise ValueError(f"{out_dir} holds answers made with other settings, so it cannot be resumed with these "
+                         f"({'; '.join(diff)}); use another --out")
+    return False
 
 
 def _check_resumable(rows: Iterable[dict[str, Any]], settings: EvalSettings, variant: Variant,
@@ -370,25 +435,41 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     for c in configs:
         variant.vocabulary(c)  # fail now, not after hours, when a variant does not fit a config
     source = source or open_source(settings.split, settings.source, settings.data_dir, settings.dataset)
-    model = model or load_model(settings)
-    check_mode(model, settings.mode)
-    variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
     check_limit(settings.limit)
     if settings.batch_size != "auto" and (not isinstance(settings.batch_size, int) or settings.batch_size < 1):
         raise ValueError(f"batch size must be a number >= 1 or 'auto', got {settings.batch_size!r}")
-    apply_seed(model, settings)
-    batch_size = runner_batch_size(settings, model)
     out_dir = Path(settings.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    start = time.time()
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    tasks = {c: run_config(model, source, c, settings, dist, variant, batch_size) for c in configs}
-    if not dist.is_main:
-        return None
-    rows = {c: res.read_jsonl(res.samples_path(out_dir, c)) for c in configs}
+    # Locked before the model loads (a refused rerun fails in seconds) and before any shard is read (a live
+    # earlier run's pending clips would be evaluated twice); held until results.json is written.
+    with RunLock(out_dir, dist):
+        key = resume_key(settings, variant, source)
+        new = check_resume_key(out_dir, key)
+        dist.barrier()  # every rank has read the record before rank 0 writes it
+        if new and dist.is_main:
+            res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")
+        model = model or load_model(settings)
+        check_mode(model, settings.mode)
+        variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
+        apply_seed(model, settings)
+        batch_size = runner_batch_size(settings, model)
+        start = time.time()
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        tasks = {c: run_config(model, source, c, settings, dist, variant, batch_size) for c in configs}
+        if not dist.is_main:
+            return None
+        return _write_results(settings, source, variant, dist, out_dir, tasks, start,
+                              model=model, batch_size=batch_size, started=started)
+
+
+def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, dist: Dist, out_dir: Path,
+                   tasks: dict[str, dict[str, Any]], start: float, *, model: AudioLM, batch_size: int,
+                   started: str) -> dict[str, Any]:
+    """results.json from the merged samples (rank 0)."""
+    rows = {c: res.read_jsonl(res.samples_path(out_dir, c)) for c in tasks}
     run_config_ = {
         "model": settings.model,
-        "model_args": settings.model_args,
+        "model_args": redact(settings.model_args),  # secrets never reach a file
         "mode": settings.mode,
         "prompt_variant": variant.name,
         "split": settings.split,

@@ -224,7 +224,7 @@ def test_rerun_adds_nothing_and_changes_nothing(reference_run: Path, release: Pa
 
 def test_resume_refuses_another_prompt(reference_run: Path, release: Path, tmp_path: Path) -> None:
     shutil.copytree(reference_run, tmp_path / "run")
-    with pytest.raises(ValueError, match="holds rows of model/mode/prompt"):
+    with pytest.raises(ValueError, match=r"prompt_variant: \"default\" before, \"swap_order\" now"):
         run(tmp_path / "run", release, prompt="swap_order")
 
 

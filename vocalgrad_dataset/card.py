@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from .buildinfo import build_section
 from .categories import CATEGORIES, CATEGORY_NAMES
+from .fileio import atomic_write_text
 from .generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, GENERATOR_VERSION, noop_tiers
 from .grid import FORMAT_LABELS, TIERS
 from .sources.alternate import SAMPLE_RATE as ALTERNATE_RATE
@@ -166,7 +166,7 @@ format's ClassLabel (no/yes; decrease/increase/constant).
 ## Known quirks
 
 {QUIRKS}
-## License
+{build_section(out_dir)}## License
 
 CC-BY-4.0 (VCTK is CC-BY-4.0; the demo clips, LoquaciousSet and Common Voice clips keep their own licences).
 """
@@ -175,9 +175,5 @@ CC-BY-4.0 (VCTK is CC-BY-4.0; the demo clips, LoquaciousSet and Common Voice cli
 def write_card(out_dir: Path, *, source: str) -> Path:
     """Write README.md atomically."""
     path = Path(out_dir) / "README.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".README.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(card_text(Path(out_dir), source=source))
-    os.replace(tmp, path)
+    atomic_write_text(path, card_text(Path(out_dir), source=source))
     return path

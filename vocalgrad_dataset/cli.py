@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
+from .argtypes import nonnegative_float, positive_int
 from .generate import SPLITS
 
 
@@ -30,9 +32,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     report = build(
         args.config, _splits(args.split, args.config, args.source), args.out, source=args.source, data_dir=args.data_dir,
         num_proc=args.num_proc, clips_per_shard=args.clips_per_shard, progress=not args.quiet,
+        overwrite=args.overwrite, allow_outside=args.allow_outside_paths, lock_timeout=args.lock_timeout,
     )  # fmt: skip
     if args.push_to_hub:
-        report["pushed"] = push_to_hub(args.out, args.push_to_hub, private=args.private)
+        report["pushed"] = push_to_hub(args.out, args.push_to_hub, private=args.private, lock_timeout=args.lock_timeout)
     print(json.dumps(report))
     return 0
 
@@ -94,12 +97,18 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="write Parquet shards + README (configs YAML, data card)")
     common(b, split_all=True)
-    b.add_argument("--out", required=True)
-    b.add_argument("--num-proc", type=int, default=1)
-    b.add_argument("--clips-per-shard", type=int, default=4)
+    b.add_argument("--out", required=True, help="build folder (created; one sub-folder per config)")
+    b.add_argument("--num-proc", type=positive_int, default=1, help="worker processes (>= 1)")
+    b.add_argument("--clips-per-shard", type=positive_int, default=4, help="source clips per Parquet file (>= 1)")
+    b.add_argument("--overwrite", action="store_true",
+                   help="replace a config already in --out that was built with other settings (its shards are deleted)")
+    b.add_argument("--allow-outside-paths", action="store_true",
+                   help="folder source: let metadata.csv list files outside --data-dir (absolute or ../ paths)")
+    b.add_argument("--lock-timeout", type=nonnegative_float, default=None, metavar="SECONDS",
+                   help="when another build holds --out: wait this long, then fail (0: fail at once; default: wait)")
     b.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload every config in --out to this dataset repo")
     b.add_argument("--private", action="store_true")
-    b.add_argument("--quiet", action="store_true")
+    b.add_argument("--quiet", action="store_true", help="no progress output")
     b.set_defaults(func=cmd_build)
 
     i = sub.add_parser("ids", help="print clip ids, one per line")
@@ -117,14 +126,33 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_broken_pipe() -> int:
+    """`vocalgrad-dataset ids ... | head`: the reader left; stop quietly (no traceback, no flush error at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader closed the pipe
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; errors about inputs print one clear line instead of a traceback."""
+    from .fileio import LockedError
     from .sources import SourceError
 
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (SourceError, KeyError, ValueError, FileNotFoundError) as err:
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except KeyboardInterrupt:
+        print("vocalgrad-dataset: interrupted", file=sys.stderr)
+        return 130
+    except (SourceError, KeyError, ValueError, LockedError, OSError) as err:
+        # OSError: a file or folder that cannot be read or written (permissions, a full disk, a file for a folder)
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"vocalgrad-dataset: error: {msg}", file=sys.stderr)
         return 2

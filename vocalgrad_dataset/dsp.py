@@ -18,19 +18,22 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 
 def rms(x: np.ndarray) -> float:
-    """Root mean square with float64 accumulation (0.0 for an empty array)."""
+    """Root mean square as published: squares in float32, mean accumulated in float64 (0.0 when empty)."""
     if x.size == 0:
         return 0.0
-    x64 = x.astype(np.float64, copy=False)
-    return float(np.sqrt(np.mean(x64 * x64)))
+    return float(np.sqrt(np.mean(np.square(x), dtype=np.float64)))
 
 
 def match_rms(y: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Scale y to the RMS of reference; skipped (y returned as float32) when either RMS is 0."""
+    """Scale float32 y to the RMS of reference: the ratio rounded to float32, one float32 multiply.
+
+    Skipped (y returned as float32) when either RMS is 0.
+    """
+    y = y.astype(np.float32, copy=False)
     r_ref, r_y = rms(reference), rms(y)
-    if r_ref == 0.0 or r_y == 0.0:
-        return y.astype(np.float32, copy=False)
-    return (y.astype(np.float64) * (r_ref / r_y)).astype(np.float32)
+    if r_ref <= 0.0 or r_y <= 0.0:
+        return y
+    return y * np.float32(r_ref / r_y)
 
 
 def to_pcm16(y: np.ndarray) -> tuple[np.ndarray, float]:
@@ -43,21 +46,18 @@ def to_pcm16(y: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def fft_sizes(length: int, n_fft: int, hop: int) -> tuple[int, int]:
-    """SPEC §2 short-chunk rule: a window shorter than n_fft uses n_fft = max(32, length), hop n_fft // 4."""
-    if length >= n_fft:
-        return n_fft, hop
-    short = max(32, length)
-    return short, short // 4
+    """The published short-window rule: a window shorter than n_fft uses n_fft = max(32, length); the hop
+    stays unless it is >= that n_fft, then it becomes n_fft // 4 (so a 300-sample window keeps hop 128)."""
+    if n_fft > length:
+        n_fft = max(32, length)
+    if hop >= n_fft:
+        hop = max(1, n_fft // 4)
+    return n_fft, hop
 
 
 @lru_cache(maxsize=64)
 def _hann64(n_fft: int) -> np.ndarray:
     return librosa.filters.get_window("hann", n_fft, fftbins=True).astype(np.float64)
-
-
-@lru_cache(maxsize=64)
-def _hann32(n_fft: int) -> np.ndarray:
-    return _hann64(n_fft).astype(np.float32)
 
 
 @lru_cache(maxsize=256)
@@ -144,15 +144,14 @@ def istft_batch(spec: np.ndarray, n_frames_in: np.ndarray, lengths: np.ndarray, 
     padded_lengths = lengths + 2 * (n_fft // 2)
     n_frames = np.minimum(n_frames_in, np.ceil(padded_lengths / hop).astype(np.int64))
     t_max = int(n_frames.max())
-    # windowed in float32 (librosa multiplies by a float64 window before its float32 accumulation: the
-    # product's rounding differs by at most half an ulp, ~1e-8 on speech)
-    frames = np.fft.irfft(spec[:, :t_max], n=n_fft, axis=-1)  # (J, T, n_fft) float32
-    frames *= _hann32(n_fft)
+    # as librosa: float32 frames times the float64 window, each frame added into a float32 buffer in frame
+    # order (every addition in float64, rounded once to float32)
+    frames = np.fft.irfft(spec[:, :t_max], n=n_fft, axis=-1) * _hann64(n_fft)  # (J, T, n_fft) float64
     frames[np.arange(t_max)[None, :] >= n_frames[:, None]] = 0.0  # adding 0.0 is exact: as if never added
     n_rows = spec.shape[0]
     if n_fft % hop == 0:
-        # overlap-add as n_fft / hop shifted block adds, oldest frame first: the same float32 roundings
-        # as librosa's frame-by-frame accumulation
+        # overlap-add as n_fft / hop shifted block adds, oldest frame first: the same roundings as
+        # librosa's frame-by-frame accumulation
         q_max = n_fft // hop
         blocks = frames.reshape(n_rows, t_max, q_max, hop)
         buf = np.zeros((n_rows, t_max + q_max - 1, hop), dtype=np.float32)

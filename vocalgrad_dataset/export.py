@@ -7,23 +7,38 @@ partial file under a final name.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm.auto import tqdm
 
+from . import buildinfo
 from .card import write_card
 from .features import encode_row, vocalgrad_features
-from .generate import expand_config, parse_config, render_config_rows, resolve_source, source_splits
+from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
+from .generate import (
+    GENERATOR_VERSION,
+    expand_config,
+    parse_config,
+    render_config_rows,
+    resolve_source,
+    source_splits,
+)
+from .progress import progress as progress_bar
 from .sources import SourceClip, get_source
 
 DEFAULT_CLIPS_PER_SHARD = 4
+# What push_to_hub never uploads: temporaries of a killed writer and the lock file (hidden files in general).
+PUSH_IGNORE = ["*" + TMP_SUFFIX, ".*", "**/.*", LOCK_NAME]
+
+
+class BuildError(ValueError):
+    """A build that cannot start or finish (bad --out, bad numbers, no network for --push-to-hub)."""
 
 
 @dataclass(frozen=True)
@@ -37,53 +52,79 @@ class ShardTask:
     clips: tuple[SourceClip, ...]
     source: str
     data_dir: str | None
+    allow_outside: bool = False
 
     def path(self, out_dir: Path) -> Path:
         return out_dir / self.config / f"{self.split}-{self.index:05d}-of-{self.count:05d}.parquet"
 
 
 def plan_shards(
-    configs: Sequence[str], splits: Sequence[str], source: str, data_dir: str | None, clips_per_shard: int
+    configs: Sequence[str], splits: Sequence[str], source: str, data_dir: str | None, clips_per_shard: int,
+    *, allow_outside: bool = False, clip_lists: dict[str, list[SourceClip]] | None = None,
 ) -> list[ShardTask]:
-    """Every shard of a build, in a deterministic order."""
-    src = get_source(source, data_dir)
+    """Every shard of a build, in a deterministic order (`clip_lists`, when given, receives each split's clips)."""
+    if clips_per_shard < 1:
+        raise BuildError(f"clips_per_shard must be >= 1, got {clips_per_shard}")
+    src = get_source(source, data_dir, allow_outside_paths=allow_outside)
     tasks = []
     for split in splits:
         if split not in source_splits(src):
             raise ValueError(f"source {source!r} has no {split!r} split (it has: {', '.join(source_splits(src))})")
         clips = src.clips(split)
+        if clip_lists is not None:
+            clip_lists[split] = clips
         groups = [tuple(clips[i : i + clips_per_shard]) for i in range(0, len(clips), clips_per_shard)]
         for config in configs:
-            tasks += [ShardTask(config, split, i, len(groups), g, source, data_dir) for i, g in enumerate(groups)]
+            tasks += [ShardTask(config, split, i, len(groups), g, source, data_dir, allow_outside) for i, g in enumerate(groups)]
     return tasks
 
 
 def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
-    """Render and write one shard atomically (tmp + rename); returns its path and row count."""
+    """Render and write one shard atomically (tmp + rename); returns its path and row count.
+
+    Source clips that were not 16-bit PCM are listed in the shard's Parquet metadata (for the card).
+    """
     final = task.path(out_dir)
-    src = get_source(task.source, task.data_dir)
+    src = get_source(task.source, task.data_dir, allow_outside_paths=task.allow_outside)
     spec = parse_config(task.config)
     features = vocalgrad_features(spec.format)
     rows = []
+    formats: dict[str, str] = {}
     for clip in task.clips:
         pcm = src.read(clip)
+        if pcm.source_format != "PCM_16":
+            formats[clip.source_clip_id] = pcm.source_format
         rendered = render_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav")
         rows += [encode_row(r, features) for r in rendered]
     table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    try:
+    if formats:
+        meta = dict(table.schema.metadata or {})
+        meta[buildinfo.FORMATS_KEY] = json.dumps(formats, sort_keys=True).encode("utf-8")
+        table = table.replace_schema_metadata(meta)
+    with atomic_path(final) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, final)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return final, len(rows)
 
 
 def _write_shard_star(args: tuple[ShardTask, Path]) -> tuple[Path, int]:
     return write_shard(*args)
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse, before any rendering, an --out that is a file, lies under a file, or cannot be written."""
+    for parent in (out, *out.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                what = "is a file" if parent == out else f"lies under {parent}, which is a file"
+                raise BuildError(f"output path {out} {what}; --out must be a folder")
+            break
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = tmp_name(out / ".write-test")
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise BuildError(f"output folder {out} is not writable: {exc.strerror or exc}") from exc
 
 
 def build(
@@ -96,40 +137,102 @@ def build(
     num_proc: int = 1,
     clips_per_shard: int = DEFAULT_CLIPS_PER_SHARD,
     progress: bool = True,
-) -> dict[str, int]:
+    overwrite: bool = False,
+    allow_outside: bool = False,
+    lock_timeout: float | None = None,
+) -> dict[str, Any]:
     """Write the Parquet shards of a config ("all", "all-ternary", "beep-all": each its own config) and the card.
 
-    `source` defaults to vctk, or to the config's own source (beep configs).
+    `source` defaults to vctk, or to the config's own source (beep configs). The folder is locked for the
+    build (a second build into it waits, or fails after `lock_timeout` seconds); leftovers of a killed build
+    (`.tmp` files) are removed; each config's settings are recorded and a rebuild with other settings is
+    refused (BuildMismatchError) unless `overwrite`, which first deletes that config's shards.
     """
+    if num_proc < 1:
+        raise BuildError(f"num_proc must be >= 1, got {num_proc}")
+    if clips_per_shard < 1:
+        raise BuildError(f"clips_per_shard must be >= 1, got {clips_per_shard}")
     out = Path(out_dir)
     source = resolve_source(config, source)
     configs = [spec.name for spec in expand_config(config)]
-    tasks = plan_shards(configs, splits, source, data_dir, clips_per_shard)
-    todo = [t for t in tasks if not t.path(out).exists()]  # finished shards survive a kill: resume skips them
-    written = 0
-    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="shard", disable=not progress, desc="build")
-    if num_proc > 1 and len(todo) > 1:
-        # spawn: no inherited locks or thread pools from the parent (pyarrow, BLAS)
-        with mp.get_context("spawn").Pool(num_proc) as pool:
-            for _, n in pool.imap_unordered(_write_shard_star, [(t, out) for t in todo]):
-                written += n
+    check_out_dir(out)
+    clip_lists: dict[str, list[SourceClip]] = {}
+    tasks = plan_shards(configs, splits, source, data_dir, clips_per_shard, allow_outside=allow_outside,
+                        clip_lists=clip_lists)
+    with dir_lock(out, timeout=lock_timeout, what="a VocalGrad build"):
+        removed = remove_stale_tmp(out)
+        records = {}
+        for name in configs:
+            config_dir = out / name
+            removed += remove_stale_tmp(config_dir)
+            if overwrite:
+                buildinfo.remove_config_outputs(config_dir)
+            wanted = {
+                "schema": buildinfo.RECORD_SCHEMA, "config": name, "generator_version": GENERATOR_VERSION,
+                "source": source, "clips_per_shard": clips_per_shard,
+                "splits": {s: buildinfo.split_entry(c, -(-len(c) // clips_per_shard)) for s, c in clip_lists.items()},
+            }  # fmt: skip
+            records[name] = buildinfo.merge_record(config_dir, wanted)
+        for name, record in records.items():  # only once every config passed: a refusal writes nothing
+            (out / name).mkdir(parents=True, exist_ok=True)
+            buildinfo.write_record(out / name, record)  # first: a killed build resumes under the same settings
+        todo = [t for t in tasks if not t.path(out).exists()]  # finished shards survive a kill: resume skips them
+        written = 0
+        bar = progress_bar(total=len(tasks), initial=len(tasks) - len(todo), unit="shard", disable=not progress,
+                           desc=f"build {config}")
+        if num_proc > 1 and len(todo) > 1:
+            # spawn: no inherited locks or thread pools from the parent (pyarrow, BLAS)
+            with mp.get_context("spawn").Pool(num_proc) as pool:
+                for _, n in pool.imap_unordered(_write_shard_star, [(t, out) for t in todo]):
+                    written += n
+                    bar.update()
+        else:
+            for t in todo:
+                written += write_shard(t, out)[1]
                 bar.update()
-    else:
-        for t in todo:
-            written += write_shard(t, out)[1]
-            bar.update()
-    bar.close()
-    write_card(out, source=source)
-    return {"shards": len(tasks), "written_shards": len(todo), "written_rows": written}
+        bar.close()
+        formats: dict[str, str] = {}
+        for name, record in records.items():
+            record["source_formats"] = buildinfo.source_formats(out / name)
+            record["complete"] = True
+            buildinfo.write_record(out / name, record)
+            formats.update(record["source_formats"])
+        write_card(out, source=source)
+    return {"shards": len(tasks), "written_shards": len(todo), "written_rows": written,
+            "removed_tmp_files": len(removed), "non_pcm16_source_clips": len(formats)}
 
 
-def push_to_hub(out_dir: str | Path, repo_id: str, *, private: bool = False) -> str:
-    """Upload a build folder (every config in it) to a dataset repo; the token comes from env/login."""
+def push_files(out_dir: str | Path) -> list[str]:
+    """The files of a build folder that push_to_hub uploads (relative paths): no temporaries, no hidden files."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    root = Path(out_dir)
+    rel = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    return list(filter_repo_objects(rel, ignore_patterns=PUSH_IGNORE))
+
+
+def push_to_hub(out_dir: str | Path, repo_id: str, *, private: bool = False, lock_timeout: float | None = None) -> str:
+    """Upload a build folder (every config in it, no temporaries) to a dataset repo; the token comes from env/login.
+
+    The folder is locked meanwhile, so a concurrent build cannot change it mid-upload. Network and Hub
+    failures become one BuildError line saying the local build is intact.
+    """
     from huggingface_hub import HfApi
 
-    api = HfApi()
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    info = api.upload_folder(
-        folder_path=str(out_dir), repo_id=repo_id, repo_type="dataset", commit_message="VocalGrad build"
-    )
+    out = Path(out_dir)
+    if not out.is_dir():
+        raise BuildError(f"nothing to push: {out} is not a build folder")
+    with dir_lock(out, timeout=lock_timeout, what="a VocalGrad build"):
+        remove_stale_tmp(out)
+        for sub in out.iterdir():
+            remove_stale_tmp(sub)
+        try:
+            api = HfApi()
+            api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+            info = api.upload_folder(folder_path=str(out), repo_id=repo_id, repo_type="dataset",
+                                     commit_message="VocalGrad build", ignore_patterns=PUSH_IGNORE)
+        except Exception as exc:  # noqa: BLE001  (requests, httpx and Hub errors have no common base)
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise BuildError(f"could not push {out} to the Hub dataset {repo_id!r}: {type(exc).__name__}: {reason} "
+                             "(the local build is complete; rerun with --push-to-hub when the Hub is reachable)") from exc
     return str(getattr(info, "commit_url", info))

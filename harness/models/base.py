@@ -71,7 +71,12 @@ def resolve_dtype(dtype: Any, device: Any) -> Any:
 
     if dtype is None or dtype == "auto":
         return torch.float32 if torch.device(device).type == "cpu" else torch.bfloat16
-    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if isinstance(dtype, str):
+        found = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(found, torch.dtype):
+            raise ValueError(f"unknown dtype {dtype!r} (use e.g. float32, bfloat16, float16 or auto)")
+        return found
+    return dtype
 
 
 def audio_seconds(prompt: Prompt) -> float:

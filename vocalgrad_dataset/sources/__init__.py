@@ -40,10 +40,12 @@ __all__ = [
 ]
 
 
-def get_source(name: str, data_dir: Path | str | None = None) -> Source:
+def get_source(name: str, data_dir: Path | str | None = None, *, allow_outside_paths: bool = False) -> Source:
     """Build a source by name: vctk (data_dir = VCTK-Corpus root), demo, folder (data_dir required), beep,
     loquacious (data_dir: a local copy or Parquet files; default: stream the Hub), commonvoice-spontaneous
-    (data_dir: the unpacked download), or "package.module:Factory" for a source of one's own."""
+    (data_dir: the unpacked download), or "package.module:Factory" for a source of one's own.
+
+    allow_outside_paths lets a folder source read files its metadata.csv lists outside its directory."""
     if name == "vctk":
         return VCTKSource(data_dir)
     if name in ("demo", "beep"):
@@ -57,7 +59,7 @@ def get_source(name: str, data_dir: Path | str | None = None) -> Source:
     if name == "folder":
         if data_dir is None:
             raise SourceError("the folder source needs data_dir: a folder with audio files and metadata.csv")
-        return FolderSource(data_dir)
+        return FolderSource(data_dir, allow_outside=allow_outside_paths)
     if ":" in name:
         # "package.module:Factory" plugs in a user's own Source (called with data_dir when one is given)
         module, _, attr = name.partition(":")

@@ -3,46 +3,70 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
+from ..fileio import atomic_path
 from .base import PCM, SourceError
 
 
+def to_int16_grid(data: np.ndarray) -> np.ndarray:
+    """Float samples in [-1, 1) (any channel count) to the int16 grid: rint(x * 32768), clipped.
+
+    x * 32768 inverts the generator's own int16 -> float32 / 32768 read (SPEC §2), so a PCM16 file and the
+    same samples stored as float or 24-bit land on the same integers; rint (half to even) is the nearest one.
+    """
+    return np.clip(np.rint(data * 32768.0), -32768, 32767).astype(np.int16)
+
+
 def read_pcm(path: str | os.PathLike[str], *, clip_name: str, expected_rate: int | None = None) -> PCM:
-    """Read a WAV/FLAC file as mono int16; errors are SourceError naming the clip and the file."""
+    """Read a WAV/FLAC file as mono int16; errors are SourceError naming the clip and the file.
+
+    16-bit PCM is read sample for sample (bit-exact). Every other encoding (8-, 24-, 32-bit PCM, 32/64-bit
+    float, ...) is decoded by libsndfile to float64 in [-1, 1) and put on the int16 grid by `to_int16_grid`;
+    `PCM.source_format` then names the file's subtype so builds can report it.
+    """
     path = Path(path)
     if not path.is_file():
         raise SourceError(f"clip {clip_name}: audio file not found: {path}")
     try:
         with sf.SoundFile(str(path)) as f:
-            rate = int(f.samplerate)
+            rate, subtype = int(f.samplerate), str(f.subtype)
             if expected_rate is not None and rate != expected_rate:
                 # Resampling would silently change the stimuli; the caller must fix the source instead.
                 raise SourceError(
                     f"clip {clip_name}: {path} is {rate} Hz but this source requires {expected_rate} Hz"
                 )
-            data = f.read(dtype="int16", always_2d=True)
+            # libsndfile reads float files as int16 *unscaled* (every sample -> -1, 0 or 1): never do that.
+            data = f.read(dtype="int16" if subtype == "PCM_16" else "float64", always_2d=True)
     except SourceError:
         raise
     except (sf.LibsndfileError, RuntimeError, OSError) as exc:
         raise SourceError(f"clip {clip_name}: cannot decode audio file {path}: {exc}") from exc
     if data.shape[0] == 0:
         raise SourceError(f"clip {clip_name}: audio file {path} holds no samples")
-    if data.shape[1] == 1:
-        return PCM(np.ascontiguousarray(data[:, 0]), rate)
-    warnings.warn(
-        f"clip {clip_name}: {path} has {data.shape[1]} channels; mixed to mono "
-        "(mean in float64, rounded half-to-even to int16)",
-        stacklevel=2,
-    )
-    # The mean of int16 values always lies in the int16 range, so rounding cannot overflow.
-    mono = np.rint(data.astype(np.float64).mean(axis=1)).astype(np.int16)
-    return PCM(mono, rate)
+    if data.dtype != np.int16:
+        if not np.isfinite(data).all():
+            raise SourceError(f"clip {clip_name}: audio file {path} ({subtype}) holds NaN or infinite samples")
+        peak = float(np.abs(data).max())
+        if peak > 1.0:
+            warnings.warn(f"clip {clip_name}: {path} ({subtype}) peaks at {peak:.3g} > 1.0; clipped to the int16 range",
+                          stacklevel=2)
+    if data.shape[1] > 1:
+        warnings.warn(
+            f"clip {clip_name}: {path} has {data.shape[1]} channels; mixed to mono "
+            "(mean in float64, rounded half-to-even to int16)",
+            stacklevel=2,
+        )
+    if data.dtype == np.int16:
+        if data.shape[1] == 1:
+            return PCM(np.ascontiguousarray(data[:, 0]), rate, subtype)
+        # The mean of int16 values always lies in the int16 range, so rounding cannot overflow.
+        return PCM(np.rint(data.astype(np.float64).mean(axis=1)).astype(np.int16), rate, subtype)
+    return PCM(to_int16_grid(data.mean(axis=1)), rate, subtype)
 
 
 def write_wav_pcm16(path: str | os.PathLike[str], samples_int16: np.ndarray, sr: int) -> None:
@@ -51,14 +75,5 @@ def write_wav_pcm16(path: str | os.PathLike[str], samples_int16: np.ndarray, sr:
     if samples.dtype != np.int16:
         # Refuse floats: an implicit scale/round here would hide a numerics decision from the caller.
         raise TypeError(f"write_wav_pcm16 expects int16 samples, got {samples.dtype}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         sf.write(tmp, samples, int(sr), subtype="PCM_16", format="WAV")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be shared/committed
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

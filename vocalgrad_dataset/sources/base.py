@@ -31,6 +31,7 @@ class PCM:
 
     samples: np.ndarray  # int16, mono
     sample_rate: int
+    source_format: str = "PCM_16"  # the file's libsndfile subtype; anything else was scaled to the int16 grid
 
     @property
     def float32(self) -> np.ndarray:

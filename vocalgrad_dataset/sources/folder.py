@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
+import math
 from collections import defaultdict
 from pathlib import Path
 
+from ..fileio import PathOutsideError, safe_join
 from .audio_io import read_pcm
 from .base import PCM, SourceClip, SourceError
 
@@ -13,51 +16,99 @@ DEFAULT_SPEAKER = "spk"  # used when the CSV has no speaker_id column or the cel
 
 
 def _opt_float(value: str | None, *, what: str, where: str) -> float | None:
-    """Parse an optional float cell ('' or missing -> None)."""
+    """Parse an optional non-negative, finite float cell ('' or missing -> None)."""
     if value is None or value.strip() == "":
         return None
     try:
-        return float(value)
+        x = float(value)
     except ValueError as exc:
         raise SourceError(f"{where}: {what} {value!r} is not a number") from exc
+    if not math.isfinite(x) or x < 0:
+        raise SourceError(f"{where}: {what} {value!r} must be a finite number of seconds >= 0")
+    return x
+
+
+def _check_id(value: str, *, what: str, where: str) -> str:
+    """Ids become parts of clip ids and file names downstream: refuse separators, '..', '__' and blanks."""
+    bad = (
+        value != value.strip() or value.startswith(".") or any(c in value for c in "/\\") or ".." in value
+        or "__" in value or any(ord(c) < 32 or ord(c) == 127 for c in value)
+    )
+    if bad:
+        raise SourceError(
+            f"folder source: {where}: {what} {value!r} is not a valid id (no path separators, '..', leading dot, "
+            "control characters, surrounding blanks or '__', which separates the fields of a clip id)"
+        )
+    return value
+
+
+def read_metadata(csv_path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """Columns and rows of a metadata CSV; unreadable, non-UTF-8 or empty files are SourceErrors naming it."""
+    try:
+        raw = csv_path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"folder source: cannot read {csv_path}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise SourceError(
+            f"folder source: {csv_path} line {line} is not UTF-8 (byte {raw[exc.start]:#04x}); save it as UTF-8"
+        ) from exc
+    if not text.strip():
+        raise SourceError(f"folder source: {csv_path} is empty (needs a header with a file_name column and one row per file)")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
+    except csv.Error as exc:
+        raise SourceError(f"folder source: {csv_path} line {reader.line_num}: malformed CSV: {exc}") from exc
+    return list(reader.fieldnames or []), rows
 
 
 class FolderSource:
-    """Any-rate audio files listed in a metadata CSV; output keeps each file's own rate."""
+    """Any-rate audio files listed in a metadata CSV; output keeps each file's own rate.
+
+    Only files inside the folder are read: absolute names or names climbing out with `..` are refused
+    unless `allow_outside`.
+    """
 
     name = "folder"
 
-    def __init__(self, directory: Path | str, metadata: str = "metadata.csv") -> None:
+    def __init__(self, directory: Path | str, metadata: str = "metadata.csv", *, allow_outside: bool = False) -> None:
         self.directory = Path(directory).expanduser()
         if not self.directory.is_dir():
             raise SourceError(f"folder source: directory {self.directory} does not exist")
         csv_path = self.directory / metadata
         if not csv_path.is_file():
             raise SourceError(f"folder source: metadata CSV {csv_path} not found (needs a file_name column)")
-        with open(csv_path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            columns = reader.fieldnames or []
-            rows = list(reader)
+        columns, rows = read_metadata(csv_path)
         if "file_name" not in columns:
             raise SourceError(f"folder source: {csv_path} has no 'file_name' column (columns: {columns})")
+        if not rows:
+            raise SourceError(f"folder source: {csv_path} lists no files (only a header)")
         self._clips: dict[str, list[SourceClip]] = defaultdict(list)
         k_of_speaker: dict[str, int] = defaultdict(int)
         seen: set[str] = set()
+        seen_file: dict[Path, int] = {}
         # Default item ids number each speaker's files in file-name order, across all splits (unique ids).
-        for line, r in sorted(enumerate(rows, start=2), key=lambda lr: lr[1]["file_name"]):
+        for line, r in sorted(enumerate(rows, start=2), key=lambda lr: lr[1]["file_name"] or ""):
             where = f"{csv_path} line {line}"
-            path = self.directory / r["file_name"]
+            try:
+                path = safe_join(self.directory, r["file_name"] or "", where=where, allow_outside=allow_outside)
+            except PathOutsideError as exc:
+                raise SourceError(f"folder source: {exc}") from exc
             if not path.is_file():
                 raise SourceError(f"folder source: {where}: listed file {path} does not exist")
-            speaker = (r.get("speaker_id") or "").strip() or DEFAULT_SPEAKER
+            real = path.resolve()
+            if real in seen_file:
+                raise SourceError(f"folder source: {where}: {r['file_name']!r} is the file already listed on line "
+                                  f"{seen_file[real]} (each file may be listed once)")
+            seen_file[real] = line
+            speaker = _check_id((r.get("speaker_id") or "").strip() or DEFAULT_SPEAKER, what="speaker_id", where=where)
             k_of_speaker[speaker] += 1
             item_id = (r.get("source_item_id") or "").strip() or f"{speaker}_{k_of_speaker[speaker]:02d}"
-            clip_id = path.stem
-            if "__" in item_id or "__" in clip_id:
-                # "__" separates the fields of a benchmark clip id; it would make ids unparseable.
-                raise SourceError(
-                    f"folder source: {where}: ids may not contain '__' ({item_id!r}, {clip_id!r})"
-                )
+            _check_id(item_id, what="source_item_id", where=where)
+            clip_id = _check_id(path.stem, what="file name stem", where=where)
             if item_id in seen:
                 raise SourceError(f"folder source: {where}: duplicate source_item_id {item_id!r}")
             seen.add(item_id)
@@ -65,6 +116,8 @@ class FolderSource:
             offset = _opt_float(r.get("offset_sec"), what="offset_sec", where=where)
             if (onset is None) != (offset is None):
                 raise SourceError(f"folder source: {where}: give both onset_sec and offset_sec or neither")
+            if onset is not None and offset is not None and not onset < offset:
+                raise SourceError(f"folder source: {where}: onset_sec {onset:g} must be before offset_sec {offset:g}")
             split = (r.get("split") or "").strip() or "test"
             self._clips[split].append(
                 SourceClip(
@@ -72,7 +125,7 @@ class FolderSource:
                     source_clip_id=clip_id,
                     speaker_id=speaker,
                     text=(r.get("text") or r.get("transcript") or "").strip(),
-                    path=str(path.resolve()),
+                    path=str(real),
                     onset_sec=onset,
                     offset_sec=offset,
                 )
