@@ -26,6 +26,8 @@ from vocalgrad_dataset.generate import parse_config, unit_ids
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
 PUBLISHED_NAME: dict[str, str] = {c: CATEGORIES[c].release_name for c in CONFIGS}
 CONFIG_OF_PUBLISHED: dict[str, str] = {v: k for k, v in PUBLISHED_NAME.items()}
+PARQUET_COLUMNS = ("benchmark_clip_id", "audio")  # what the harness cannot do without in a Parquet build
+RELEASE_COLUMNS = ("file_name", "category", "benchmark_clip_id")  # ... and in a release's metadata.csv
 
 
 class AudioDict(TypedDict):
@@ -98,6 +100,14 @@ def published_name(config: str) -> str:
 def unit_key(source_item_id: str, source_clip_id: str) -> str:
     """Key of the unit a row belongs to."""
     return f"{source_item_id}__{source_clip_id}"
+
+
+def decode_audio(file: str | Path | io.BytesIO, where: str) -> AudioDict:
+    """read_audio with a clear error naming `where` (the file and clip) for missing or undecodable audio."""
+    try:
+        return read_audio(file)
+    except (sf.LibsndfileError, RuntimeError, OSError, TypeError) as err:  # TypeError: soundfile on garbage
+        raise ValueError(f"{where}: audio cannot be decoded ({err})") from None
 
 
 def read_audio(file: str | Path | io.BytesIO) -> AudioDict:
@@ -213,24 +223,62 @@ class ParquetSource:
             raise FileNotFoundError(f"no {self.split} shards of config {config!r} under {self.path} (expected {config}/{self.split}-*.parquet)")
         return files
 
+    def _columns(self, file: Path) -> list[str]:
+        """The file's column names (a clear error for a file that is not Parquet, or lacks a needed column)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            names = pq.read_schema(file).names
+        except (pa.ArrowException, OSError) as err:
+            raise ValueError(f"{file}: not a readable Parquet file ({err})") from None
+        missing = [c for c in PARQUET_COLUMNS if c not in names]
+        if missing:
+            raise ValueError(f"{file}: no {' or '.join(repr(c) for c in missing)} column (a VocalGrad build has "
+                             f"{', '.join(PARQUET_COLUMNS)}); is this a `vocalgrad-dataset build` output?")
+        return names
+
     def units(self, config: str) -> list[SourceUnit]:
         import pyarrow.parquet as pq
 
-        meta = pq.read_table(self._files(config), columns=["benchmark_clip_id", "duration_sec"]).to_pydict()
-        return _group_units(meta["benchmark_clip_id"], [_float(d) for d in meta["duration_sec"]])
+        ids: list[str] = []
+        durations: list[float] = []
+        seen: dict[str, Path] = {}
+        for file in self._files(config):
+            names = self._columns(file)
+            cols = ["benchmark_clip_id"] + (["duration_sec"] if "duration_sec" in names else [])
+            meta = pq.read_table(file, columns=cols).to_pydict()
+            for cid in meta["benchmark_clip_id"]:
+                if cid is None or not str(cid).strip():
+                    raise ValueError(f"{file}: a row without a benchmark_clip_id")
+                if cid in seen:  # rows of two builds in one folder: it would be scored twice
+                    where = "twice in" if seen[cid] == file else f"in {seen[cid]} and in"
+                    raise ValueError(f"duplicated clip id {cid!r} ({where} {file}); rebuild into an empty "
+                                     "folder or remove the stale shards")
+                seen[cid] = file
+            ids += meta["benchmark_clip_id"]
+            durations += [_float(d) for d in meta.get("duration_sec", [None] * len(meta["benchmark_clip_id"]))]
+        return _group_units(ids, durations)
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
         import pyarrow.parquet as pq
 
         wanted = {cid for u in units for cid in u.clip_ids}
         for file in self._files(config):
+            self._columns(file)
             for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
                 for row in batch.to_pylist():
-                    if row["benchmark_clip_id"] not in wanted:
+                    cid = row["benchmark_clip_id"]
+                    if cid not in wanted:
                         continue
-                    audio = row["audio"]
-                    data = io.BytesIO(audio["bytes"]) if audio.get("bytes") else self.path / config / audio["path"]
-                    yield normalize_row({**row, "audio": read_audio(data)}, config)  # label ints map in normalize_row
+                    audio = row["audio"] or {}
+                    data = io.BytesIO(audio["bytes"]) if audio.get("bytes") else audio.get("path")
+                    if data is None:
+                        raise ValueError(f"{file}: clip {cid}: its audio has neither bytes nor a path")
+                    if not isinstance(data, io.BytesIO):
+                        data = self.path / config / data
+                    decoded = decode_audio(data, f"{file}: clip {cid}")
+                    yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
 
 
 class ReleaseSource:
@@ -241,16 +289,37 @@ class ReleaseSource:
         self.description = f"release:{self.path}"
         self._meta: list[dict[str, str]] | None = None
 
+    def _read_meta(self) -> list[dict[str, str]]:
+        """metadata.csv's rows, each with its line number under "_line"; a clear error for a bad file."""
+        path = self.path / "metadata.csv"
+        try:
+            with open(path, newline="", encoding="utf-8") as fh:
+                reader = csv.DictReader(fh)
+                missing = [c for c in RELEASE_COLUMNS if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise ValueError(f"{path}: no {', '.join(repr(c) for c in missing)} column "
+                                     f"(a release's metadata.csv has {', '.join(RELEASE_COLUMNS)})")
+                return [{**r, "_line": str(reader.line_num)} for r in reader]
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text ({err})") from None
+
     def _rows_of(self, config: str) -> list[dict[str, str]]:
         if self._meta is None:
-            with open(self.path / "metadata.csv", newline="", encoding="utf-8") as fh:
-                self._meta = list(csv.DictReader(fh))
+            self._meta = self._read_meta()
         name = PUBLISHED_NAME.get(config, config)  # the release holds the nine direction configs only
-        return [
+        rows = [
             r
             for r in self._meta
             if r["category"] in (name, config) and r.get("split", self.split) in (self.split, "")
         ]
+        seen: dict[str, str] = {}
+        for r in rows:
+            cid = r["benchmark_clip_id"]
+            if cid in seen:
+                raise ValueError(f"{self.path / 'metadata.csv'}: duplicated clip id {cid!r} (lines {seen[cid]} "
+                                 f"and {r['_line']})")
+            seen[cid] = r["_line"]
+        return rows
 
     def units(self, config: str) -> list[SourceUnit]:
         rows = self._rows_of(config)
@@ -259,10 +328,12 @@ class ReleaseSource:
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
         wanted = {cid for u in units for cid in u.clip_ids}
         for r in self._rows_of(config):
-            if r["benchmark_clip_id"] in wanted:
-                where = f"{self.path / 'metadata.csv'}: clip {r['benchmark_clip_id']}"
+            cid = r["benchmark_clip_id"]
+            if cid in wanted:
+                where = f"{self.path / 'metadata.csv'}: clip {cid}"
                 path = safe_join(self.path, r["file_name"], where=where, hint="")  # never a file outside the release
-                yield normalize_row({**r, "audio": read_audio(path)}, config)
+                audio = decode_audio(path, f"{path}: clip {cid}")
+                yield normalize_row({**r, "audio": audio}, config)
 
 
 def open_source(

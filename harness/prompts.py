@@ -324,6 +324,8 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
         segments = few_shot_segments(attribute, examples, audio, text)
     else:
         segments = (audio, text) if v.audio_first else (text, audio)
-    # Baselines read these; the label is deliberately absent.
-    meta = {"category": parse_config(config).category.name, **{k: row.get(k) for k in ("onset_sec", "offset_sec", "duration_sec")}}
-    return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), v.vocabulary(config)
+    # Baselines read these (and answer in the offered words); the label is deliberately absent.
+    vocab = v.vocabulary(config)
+    meta = {"category": parse_config(config).category.name, **{k: row.get(k) for k in ("onset_sec", "offset_sec", "duration_sec")},
+            "answer_words": vocab.words, "answer_labels": vocab.labels}
+    return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), vocab

@@ -127,8 +127,9 @@ def test_tampered_submissions_are_rejected(submission: Path, tmp_path: Path, cap
 def test_altered_samples_break_the_digest_even_when_metrics_are_fixed(submission: Path) -> None:
     sub = json.loads(submission.read_text())
     forged = copy.deepcopy(sub)
-    forged["samples"]["volume"][0]["raw"] = "decrease"  # consistent pred, recomputed metrics: only the digest
-    forged["samples"]["volume"][0]["pred"] = "decrease"
+    flipped = "increase" if forged["samples"]["volume"][0]["pred"] == "decrease" else "decrease"
+    forged["samples"]["volume"][0]["raw"] = flipped  # consistent pred, recomputed metrics: only the digest
+    forged["samples"]["volume"][0]["pred"] = flipped
     from harness.results import build_results
 
     res = forged["results"]

@@ -47,7 +47,8 @@ def test_default_prompt_text_before_audio() -> None:
 
 def test_meta_for_baselines_has_no_label() -> None:
     prompt, _ = build_prompt(_row(), "default")
-    assert prompt.meta == {"category": "volume", "onset_sec": 0.5, "offset_sec": 1.5, "duration_sec": 2.0}
+    assert prompt.meta == {"category": "volume", "onset_sec": 0.5, "offset_sec": 1.5, "duration_sec": 2.0,
+                           "answer_words": ("increase", "decrease"), "answer_labels": ("increase", "decrease")}
 
 
 @pytest.mark.parametrize(

@@ -57,19 +57,20 @@ def test_always_increase_and_choice_mapping():
     np.testing.assert_array_equal(lm.score_choices([_prompt("a")], ("rise", "fall")), [[1.0, -1.0]])
 
 
-def test_random_is_seeded_per_clip_id():
+def test_random_is_seeded_per_category_and_clip_id():
     lm = get_model("random")
     ids = [f"p226_01__p226_106__linear__low__{i}" for i in range(200)]
-    answers = lm.generate([_prompt(i) for i in ids])
+    answers = lm.generate([_prompt(i, category="volume") for i in ids])
     expected = []
     for i in ids:
-        seed = int.from_bytes(hashlib.sha256(f"1234:{i}".encode()).digest()[:8], "big")
+        seed = int.from_bytes(hashlib.sha256(f"1234:volume:{i}".encode()).digest()[:8], "big")
         expected.append("increase" if np.random.default_rng(seed).random() < 0.5 else "decrease")
     assert answers == expected
     assert 70 < answers.count("increase") < 130
     # Independent of batch composition and order.
-    assert get_model("random", batch_size=3).generate([_prompt(i) for i in ids[::-1]]) == answers[::-1]
-    assert get_model("random", seed=7).generate([_prompt(i) for i in ids]) != answers
+    assert get_model("random", batch_size=3).generate([_prompt(i, category="volume") for i in ids[::-1]]) == answers[::-1]
+    assert get_model("random", seed=7).generate([_prompt(i, category="volume") for i in ids]) != answers
+    assert lm.generate([_prompt(i, category="pitch") for i in ids]) != answers  # each category draws anew
 
 
 def test_signal_oracle_calls_predict_with_meta(monkeypatch):

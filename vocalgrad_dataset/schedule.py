@@ -33,6 +33,13 @@ class Schedule:
     values: np.ndarray  # float64
     step: int  # samples per step (stepped); 1 for continuous
     continuous: bool = False
+    curve: str = "linear"  # the progress curve the values follow
+
+    def rescaled(self, start: float, end: float) -> Schedule:
+        """The same curve over the same span between other endpoints (e.g. vibration's LFO rate beside its depth)."""
+        if self.continuous:
+            return continuous(self.onset, self.offset, self.n_samples, start, end, self.curve)
+        return _stepped(self.onset, self.offset, self.n_samples, self.step, start, end, self.curve)
 
     @property
     def span(self) -> int:
@@ -56,15 +63,18 @@ class Schedule:
 
 def stepped(onset: int, offset: int, n_samples: int, sr: int, start: float, end: float, curve: str) -> Schedule:
     """Step k of n = ceil(span / step) uses t = k / (n - 1) (t = 1 when n <= 1)."""
-    step = step_samples(sr)
+    return _stepped(onset, offset, n_samples, step_samples(sr), start, end, curve)
+
+
+def _stepped(onset: int, offset: int, n_samples: int, step: int, start: float, end: float, curve: str) -> Schedule:
     n = math.ceil((offset - onset) / step)
     t = np.arange(n, dtype=np.float64) / (n - 1) if n > 1 else np.ones(n, dtype=np.float64)
     values = start + (end - start) * progress(curve, t)
-    return Schedule(onset, offset, n_samples, float(start), float(end), values, step)
+    return Schedule(onset, offset, n_samples, float(start), float(end), values, step, curve=curve)
 
 
 def continuous(onset: int, offset: int, n_samples: int, start: float, end: float, curve: str) -> Schedule:
     """Per-sample t = linspace(0, 1, span) over the speech span."""
     t = np.linspace(0.0, 1.0, offset - onset)
     values = start + (end - start) * progress(curve, t)
-    return Schedule(onset, offset, n_samples, float(start), float(end), values, 1, continuous=True)
+    return Schedule(onset, offset, n_samples, float(start), float(end), values, 1, continuous=True, curve=curve)

@@ -69,8 +69,9 @@ def crossfade_join(pieces: Sequence[np.ndarray], fade: int) -> np.ndarray:
     for piece in pieces[1:]:
         f = min(fade, pos, len(piece))
         if f:
-            ramp = np.linspace(0.0, 1.0, f, dtype=np.float32)
-            out[pos - f : pos] = out[pos - f : pos] * (np.float32(1.0) - ramp) + piece[:f] * ramp
+            # as published: a float32 fade-out ramp 1 -> 0, and the fade-in is 1 minus it
+            fade_out = np.linspace(1.0, 0.0, f, dtype=np.float32)
+            out[pos - f : pos] = out[pos - f : pos] * fade_out + piece[:f] * (np.float32(1.0) - fade_out)
         out[pos : pos + len(piece) - f] = piece[f:]
         pos += len(piece) - f
     return out[:pos]

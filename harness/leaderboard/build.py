@@ -62,8 +62,9 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
     """The leaderboard line of a validated submission."""
     res, model, run = sub["results"], sub["model"], sub["results"]["config"]
     acc = {c: 100 * float(res["results"][c]["accuracy"]) for c in CONFIGS if c in res["results"]}
+    kind = "human" if model["scoring_mode"] == "listening" else "submission"  # a `vocalgrad-listen export`
     return Row(
-        kind="submission", model=model["name"], data=data_label(str(run.get("source")), str(run.get("split"))),
+        kind=kind, model=model["name"], data=data_label(str(run.get("source")), str(run.get("split"))),
         accuracy=acc, average=sum(acc.values()) / len(acc) if acc else math.nan,
         complete=bool(res["groups"]["vocalgrad"].get("complete")), params=model.get("params"),
         precision=model.get("precision") or "", adapter=model.get("adapter") or "",

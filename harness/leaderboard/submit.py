@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.data import CONFIGS
 from harness.leaderboard.schema import SUBMISSION_SCHEMA_VERSION
+from harness.redact import redact
 from harness.results import atomic_write_text, dumps_row, read_jsonl, samples_path, validate_results
 
 
@@ -48,8 +49,10 @@ def make_submission(run_dir: str | Path, *, model_name: str, params: int | None 
     validate_results(results)
     if not model_name.strip():
         raise ValueError("--model-name must not be empty")
+    # A run written before model args were redacted may still hold a key: it must not travel further.
+    results["config"]["model_args"] = redact(results["config"].get("model_args") or {})
     cfg = results["config"]
-    model_args = cfg.get("model_args") or {}
+    model_args = cfg["model_args"]
     configs = [c for c in CONFIGS if c in results["results"]] + sorted(set(results["results"]) - set(CONFIGS))
     samples = {}
     for c in configs:

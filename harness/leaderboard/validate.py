@@ -23,6 +23,7 @@ from harness.leaderboard.schema import schema_errors
 from harness.leaderboard.submit import samples_sha256
 from harness.parsing import PARSER_VERSION, get_parser
 from harness.prompts import get_variant
+from harness.redact import redact
 from harness.results import build_results
 from vocalgrad_dataset import grid
 
@@ -136,6 +137,10 @@ def validate_submission(sub: Mapping[str, Any]) -> list[str]:
     if str(results["versions"].get("parser")) != PARSER_VERSION:
         errors.append(f"results.json: parser version {results['versions'].get('parser')!r}, but the leaderboard "
                       f"scores with parser version {PARSER_VERSION}")
+    args = run.get("model_args") or {}
+    if isinstance(args, Mapping) and redact(args) != args:
+        errors.append("results.json: config.model_args holds a secret value (e.g. an API key); submit again with "
+                      "`harness leaderboard submit`, which redacts it")
     if run.get("split") != "test":
         errors.append(f"results.json: split {run.get('split')!r}; the leaderboard ranks the test split")
     if (model["scoring_mode"], model["prompt_variant"]) != (run.get("mode"), run.get("prompt_variant")):
@@ -159,15 +164,18 @@ def validate_submission(sub: Mapping[str, Any]) -> list[str]:
         missing = [i for i in want if i not in have]
         extra = sorted(have - set(want))
         twice = sorted(i for i, n in Counter(ids).items() if n > 1)
-        if missing:
+        listening = run.get("mode") == "listening"  # humans answer a balanced sample, each clip several times
+        if missing and not listening:
             errors.append(f"{config}: {len(missing)} of {len(want)} clips missing (e.g. {', '.join(missing[:MAX_PER_KIND])})")
         if extra:
             errors.append(f"{config}: {len(extra)} clip ids not in the dataset (e.g. {', '.join(extra[:MAX_PER_KIND])})")
-        if twice:
+        if twice and not listening:
             errors.append(f"{config}: clips listed more than once (e.g. {', '.join(twice[:MAX_PER_KIND])})")
         errors += _row_problems(config, rows, run)
         if sub["samples_sha256"].get(config) != samples_sha256(rows):
             errors.append(f"{config}: samples altered after submission (sha256 mismatch)")
+    # In the run's own config order (--configs noise,volume): the group's config list and its float sums follow it.
+    samples = {**{c: samples[c] for c in results["results"] if c in samples}, **samples}
     recomputed = build_results(samples, run_config=run, task_configs=results["configs"],
                                n_original={c: results["n-samples"].get(c, {}).get("original", 0) for c in samples},
                                date=results["date"])

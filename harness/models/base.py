@@ -71,7 +71,12 @@ def resolve_dtype(dtype: Any, device: Any) -> Any:
 
     if dtype is None or dtype == "auto":
         return torch.float32 if torch.device(device).type == "cpu" else torch.bfloat16
-    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if isinstance(dtype, str):
+        found = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(found, torch.dtype):
+            raise ValueError(f"unknown dtype {dtype!r} (use e.g. float32, bfloat16, float16 or auto)")
+        return found
+    return dtype
 
 
 def audio_seconds(prompt: Prompt) -> float:
@@ -119,6 +124,10 @@ class BaseAudioLM:
         self.batch_size = batch_size
         # Observable run facts for results.json: the batch size we ended with and how often OOM halved it.
         self.stats: dict[str, int] = {"batch_size": batch_size, "oom_halvings": 0, "item_errors": 0}
+
+    def auto_batch(self, start: int) -> None:
+        """`--batch-size auto`: begin at `start`; the OOM back-off in _map halves it to the largest that fits."""
+        self.batch_size = self.stats["batch_size"] = start
 
     # ---- hooks -------------------------------------------------------------------------------------
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:

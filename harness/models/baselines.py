@@ -11,17 +11,28 @@ from .base import BaseAudioLM, ModelError, query_audio
 from .protocol import Prompt
 
 
-def _choice_signs(choices: tuple[str, ...]) -> np.ndarray:
-    """+1 for increase-family choices, -1 for decrease-family ones, 0 for anything else ("yes", "constant")."""
-    signs = []
-    for c in choices:
-        fams = SYNONYM.families(c)
-        signs.append(1.0 if fams == {INCREASE} else -1.0 if fams == {DECREASE} else 0.0)
-    return np.array(signs)
+def answer_vocabulary(prompt: Prompt) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(words, labels) the prompt offers (prompt.meta from build_prompt); increase/decrease when it says none."""
+    words = tuple(prompt.meta.get("answer_words") or (INCREASE, DECREASE))
+    labels = tuple(prompt.meta.get("answer_labels") or words)
+    return words, labels
+
+
+def _choice_label(choice: str, words: tuple[str, ...], labels: tuple[str, ...]) -> str | None:
+    """The label a scored choice stands for: by the prompt's words, else by answer family (rise -> increase)."""
+    if choice in words:
+        return labels[words.index(choice)]
+    fams = SYNONYM.families(choice)
+    if fams == {INCREASE}:
+        return INCREASE
+    if fams == {DECREASE}:
+        return DECREASE
+    return choice.strip().lower() if choice.strip().lower() in labels else None
 
 
 class LabelBaseline(BaseAudioLM):
-    """A baseline that decides a label and a positive margin per prompt; generate says the label word."""
+    """A baseline that decides a label (one the prompt offers) and a margin >= 0 per prompt; generate says its
+    word, choices mode scores +margin for it and -margin for every other answer."""
 
     kind = "baseline"
 
@@ -29,32 +40,39 @@ class LabelBaseline(BaseAudioLM):
         super().__init__(name, batch_size=batch_size)
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
-        """("increase" | "decrease", margin >= 0) for one prompt."""
+        """(one of the prompt's answer labels, margin >= 0) for one prompt."""
         raise NotImplementedError
 
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:
-        return [self.decide(p)[0] for p in prompts]
+        out = []
+        for p in prompts:
+            words, labels = answer_vocabulary(p)
+            out.append(words[labels.index(self.decide(p)[0])])
+        return out
 
     def _score_batch(self, prompts: list[Prompt], choices: tuple[str, ...]) -> np.ndarray:
-        signs = _choice_signs(choices)
         rows = []
         for p in prompts:
+            words, labels = answer_vocabulary(p)
             label, margin = self.decide(p)
-            rows.append(signs * (margin if label == INCREASE else -margin))
+            chosen = [_choice_label(c, words, labels) for c in choices]
+            rows.append([0.0 if c is None else margin if c == label else -margin for c in chosen])
         return np.array(rows)
 
 
 class AlwaysIncrease(LabelBaseline):
-    """Answers "increase" to everything (the 50 % floor of a balanced split)."""
+    """Always claims the rise: "increase" (direction and ternary configs), "yes" on yes/no change detection."""
 
     name = "always-increase"
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
-        return INCREASE, 1.0
+        labels = answer_vocabulary(prompt)[1]
+        return ("yes" if "yes" in labels else INCREASE), 1.0
 
 
 class RandomBaseline(LabelBaseline):
-    """A fair coin per clip, seeded from sha256(f"{seed}:{clip_id}") so reruns and shards agree."""
+    """A uniform draw over the offered answers per clip, seeded from sha256(f"{seed}:{category}:{clip_id}")
+    so reruns and shards agree and categories sharing a source clip draw independently."""
 
     name = "random"
 
@@ -63,9 +81,10 @@ class RandomBaseline(LabelBaseline):
         self.seed = seed
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
-        digest = hashlib.sha256(f"{self.seed}:{prompt.clip_id}".encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
-        return (INCREASE if rng.random() < 0.5 else DECREASE), 1.0
+        labels = answer_vocabulary(prompt)[1]
+        key = f"{self.seed}:{prompt.meta.get('category', '')}:{prompt.clip_id}"
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+        return labels[min(len(labels) - 1, int(rng.random() * len(labels)))], 1.0
 
 
 class SignalOracle(LabelBaseline):
@@ -88,4 +107,5 @@ class SignalOracle(LabelBaseline):
         label, score = predict(str(meta["category"]), audio, sr, onset, offset)
         if label not in (INCREASE, DECREASE):
             raise ModelError(f"oracle returned label {label!r}", prompt.clip_id)
-        return label, abs(float(score))
+        # It measures a direction, never its absence: on yes/no configs a direction means "yes".
+        return ("yes" if "yes" in answer_vocabulary(prompt)[1] else label), abs(float(score))

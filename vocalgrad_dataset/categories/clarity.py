@@ -17,10 +17,17 @@ JOBS_PER_BATCH = 16  # cache-sized batches: the ISTFT is memory-bound
 
 
 def lowpass_gain(freqs: np.ndarray, cutoff: float) -> np.ndarray:
-    """1 below cutoff - 400 Hz, 0 above cutoff + 400 Hz, a raised cosine in between (float64)."""
-    lo = cutoff - TRANSITION_HZ / 2
-    ramp = 0.5 * (1.0 + np.cos(np.pi * np.clip((freqs - lo) / TRANSITION_HZ, 0.0, 1.0)))
-    return np.where(freqs <= lo, 1.0, np.where(freqs >= lo + TRANSITION_HZ, 0.0, ramp))
+    """float32 mask: 1 up to cutoff - 400 Hz, 0 from cutoff + 400 Hz, a raised cosine strictly in between.
+
+    Evaluated as published: the band position (f - lower) / (upper - lower) in float64, cast once.
+    """
+    lower = max(0.0, cutoff - TRANSITION_HZ / 2.0)
+    upper = cutoff + TRANSITION_HZ / 2.0
+    mask = np.ones_like(freqs, dtype=np.float32)
+    mask[freqs >= upper] = 0.0
+    band = (freqs > lower) & (freqs < upper)
+    mask[band] = 0.5 * (1.0 + np.cos(np.pi * ((freqs[band] - lower) / (upper - lower))))
+    return mask
 
 
 def lowpass_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
@@ -28,7 +35,7 @@ def lowpass_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, flo
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
     for batch in batched_window_jobs(windows, jobs, N_FFT, HOP, JOBS_PER_BATCH):
         freqs = librosa.fft_frequencies(sr=sr, n_fft=batch.n_fft)
-        masks = np.stack([lowpass_gain(freqs, c) for c in batch.values]).astype(np.float32)
+        masks = np.stack([lowpass_gain(freqs, c) for c in batch.values])
         filtered = batch.spectra[batch.rows] * masks[:, None, :]
         n = len(batch.job_ids)
         n_frames = np.full(n, batch.spectra.shape[1], dtype=np.int64)

@@ -12,8 +12,12 @@ MIN_EFFECTIVE_SR = 1000.0
 
 
 def effective_rate(value: float, sr: int) -> float:
-    """The effective rate actually used: clamped to [1000, sr] (so 18 kHz is a no-op at 16 kHz)."""
-    return float(min(max(value, MIN_EFFECTIVE_SR), sr))
+    """The effective rate actually used: rounded to an integer, then clamped to [1000, sr].
+
+    The published generator rounds the rate before deriving the hold length (13714.29 Hz -> 13714 ->
+    hold 4, not 3); the clamp makes 18 kHz a no-op at 16 kHz.
+    """
+    return float(min(max(int(round(value)), int(MIN_EFFECTIVE_SR)), sr))
 
 
 def hold_length(value: float, sr: int) -> int:

@@ -6,57 +6,77 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-from scipy.signal import fftconvolve, lfilter
 
 from ..dsp import match_rms
 from .base import Category, register
 
-COMB_DELAYS_MS = (29.7, 37.1, 41.1, 43.7)
-COMB_GAINS = (0.805, 0.827, 0.783, 0.764)
-ALLPASS_DELAYS_MS = (5.0, 1.7)
-ALLPASS_GAIN = 0.7
-IR_SEC = 1.5
-
 
 def _delay(ms: float, sr: int) -> int:
-    return int(round(ms * sr / 1000.0))
+    """Delay in samples: max(1, round(ms / 1000 * sr)), in the published operation order."""
+    return max(1, int(round((ms / 1000.0) * sr)))
+
+
+def _reverb_config() -> dict:
+    return CATEGORY.config["schroeder_reverb"]
 
 
 @lru_cache(maxsize=16)
 def schroeder_ir(sr: int, room_scale: float) -> np.ndarray:
     """Impulse response (float32, 1.5 s) of 4 parallel feedback combs (averaged) into 2 series allpasses.
 
-    A comb y[n] = x[n] + g*y[n-D] driven by a unit impulse is g^k at n = kD, computed as a float32
-    running product (the same roundings as the recursion); the allpasses run as IIR filters.
+    Evaluated exactly like the published per-sample loop, vectorised: float64 arithmetic whose delay
+    lines store float32, the combs summed in order and divided by 4, then the allpasses in series.
     """
-    n = int(round(IR_SEC * sr))
-    combs = np.zeros(n, dtype=np.float32)
-    for ms, gain in zip(COMB_DELAYS_MS, COMB_GAINS, strict=True):
-        d = _delay(ms, sr)
-        taps = np.cumprod(np.full((n - 1) // d + 1, np.float32(gain * room_scale), dtype=np.float32))
-        comb = np.zeros(n, dtype=np.float32)
-        comb[0] = 1.0
-        comb[d::d] = taps[: len(comb[d::d])]
-        combs += comb
-    ir = combs / np.float32(len(COMB_GAINS))
-    g = np.float32(ALLPASS_GAIN * room_scale)
-    for ms in ALLPASS_DELAYS_MS:
-        d = _delay(ms, sr)
-        b = np.zeros(d + 1, dtype=np.float32)
-        a = np.zeros(d + 1, dtype=np.float32)
-        b[0], b[d] = -g, 1.0  # y[n] = -g x[n] + x[n-D] + g y[n-D]
-        a[0], a[d] = 1.0, -g
-        ir = lfilter(b, a, ir).astype(np.float32)
-    return ir
+    cfg = _reverb_config()
+    n = max(1, int(round(float(cfg["ir_duration_sec"]) * sr)))
+    comb_sum = np.zeros(n, dtype=np.float64)
+    for ms, base in zip(cfg["comb_delays_ms"], cfg["comb_feedback_base"], strict=True):
+        # driven by a unit impulse, a comb is non-zero only at multiples of its delay d:
+        # out[k d] = feedback * float32(out[(k - 1) d]) (its delay line holds float32)
+        d, feedback = _delay(ms, sr), float(base) * room_scale
+        taps = np.empty((n - 1) // d + 1, dtype=np.float64)
+        taps[0] = 1.0
+        for k in range(1, len(taps)):
+            taps[k] = feedback * float(np.float32(taps[k - 1]))
+        comb = np.zeros(n, dtype=np.float64)
+        comb[::d] = taps
+        comb_sum += comb  # 0.0 + c0 + c1 + ...: the loop's left-to-right sum
+    stage = comb_sum / len(cfg["comb_feedback_base"])
+    for ms, base in zip(cfg["allpass_delays_ms"], cfg["allpass_feedback_base"], strict=True):
+        g = float(base) * room_scale
+        if abs(g) < 1e-8:
+            continue
+        stage = _allpass(stage, _delay(ms, sr), g)
+    return stage.astype(np.float32)
+
+
+def _allpass(x: np.ndarray, d: int, g: float) -> np.ndarray:
+    """out[i] = -g x[i] + w[i - d], w[i] = float32(x[i] + g out[i]): one delay-length block at a time."""
+    out = np.empty_like(x)
+    line = np.zeros(d, dtype=np.float32)  # w of the previous block
+    for a in range(0, len(x), d):
+        xb = x[a : a + d]
+        ob = (-g * xb) + line[: len(xb)]
+        out[a : a + d] = ob
+        line = (xb + g * ob).astype(np.float32)
+    return out
+
+
+def fft_convolve(x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """x * h truncated to len(x): numpy float32 real FFTs at the next power-of-two length."""
+    full = len(x) + len(h) - 1
+    n_fft = 1 << (full - 1).bit_length()
+    y = np.fft.irfft(np.fft.rfft(x, n=n_fft) * np.fft.rfft(h, n=n_fft), n=n_fft)
+    return y[: len(x)].astype(np.float32)
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> list[np.ndarray]:
     ir = schroeder_ir(sr, fixed["room_scale_max"])
-    wet = match_rms(fftconvolve(audio, ir)[: len(audio)].astype(np.float32), audio)
+    wet = match_rms(fft_convolve(audio, ir), audio)
     out = []
     for s in schedules:
-        w = s.per_sample().astype(np.float32)
-        out.append((np.float32(1.0) - w) * audio + w * wet)
+        w = s.per_sample()  # float64: the mix is computed in float64 and cast once
+        out.append(((1.0 - w) * audio + w * wet).astype(np.float32))
     return out
 
 

@@ -6,25 +6,37 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dsp import rms
 from .base import Category, register
 
 RMS_FLOOR = 1e-6
 
 
+def _column_rms(x: np.ndarray) -> np.ndarray:
+    """float32 RMS of a (n, 1) column floored at 1e-6, shape (1,).
+
+    The published generator works on (samples, channels) arrays: float32 squares and a float32 mean
+    over axis 0; keeping that shape keeps its summation order (bit-exact output).
+    """
+    return np.maximum(np.sqrt(np.mean(x * x, axis=0)), RMS_FLOOR).astype(np.float32)
+
+
 def unit_noise(n: int, seed: int) -> np.ndarray:
-    """White Gaussian noise with unit RMS over the whole clip: drawn in float64, cast to float32."""
-    draw = np.random.default_rng(seed).standard_normal(n)
-    r = rms(draw)
-    return (draw / r if r > 0 else draw).astype(np.float32)
+    """White Gaussian noise with unit RMS over the whole clip: the float64 draw cast to float32 first."""
+    draw = np.random.default_rng(seed).standard_normal(size=(n, 1)).astype(np.float32)
+    return (draw / _column_rms(draw))[:, 0]
+
+
+def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
+    """The speech span's float32 RMS (floored at 1e-6): the noise level of ratio 1."""
+    return _column_rms(audio[onset:offset, None])[0]
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> list[np.ndarray]:
     out = []
     for s, seed in zip(schedules, fixed["seeds"], strict=True):
-        level = max(rms(audio[s.onset : s.offset]), RMS_FLOOR)
-        envelope = (level * s.per_sample()).astype(np.float32)
-        out.append(audio + unit_noise(len(audio), seed) * envelope)
+        # level x ratio envelope in float32, then x unit noise in float32, as published
+        scale = speech_level(audio, s.onset, s.offset) * s.per_sample().astype(np.float32)
+        out.append(audio + unit_noise(len(audio), seed) * scale)
     return out
 
 

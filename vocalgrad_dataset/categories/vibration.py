@@ -1,4 +1,4 @@
-"""Voice vibration: an amplitude LFO whose depth (0 -> A) and rate (0 -> 20 Hz) rise together (up)."""
+"""Voice vibration: an amplitude LFO whose depth (0 -> A) and rate (0 -> 20 Hz) follow the same curve (up)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,29 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..schedule import Schedule
 from .base import Category, register
 
-LFO_MAX_HZ = 20.0
 
+def lfo_gain(depth: Schedule, rate_hz: tuple[float, float], phase0: float, sr: int) -> np.ndarray:
+    """gain = 1 - depth * (0.5 * (1 + sin(phase))), all float64, as the published generator computes it.
 
-def lfo_gain(depth: np.ndarray, depth_max: float, sr: int) -> np.ndarray:
-    """gain = 1 - depth * (1 + sin(phase)) / 2 with phase = cumsum(2*pi*rate/sr), all float64.
-
-    The rate moves with the depth: 0 Hz at depth 0, 20 Hz at the tier's maximum depth.
+    The LFO rate has its own envelope along the depth's curve, from `rate_hz[0]` where the depth is 0
+    to `rate_hz[1]` at the tier's maximum depth. The phase is an exclusive running sum starting at
+    `phase0`: sample n adds the steps of samples 0..n-1.
     """
-    rate = LFO_MAX_HZ * (depth / depth_max)
-    phase = np.cumsum(2.0 * np.pi * rate / sr)
-    return 1.0 - depth * (1.0 + np.sin(phase)) / 2.0
+    lo, hi = rate_hz
+    rate = depth.rescaled(lo, hi) if depth.start <= depth.end else depth.rescaled(hi, lo)
+    step = (2.0 * np.pi * rate.per_sample()) / sr
+    phase = phase0 + np.cumsum(np.concatenate([np.zeros(1), step[:-1]]))
+    return 1.0 - depth.per_sample() * (0.5 * (1.0 + np.sin(phase)))
 
 
-def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> list[np.ndarray]:
+def _render(audio: np.ndarray, sr: int, schedules: Sequence[Schedule], fixed: dict) -> list[np.ndarray]:
+    cfg = CATEGORY.config
+    rate_hz, phase0 = (float(cfg["lfo_hz_min"]), float(cfg["lfo_hz_max"])), float(cfg["lfo_phase_rad"])
     # no RMS matching (SPEC §3)
-    return [audio * lfo_gain(s.per_sample(), fixed["depth_max"], sr).astype(np.float32) for s in schedules]
+    return [audio * lfo_gain(s, rate_hz, phase0, sr).astype(np.float32) for s in schedules]
 
 
 CATEGORY = register(
@@ -37,6 +42,6 @@ CATEGORY = register(
         render=_render,
         continuous=True,
         fixed_keys=("depth_max",),
-        description="LFO depth 0 -> A with its rate 0 -> 20 Hz, per sample; no RMS matching",
+        description="LFO depth 0 -> A and rate 0 -> 20 Hz along the same curve, per sample; no RMS matching",
     )
 )

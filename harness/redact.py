@@ -1,0 +1,67 @@
+"""Secrets (API keys, tokens, passwords) passed as model arguments never reach a file or a log.
+
+An argument is secret when a word of its name (split at `_`, `-`, `.` and case changes) is one of
+SECRET_WORDS, e.g. `api_key`, `hf_token`, `client-secret`, `apiKey`; `max_new_tokens` or `tokenizer`
+are not. Records keep the name with the value replaced by REDACTED, so a reader sees that one was given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "***"
+SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "credential",
+                          "credentials", "auth", "authorization", "bearer", "cookie"})
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def is_secret_name(name: str) -> bool:
+    """True when an argument's name marks its value as a secret (api_key, HF_TOKEN, clientSecret, ...)."""
+    return any(w.lower() in SECRET_WORDS for w in _WORD.findall(str(name)))
+
+
+def redact(args: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `args` with every secret value (at any depth of nested mappings) replaced by REDACTED."""
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if is_secret_name(k) and v is not None:
+            out[k] = REDACTED
+        elif isinstance(v, Mapping):
+            out[k] = redact(v)
+        else:
+            out[k] = v
+    return out
+
+
+def public(args: Mapping[str, Any]) -> dict[str, Any]:
+    """`args` without its secret entries (for keys that decide a resume: a rotated token changes no answer)."""
+    return {k: public(v) if isinstance(v, Mapping) else v for k, v in args.items() if not is_secret_name(k)}
+
+
+def secret_values(args: Mapping[str, Any]) -> list[str]:
+    """The secret values in `args` (nested too), longest first, as strings to scrub from free text."""
+    found: list[str] = []
+    for k, v in args.items():
+        if isinstance(v, Mapping):
+            found += secret_values(v)
+        elif is_secret_name(k) and v not in (None, ""):
+            found.append(str(v))
+    return sorted(set(found), key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every occurrence of each secret replaced by REDACTED."""
+    for s in secrets:
+        if s:
+            text = text.replace(s, REDACTED)
+    return text
+
+
+def scrub_row(row: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
+    """A samples row with secrets removed from its free-text fields (model output, error, prompt)."""
+    secrets = list(secrets)
+    if not secrets:
+        return dict(row)
+    return {k: scrub(v, secrets) if isinstance(v, str) else v for k, v in row.items()}

@@ -1,0 +1,161 @@
+"""Human-baseline analysis: accuracy with intervals, breakdowns, agreement, and an attention check.
+
+- Intervals are Wilson score intervals: with a few dozen items per annotator and accuracies near 100 %, the
+  normal approximation the harness uses for 2,400-clip runs collapses to [1, 1].
+- The pooled accuracy is over every answer; its second interval clusters answers by annotator (CR1, the
+  harness's `cluster_stderr`), since one annotator's answers are not independent.
+- Agreement: per pair of annotators, the share of common items answered alike and Cohen's kappa; over
+  everyone, Fleiss' kappa in its form for a varying number of raters per item (Fleiss 1971 when every
+  item has the same number): P_i = (sum_j n_ij^2 - n_i) / (n_i (n_i - 1)) over items with n_i >= 2,
+  p_j = sum_i n_ij / sum_i n_i, kappa = (mean P_i - sum_j p_j^2) / (1 - sum_j p_j^2).
+- Attention check: the 'high' tier items are the easiest; an annotator below the threshold on them is
+  flagged as careless (default 0.75; humans score 86-100 % on whole categories in the paper).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+from harness.metrics import Z95, cluster_stderr
+
+ATTENTION_TIER = "high"
+ATTENTION_THRESHOLD = 0.75
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials (nan for n = 0)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def accuracy(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """n, correct, accuracy and its Wilson interval over answer rows (keys `answer`, `gold`)."""
+    k = sum(r["answer"] == r["gold"] for r in rows)
+    lo, hi = wilson_interval(k, len(rows))
+    return {"n": len(rows), "correct": k, "accuracy": k / len(rows) if rows else math.nan, "ci_low": lo, "ci_high": hi}
+
+
+def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float:
+    """Fleiss' kappa from an items x categories table of rating counts (rows may sum differently)."""
+    rows = [list(map(int, r)) for r in counts if sum(r) >= 2]
+    if not rows:
+        return math.nan
+    n_cat = len(rows[0])
+    total = sum(sum(r) for r in rows)
+    p_j = [sum(r[j] for r in rows) / total for j in range(n_cat)]
+    p_i = [(sum(x * x for x in r) - sum(r)) / (sum(r) * (sum(r) - 1)) for r in rows]
+    p_bar, p_e = sum(p_i) / len(p_i), sum(p * p for p in p_j)
+    return (p_bar - p_e) / (1 - p_e) if p_e < 1 else math.nan
+
+
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
+    """Cohen's kappa of two raters over the same items."""
+    n = len(a)
+    if n == 0:
+        return math.nan
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    ca, cb = Counter(a), Counter(b)
+    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / (n * n)
+    return (po - pe) / (1 - pe) if pe < 1 else math.nan
+
+
+def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Pairwise agreement and Cohen's kappa per annotator pair, and Fleiss' kappa over all items."""
+    by_item: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for r in rows:
+        by_item[(r["config"], r["benchmark_clip_id"])][r["annotator"]] = r["answer"]
+    annotators = sorted({r["annotator"] for r in rows})
+    pairs = []
+    for x, y in combinations(annotators, 2):
+        common = [v for v in by_item.values() if x in v and y in v]
+        if common:
+            same = sum(v[x] == v[y] for v in common)
+            pairs.append({"a": x, "b": y, "n": len(common), "agreement": same / len(common),
+                          "cohen_kappa": cohen_kappa([v[x] for v in common], [v[y] for v in common])})
+    labels = sorted({r["answer"] for r in rows} | {r["gold"] for r in rows})
+    table = [[Counter(v.values())[lab] for lab in labels] for v in by_item.values()]
+    rated = [t for t in table if sum(t) >= 2]
+    return {
+        "pairs": pairs,
+        "mean_pairwise_agreement": sum(p["agreement"] for p in pairs) / len(pairs) if pairs else math.nan,
+        "fleiss_kappa": fleiss_kappa(rated),
+        "fleiss_items": len(rated),
+    }
+
+
+def attention(rows: Sequence[Mapping[str, Any]], threshold: float = ATTENTION_THRESHOLD) -> dict[str, dict[str, Any]]:
+    """Per annotator: accuracy on the 'high' tier items and whether it falls below the threshold."""
+    out = {}
+    for name in sorted({r["annotator"] for r in rows}):
+        high = [r for r in rows if r["annotator"] == name and r["tier"] == ATTENTION_TIER]
+        acc = accuracy(high)
+        out[name] = {**acc, "flagged": bool(high) and acc["accuracy"] < threshold}
+    return out
+
+
+def analyze(rows: Sequence[Mapping[str, Any]], threshold: float = ATTENTION_THRESHOLD) -> dict[str, Any]:
+    """Everything per config: per-annotator and pooled accuracy, breakdowns, agreement, attention check.
+
+    `rows` are answers with keys annotator, config, benchmark_clip_id, tier, curve, direction, gold, answer
+    (as `Store.answers()` returns them).
+    """
+    out: dict[str, Any] = {}
+    for config in dict.fromkeys(r["config"] for r in rows):
+        cr = [r for r in rows if r["config"] == config]
+        pooled = accuracy(cr)
+        se = cluster_stderr([float(r["answer"] == r["gold"]) for r in cr], [r["annotator"] for r in cr])
+        pooled["annotator_cluster_ci"] = ([max(0.0, pooled["accuracy"] - Z95 * se), min(1.0, pooled["accuracy"] + Z95 * se)]
+                                          if not math.isnan(se) else None)
+        out[config] = {
+            "pooled": pooled,
+            "annotators": {a: accuracy([r for r in cr if r["annotator"] == a]) for a in sorted({r["annotator"] for r in cr})},
+            "by": {key: {v: accuracy([r for r in cr if r[key] == v]) for v in dict.fromkeys(r[key] for r in cr)}
+                   for key in ("tier", "curve", "direction")},
+            "agreement": agreement(cr),
+            "attention": attention(cr, threshold),
+        }
+    return out
+
+
+def careless(result: Mapping[str, Any]) -> list[str]:
+    """Annotators the attention check flags in any config."""
+    return sorted({a for c in result.values() for a, v in c["attention"].items() if v["flagged"]})
+
+
+def _pct(x: float) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def format_analysis(result: Mapping[str, Any]) -> str:
+    """The analysis as Markdown tables."""
+    from harness.report import _table
+
+    parts = ["# Listening test: human accuracy", "Wilson 95 % intervals; pooled = every answer."]
+    for config, c in result.items():
+        p = c["pooled"]
+        cl = p.get("annotator_cluster_ci")
+        parts.append(f"## {config}\n\npooled accuracy {_pct(p['accuracy'])} % [{_pct(p['ci_low'])}, {_pct(p['ci_high'])}]"
+                     f" over {p['n']} answers" + (f"; clustered by annotator [{_pct(cl[0])}, {_pct(cl[1])}]" if cl else ""))
+        att = c["attention"]
+        parts.append(_table(["annotator", "n", "acc", "95% CI", f"{ATTENTION_TIER}-tier acc", "careless?"], [
+            [a, str(v["n"]), _pct(v["accuracy"]), f"[{_pct(v['ci_low'])}, {_pct(v['ci_high'])}]",
+             _pct(att[a]["accuracy"]), "FLAGGED" if att[a]["flagged"] else "ok"] for a, v in c["annotators"].items()]))
+        for key, vals in c["by"].items():
+            parts.append(_table([key, "n", "acc", "95% CI"], [
+                [v, str(s["n"]), _pct(s["accuracy"]), f"[{_pct(s['ci_low'])}, {_pct(s['ci_high'])}]"]
+                for v, s in vals.items()]))
+        ag = c["agreement"]
+        parts.append(f"agreement: mean pairwise {_pct(ag['mean_pairwise_agreement'])} %, Fleiss' kappa "
+                     f"{ag['fleiss_kappa']:.3f} over {ag['fleiss_items']} items")
+        if ag["pairs"]:
+            parts.append(_table(["pair", "common items", "agreement", "Cohen's kappa"], [
+                [f"{p['a']}-{p['b']}", str(p["n"]), _pct(p["agreement"]), f"{p['cohen_kappa']:.3f}"] for p in ag["pairs"]]))
+    return "\n\n".join(parts) + "\n"

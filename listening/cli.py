@@ -1,0 +1,191 @@
+"""`vocalgrad-listen`: sample items, create a study, add annotators, serve the app, export and analyse."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+
+DEFAULT_DB = "listening-study.sqlite"
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="config(s): volume, pitch-ternary, volume,pitch, all, ...")
+    p.add_argument("--n", type=int, default=48, help="items per config (default 48: 2 per tier x curve x direction)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--split", default="test")
+    p.add_argument("--source", default=None, help="generator source (default vctk; demo, folder, beep, pkg.mod:Factory)")
+    p.add_argument("--data-dir", default=None, help="corpus root for the source (vctk, folder, ...)")
+    p.add_argument("--dataset", default=None, help="a Parquet build instead of generating")
+
+
+def _sample(ns: argparse.Namespace) -> int:
+    from listening.sampler import draw
+    from listening.study import configs_of
+
+    if not ns.config:
+        raise ValueError("--config is required")
+    for config in configs_of(ns.config):
+        for item in draw(config, ns.n, ns.seed, split=ns.split, source=ns.source, data_dir=ns.data_dir,
+                         dataset=ns.dataset):
+            print(json.dumps(item.as_dict()))
+    return 0
+
+
+def _print_logins(pairs: list[tuple[str, str]], url: str) -> None:
+    print("annotator logins (shown once; tokens are stored hashed):")
+    for name, token in pairs:
+        print(f"  {name}: {url}/#token={token}")
+
+
+def _init(ns: argparse.Namespace) -> int:
+    from listening.study import create_study
+
+    if not ns.config:
+        raise ValueError("--config is required to create a study")
+    store = create_study(ns.db, ns.config, ns.n, ns.seed, split=ns.split, source=ns.source, data_dir=ns.data_dir,
+                         dataset=ns.dataset)
+    print(f"created {ns.db}: {len(store.items())} items ({', '.join(store.study['configs'])}), "
+          f"{len(store.items('training'))} training examples")
+    if ns.annotators:
+        _print_logins(store.add_annotators(store.next_names(ns.annotators)), f"http://{ns.host}:{ns.port}")
+    return 0
+
+
+def _annotators(ns: argparse.Namespace) -> int:
+    from listening.store import Store
+
+    store = Store(ns.db)
+    names = ns.name or store.next_names(ns.add)
+    _print_logins(store.add_annotators(names), f"http://{ns.host}:{ns.port}")
+    return 0
+
+
+def _serve(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    from listening.app import create_app
+    from listening.store import Store
+    from listening.study import AudioProvider, configs_of, create_study
+
+    url = f"http://{ns.host}:{ns.port}"
+    if Path(ns.db).exists():
+        store = Store(ns.db)
+        if ns.config and configs_of(ns.config) != store.study["configs"]:
+            raise ValueError(f"{ns.db} is a study of {', '.join(store.study['configs'])}, not {ns.config}; "
+                             "use another --db")
+        print(f"resuming {ns.db}")
+    else:
+        if not ns.config:
+            raise ValueError(f"no study database {ns.db}: pass --config (and --source, --n) to create one")
+        store = create_study(ns.db, ns.config, ns.n, ns.seed, split=ns.split, source=ns.source,
+                             data_dir=ns.data_dir, dataset=ns.dataset)
+        print(f"created {ns.db}: {len(store.items())} items ({', '.join(store.study['configs'])})")
+        _print_logins(store.add_annotators(store.next_names(ns.annotators)), url)
+    print(f"admin page: {url}/admin  (admin token for this server run: {store.set_admin_token()})")
+    audio = AudioProvider(store)
+    stop = threading.Event()
+    if not ns.no_prerender:
+        threading.Thread(target=audio.warm, args=(stop,), daemon=True, name="prerender").start()
+    print(f"serving {url}  (Ctrl-C stops; answers are saved as they come)", flush=True)
+    try:
+        uvicorn.run(create_app(store, audio), host=ns.host, port=ns.port, log_level=ns.log_level)
+    finally:
+        stop.set()
+    return 0
+
+
+def _export(ns: argparse.Namespace) -> int:
+    from listening.analysis import analyze, careless
+    from listening.app import export_csv
+    from listening.export import export_run, write_submission
+    from listening.store import Store
+    from vocalgrad_dataset.fileio import atomic_write_text
+
+    store = Store(ns.db)
+    exclude = set(ns.exclude)
+    if ns.drop_careless:
+        exclude |= set(careless(analyze(store.answers(), ns.attention_threshold)))
+    results = export_run(store, ns.out, exclude)
+    atomic_write_text(Path(ns.out) / "answers.csv", export_csv(store))
+    acc = {c: round(100 * r["accuracy"], 1) for c, r in results["results"].items()}
+    dropped = f"; left out: {', '.join(sorted(exclude))}" if exclude else ""
+    print(f"wrote {ns.out}/samples_<config>.jsonl, results.json, answers.csv (accuracy % {acc}{dropped})")
+    if ns.submission:
+        write_submission(ns.out, ns.submission, ns.model_name, notes=ns.notes)
+        print(f"wrote {ns.submission} ({ns.model_name})")
+    return 0
+
+
+def _analyze(ns: argparse.Namespace) -> int:
+    from listening.analysis import analyze, careless, format_analysis
+    from listening.store import Store
+
+    result = analyze(Store(ns.db).answers(), ns.attention_threshold)
+    if not result:
+        raise ValueError(f"{ns.db}: no answers yet")
+    print(format_analysis(result))
+    flagged = careless(result)
+    print(f"careless (high-tier accuracy < {ns.attention_threshold}): {', '.join(flagged) or 'none'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    p = argparse.ArgumentParser(prog="vocalgrad-listen", description="A listening test for VocalGrad's human baseline.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("sample", help="print a balanced sample, one JSON line per item")
+    _add_data_args(s)
+    s.set_defaults(func=_sample)
+    for name, func, helptext in (("init", _init, "create a study database (sample + training examples)"),
+                                 ("serve", _serve, "serve the listening test (creates the study if --db is new)")):
+        q = sub.add_parser(name, help=helptext)
+        _add_data_args(q)
+        q.add_argument("--db", default=DEFAULT_DB, help=f"study database (default {DEFAULT_DB})")
+        q.add_argument("--annotators", type=int, default=2, help="annotators to create with a new study")
+        q.add_argument("--host", default="127.0.0.1")
+        q.add_argument("--port", type=int, default=8000)
+        q.set_defaults(func=func)
+        if name == "serve":
+            q.add_argument("--no-prerender", action="store_true", help="render clips only when first requested")
+            q.add_argument("--log-level", default="warning")
+    a = sub.add_parser("annotators", help="add annotators to a study and print their login links")
+    a.add_argument("--db", default=DEFAULT_DB)
+    a.add_argument("--add", type=int, default=1, help="how many (named A01, A02, ...)")
+    a.add_argument("--name", action="append", default=[], help="explicit pseudonym (repeatable)")
+    a.add_argument("--host", default="127.0.0.1")
+    a.add_argument("--port", type=int, default=8000)
+    a.set_defaults(func=_annotators)
+    e = sub.add_parser("export", help="answers -> harness run dir (samples + results.json), CSV, submission")
+    e.add_argument("--db", default=DEFAULT_DB)
+    e.add_argument("--out", required=True, help="run directory to write")
+    e.add_argument("--exclude", action="append", default=[], help="leave an annotator out (repeatable)")
+    e.add_argument("--drop-careless", action="store_true", help="leave out annotators the attention check flags")
+    e.add_argument("--attention-threshold", type=float, default=0.75)
+    e.add_argument("--submission", default=None, help="also write a leaderboard submission here")
+    e.add_argument("--model-name", default="Human (our annotators)")
+    e.add_argument("--notes", default=None)
+    e.set_defaults(func=_export)
+    z = sub.add_parser("analyze", help="accuracy, breakdowns, agreement and the attention check")
+    z.add_argument("--db", default=DEFAULT_DB)
+    z.add_argument("--attention-threshold", type=float, default=0.75)
+    z.set_defaults(func=_analyze)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `vocalgrad-listen` console script."""
+    ns = build_parser().parse_args(argv)
+    try:
+        return ns.func(ns)
+    except (ValueError, FileNotFoundError, FileExistsError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

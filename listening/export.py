@@ -1,0 +1,101 @@
+"""Answers -> a harness run directory (samples_<config>.jsonl + results.json) and a leaderboard submission.
+
+Each answer becomes one samples row (so a clip answered by k annotators appears k times, and pooled accuracy
+is the mean over every answer): `raw` is the answer word, `pred` what the config's parser reads from it,
+`model` "human", `mode` "listening", with the annotator's pseudonym and response time as extra keys.
+results.json is written by the harness's own writer, so `harness report RUN_DIR` and
+`harness leaderboard submit RUN_DIR` treat the run like any model's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from harness import results as res
+from harness.data import published_name
+from listening.store import Store
+from listening.study import PROMPT_VARIANT, answer_options, source_description
+from vocalgrad_dataset import grid
+from vocalgrad_dataset.generate import parse_config
+from vocalgrad_dataset.prompt import format_prompt
+
+MODEL = "human"
+MODE = "listening"
+
+
+def samples_rows(store: Store, exclude: Collection[str] = ()) -> dict[str, list[dict[str, Any]]]:
+    """Samples rows per config (study order), items in sample order, annotators by name within an item."""
+    from harness.prompts import get_variant
+
+    configs = list(store.study["configs"])
+    order = {it["position"]: k for k, it in enumerate(store.items())}
+    answers = sorted((a for a in store.answers() if a["annotator"] not in exclude),
+                     key=lambda a: (order[a["position"]], a["annotator"]))
+    out: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
+    for a in answers:
+        config = a["config"]
+        spec = parse_config(config)
+        vocab = get_variant(PROMPT_VARIANT).vocabulary(config)
+        word = dict(answer_options(config))[a["answer"]]
+        pred = vocab.parser.parse(word)
+        out[config].append({
+            "benchmark_clip_id": a["benchmark_clip_id"], "category": config, "gold": a["gold"], "pred": pred,
+            "raw": word, "parsed": pred is not None, "margin": None,
+            "prompt": format_prompt(spec.format, spec.category.attribute), "prompt_variant": PROMPT_VARIANT,
+            "answer_words": list(vocab.choices), "parser": vocab.parser.id, "tier": a["tier"], "curve": a["curve"],
+            "direction": a["direction"], "source_clip_id": a["source_clip_id"], "error": None, "retried": False,
+            "model": MODEL, "mode": MODE, "annotator": a["annotator"],
+            "rt_ms": round(a["client_ms"]) if a["client_ms"] is not None else round(1000 * (a["answered"] - a["issued"])),
+        })
+    return out
+
+
+def export_run(store: Store, out_dir: str | Path, exclude: Collection[str] = ()) -> dict[str, Any]:
+    """Write samples_<config>.jsonl and results.json into out_dir; returns the results.json content."""
+    out = Path(out_dir)
+    rows = {c: r for c, r in samples_rows(store, exclude).items() if r}
+    if not rows:
+        raise ValueError(f"{store.path}: no answers to export yet")
+    study = store.study
+    description = source_description(study)
+    items = store.items()
+    tasks = {}
+    for config in rows:
+        vocab_words = [w for _, w in answer_options(config)]
+        ids = [it["benchmark_clip_id"] for it in items if it["config"] == config]
+        tasks[config] = {
+            "task": config, "published_category": published_name(config), "split": study["split"],
+            "source": description, "prompt_variant": PROMPT_VARIANT,
+            "parser": rows[config][0]["parser"], "answer_words": vocab_words, "n_expected": len(rows[config]),
+            "n_original": study["pool_sizes"][config], "ids_sha256": grid.ids_sha256(ids),
+            "n_items": len(ids), "n_annotators": len({r["annotator"] for r in rows[config]}),
+        }
+    run_config = {
+        "model": MODEL, "model_args": {}, "mode": MODE, "prompt_variant": PROMPT_VARIANT, "split": study["split"],
+        "source": description, "batch_size": 1, "num_processes": 1, "max_new_tokens": 0,
+        "retry_max_new_tokens": 0, "limit": None,
+        "listening": {"n_per_config": study["n"], "seed": study["seed"], "sampler_version": study["sampler_version"],
+                      "annotators": sorted({r["annotator"] for rs in rows.values() for r in rs}),
+                      "excluded": sorted(exclude)},
+    }
+    for config, config_rows in rows.items():
+        res.write_jsonl(res.samples_path(out, config), config_rows)
+    results = res.build_results(rows, run_config=run_config, task_configs=tasks,
+                                n_original={c: t["n_original"] for c, t in tasks.items()})
+    res.write_results(out / "results.json", results)
+    return results
+
+
+def write_submission(run_dir: str | Path, path: str | Path, model_name: str, notes: str | None = None) -> Path:
+    """A leaderboard submission of an exported run (validated first; raises ValueError naming problems)."""
+    from harness.leaderboard.submit import make_submission
+    from harness.leaderboard.submit import write_submission as write
+    from harness.leaderboard.validate import validate_submission
+
+    sub = make_submission(run_dir, model_name=model_name, precision="n/a (human listeners)", notes=notes)
+    errors = validate_submission(sub)
+    if errors:
+        raise ValueError(f"{run_dir} does not make a valid submission:\n  " + "\n  ".join(errors))
+    return write(sub, path)

@@ -1,0 +1,324 @@
+"""The study database (SQLite, WAL): items, annotators, issued item nonces and answers.
+
+Every answer is one committed transaction (WAL, synchronous=FULL) before the server replies, so a crash or a
+reload loses nothing. Tokens are stored as sha256 digests only. The answer protocol: the server issues one
+random nonce per (annotator, sequence number) when it hands out the annotator's current item; an answer is
+accepted only for that current item, with that nonce, after its audio was served, and only once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import random
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from listening.sampler import SampleItem
+from vocalgrad_dataset import grid
+
+SCHEMA_VERSION = "1"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+  position INTEGER PRIMARY KEY, kind TEXT NOT NULL, benchmark_clip_id TEXT NOT NULL, config TEXT NOT NULL,
+  tier TEXT NOT NULL, curve TEXT NOT NULL, direction TEXT NOT NULL, gold TEXT NOT NULL,
+  source_item_id TEXT NOT NULL, source_clip_id TEXT NOT NULL, speaker_id TEXT NOT NULL,
+  UNIQUE (kind, config, benchmark_clip_id));
+CREATE TABLE IF NOT EXISTS annotators (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, token_sha256 TEXT NOT NULL UNIQUE, item_order TEXT NOT NULL,
+  created REAL NOT NULL, consented REAL, trained REAL);
+CREATE TABLE IF NOT EXISTS issued (
+  annotator_id INTEGER NOT NULL REFERENCES annotators(id), seq INTEGER NOT NULL, nonce TEXT NOT NULL,
+  issued REAL NOT NULL, audio_served REAL, PRIMARY KEY (annotator_id, seq));
+CREATE TABLE IF NOT EXISTS answers (
+  annotator_id INTEGER NOT NULL REFERENCES annotators(id), seq INTEGER NOT NULL, position INTEGER NOT NULL
+  REFERENCES items(position), answer TEXT NOT NULL, issued REAL NOT NULL, answered REAL NOT NULL,
+  client_ms REAL, plays INTEGER, PRIMARY KEY (annotator_id, seq), UNIQUE (annotator_id, position));
+"""
+
+
+class Rejected(Exception):
+    """A request the server refuses: HTTP status and a one-line reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@dataclass(frozen=True)
+class Annotator:
+    """A logged-in annotator."""
+
+    id: int
+    name: str
+    order: tuple[int, ...]  # item positions in this annotator's presentation order
+    consented: bool
+    trained: bool
+
+
+@dataclass(frozen=True)
+class Current:
+    """The item an annotator must answer next."""
+
+    seq: int
+    position: int
+    nonce: str
+
+
+def token_digest(token: str) -> str:
+    """sha256 hex of a token (the only form a token is stored in)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    """A fresh random login token."""
+    return secrets.token_urlsafe(18)
+
+
+def presentation_order(items: Sequence[dict[str, Any]], seed: int, name: str) -> list[int]:
+    """Test-item positions for one annotator: configs in study order, items shuffled within each by
+    sha256(seed:name), so annotators hear the items in different orders."""
+    rng = random.Random(grid.seed_from(f"vocalgrad-listen-order:{seed}:{name}"))
+    out: list[int] = []
+    configs = list(dict.fromkeys(it["config"] for it in items))
+    for config in configs:
+        block = [it["position"] for it in items if it["config"] == config]
+        rng.shuffle(block)
+        out += block
+    return out
+
+
+class Store:
+    """Access to one study database; every method opens its own connection (safe across threads)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"no study database {self.path} (create it with `vocalgrad-listen init`)")
+        with self.connect() as con:
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"{self.path}: study schema version {meta.get('schema_version')!r}, "
+                             f"this app reads {SCHEMA_VERSION}")
+        self.study: dict[str, Any] = json.loads(meta["study"])
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        con = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        con.row_factory = sqlite3.Row
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")  # an answer is on disk before the reply
+        con.execute("PRAGMA foreign_keys=ON")
+        return con
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection in autocommit mode (use `transaction` for writes)."""
+        con = self._open(self.path)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT (rolled back on any error): writers never interleave."""
+        with self.connect() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    @classmethod
+    def create(cls, path: str | Path, study: dict[str, Any], items: Sequence[SampleItem],
+               training: Sequence[SampleItem]) -> Store:
+        """A new study database with its items; refuses to overwrite an existing file."""
+        path = Path(path)
+        if path.exists():
+            raise FileExistsError(f"{path} exists; serve it, or choose another --db")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        con = cls._open(tmp)
+        try:
+            con.executescript(SCHEMA)
+            con.execute("BEGIN")
+            con.executemany("INSERT INTO meta VALUES (?, ?)", [("schema_version", SCHEMA_VERSION),
+                                                               ("study", json.dumps(study, sort_keys=True))])
+            rows = [("test", it) for it in items] + [("training", it) for it in training]
+            con.executemany(
+                "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(i, kind, it.benchmark_clip_id, it.config, it.tier, it.curve, it.direction, it.gold,
+                  it.source_item_id, it.source_clip_id, it.speaker_id) for i, (kind, it) in enumerate(rows)])
+            con.execute("COMMIT")
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            con.close()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+        tmp.replace(path)  # the study appears complete or not at all
+        return cls(path)
+
+    # ---- items and annotators -------------------------------------------------------------------------
+    def items(self, kind: str = "test") -> list[dict[str, Any]]:
+        """Items of a kind ("test" or "training") in position order."""
+        with self.connect() as con:
+            return [dict(r) for r in con.execute("SELECT * FROM items WHERE kind = ? ORDER BY position", (kind,))]
+
+    def item(self, position: int) -> dict[str, Any]:
+        with self.connect() as con:
+            row = con.execute("SELECT * FROM items WHERE position = ?", (position,)).fetchone()
+        if row is None:
+            raise Rejected(404, f"no item {position}")
+        return dict(row)
+
+    def add_annotators(self, names: Sequence[str]) -> list[tuple[str, str]]:
+        """Create annotators; returns (name, token) pairs. The tokens are shown once and stored hashed."""
+        items = self.items()
+        out = []
+        with self.transaction() as con:
+            taken = {r[0] for r in con.execute("SELECT name FROM annotators")}
+            for name in names:
+                if not name.strip() or name in taken:
+                    raise ValueError(f"annotator name {name!r} is empty or already taken")
+                token = new_token()
+                order = presentation_order(items, int(self.study["seed"]), name)
+                con.execute("INSERT INTO annotators (name, token_sha256, item_order, created) VALUES (?, ?, ?, ?)",
+                            (name, token_digest(token), json.dumps(order), time.time()))
+                taken.add(name)
+                out.append((name, token))
+        return out
+
+    def next_names(self, k: int) -> list[str]:
+        """k unused default names A01, A02, ..."""
+        with self.connect() as con:
+            taken = {r[0] for r in con.execute("SELECT name FROM annotators")}
+        names, i = [], 1
+        while len(names) < k:
+            if f"A{i:02d}" not in taken:
+                names.append(f"A{i:02d}")
+            i += 1
+        return names
+
+    def annotator(self, token: str | None) -> Annotator:
+        """The annotator a token belongs to; Rejected(401) for a missing or unknown token."""
+        if not token:
+            raise Rejected(401, "log in with your token")
+        with self.connect() as con:
+            row = con.execute("SELECT * FROM annotators WHERE token_sha256 = ?", (token_digest(token),)).fetchone()
+        if row is None:
+            raise Rejected(401, "unknown token")
+        return Annotator(row["id"], row["name"], tuple(json.loads(row["item_order"])), row["consented"] is not None,
+                         row["trained"] is not None)
+
+    def mark(self, annotator: Annotator, what: str) -> None:
+        """Record consent ("consented") or the end of training ("trained"), once."""
+        if what not in ("consented", "trained"):
+            raise ValueError(what)
+        with self.transaction() as con:
+            con.execute(f"UPDATE annotators SET {what} = COALESCE({what}, ?) WHERE id = ?", (time.time(), annotator.id))
+
+    # ---- the answer protocol ------------------------------------------------------------------------
+    @staticmethod
+    def _n_answered(con: sqlite3.Connection, annotator_id: int) -> int:
+        return con.execute("SELECT COUNT(*) FROM answers WHERE annotator_id = ?", (annotator_id,)).fetchone()[0]
+
+    def progress_of(self, annotator: Annotator) -> int:
+        """How many items the annotator has answered."""
+        with self.connect() as con:
+            return self._n_answered(con, annotator.id)
+
+    def current(self, annotator: Annotator) -> Current | None:
+        """The annotator's next item with its nonce (issued on first request, the same one after a reload);
+        None when every item is answered."""
+        with self.transaction() as con:
+            seq = self._n_answered(con, annotator.id)
+            if seq >= len(annotator.order):
+                return None
+            row = con.execute("SELECT nonce FROM issued WHERE annotator_id = ? AND seq = ?",
+                              (annotator.id, seq)).fetchone()
+            if row is None:
+                nonce = secrets.token_urlsafe(16)
+                con.execute("INSERT INTO issued (annotator_id, seq, nonce, issued) VALUES (?, ?, ?, ?)",
+                            (annotator.id, seq, nonce, time.time()))
+            else:
+                nonce = row["nonce"]
+        return Current(seq, annotator.order[seq], nonce)
+
+    def _check_current(self, con: sqlite3.Connection, annotator: Annotator, seq: int, nonce: str) -> sqlite3.Row:
+        done = self._n_answered(con, annotator.id)
+        if seq < done:
+            raise Rejected(409, f"item {seq + 1} is already answered")
+        if seq > done:
+            raise Rejected(409, f"item {seq + 1} is not the current item ({done + 1})")
+        row = con.execute("SELECT * FROM issued WHERE annotator_id = ? AND seq = ?", (annotator.id, seq)).fetchone()
+        if row is None or not hmac.compare_digest(str(row["nonce"]), str(nonce)):
+            raise Rejected(403, "this item was not issued to you (bad nonce)")
+        return row
+
+    def serve_audio(self, annotator: Annotator, seq: int, nonce: str) -> int:
+        """Check that (seq, nonce) is the annotator's current item, note that its audio went out; its position."""
+        with self.transaction() as con:
+            self._check_current(con, annotator, seq, nonce)
+            con.execute("UPDATE issued SET audio_served = COALESCE(audio_served, ?) WHERE annotator_id = ? AND seq = ?",
+                        (time.time(), annotator.id, seq))
+        return annotator.order[seq]
+
+    def answer(self, annotator: Annotator, seq: int, nonce: str, answer: str, labels: Sequence[str],
+               client_ms: float | None = None, plays: int | None = None) -> None:
+        """Store one answer (one committed transaction) or raise Rejected naming why not."""
+        if not (annotator.consented and annotator.trained):
+            raise Rejected(409, "read the instructions and the examples first")
+        with self.transaction() as con:
+            row = self._check_current(con, annotator, seq, nonce)
+            if row["audio_served"] is None:
+                raise Rejected(409, "play the clip before answering")
+            if answer not in labels:
+                raise Rejected(422, f"answer must be one of {', '.join(labels)}")
+            client_ms = float(client_ms) if isinstance(client_ms, int | float) and 0 <= client_ms < 1e8 else None
+            plays = int(plays) if isinstance(plays, int) and 0 <= plays < 10_000 else None
+            con.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (annotator.id, seq, annotator.order[seq], answer, row["issued"], time.time(), client_ms, plays))
+
+    # ---- reading results -----------------------------------------------------------------------------
+    def answers(self) -> list[dict[str, Any]]:
+        """Every answer joined with its item and annotator, by annotator name then sequence."""
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT a.name AS annotator, s.seq, s.answer, s.issued, s.answered, s.client_ms, s.plays, i.* "
+                "FROM answers s JOIN annotators a ON a.id = s.annotator_id JOIN items i ON i.position = s.position "
+                "ORDER BY a.name, s.seq").fetchall()
+        return [dict(r) for r in rows]
+
+    def progress(self) -> list[dict[str, Any]]:
+        """Per annotator: answered count, total, consent/training times (no tokens)."""
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT a.name, a.item_order, a.consented, a.trained, COUNT(s.seq) AS answered, MAX(s.answered) AS last "
+                "FROM annotators a LEFT JOIN answers s ON s.annotator_id = a.id GROUP BY a.id ORDER BY a.name").fetchall()
+        return [{"annotator": r["name"], "answered": r["answered"], "total": len(json.loads(r["item_order"])),
+                 "consented": r["consented"], "trained": r["trained"], "last_answer": r["last"]} for r in rows]
+
+    def set_admin_token(self) -> str:
+        """A new admin token (stored hashed; any earlier one stops working)."""
+        token = new_token()
+        with self.transaction() as con:
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('admin_token_sha256', ?)", (token_digest(token),))
+        return token
+
+    def check_admin(self, token: str | None) -> None:
+        """Rejected(401) unless token is the admin token."""
+        with self.connect() as con:
+            row = con.execute("SELECT value FROM meta WHERE key = 'admin_token_sha256'").fetchone()
+        if not token or row is None or not hmac.compare_digest(row[0], token_digest(token)):
+            raise Rejected(401, "admin token required")

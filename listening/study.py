@@ -1,0 +1,150 @@
+"""A study: its configs and sampled items, the questions and answer buttons, and the audio it plays."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.prompts import get_variant
+from listening.sampler import SAMPLER_VERSION, PoolClip, SampleItem, balanced_sample, candidate_pool
+from listening.store import Store
+from vocalgrad_dataset import grid
+from vocalgrad_dataset.fileio import atomic_write_bytes
+from vocalgrad_dataset.generate import expand_config, parse_config, resolve_source, wav_bytes
+from vocalgrad_dataset.prompt import format_prompt
+
+PROMPT_VARIANT = "default"  # annotators read the main question (or the format's fixed one, SPEC §4)
+
+
+def configs_of(names: str | Sequence[str]) -> list[str]:
+    """Canonical config names from "volume,pitch", "all", "all-ternary" (expanded, duplicates dropped)."""
+    parts = names.split(",") if isinstance(names, str) else list(names)
+    out = [spec.name for p in parts if p.strip() for spec in expand_config(p.strip())]
+    if not out:
+        raise ValueError("no config given")
+    return list(dict.fromkeys(out))
+
+
+def answer_options(config: str) -> list[tuple[str, str]]:
+    """(label, answer word) per button: increase/decrease, + constant for ternary, yes/no for yes/no."""
+    vocab = get_variant(PROMPT_VARIANT).vocabulary(config)
+    return list(zip(vocab.labels, vocab.words, strict=True))
+
+
+def question(config: str) -> str:
+    """The question annotators read (the prompt's first sentence, without the one-word instruction)."""
+    spec = parse_config(config)
+    return format_prompt(spec.format, spec.category.attribute).split("\n\n")[0]
+
+
+def training_picks(pool: Sequence[PoolClip], sample: Sequence[SampleItem], config: str) -> list[SampleItem]:
+    """Two clearly audible examples outside the sample: high tier, linear, one "up" and one "down" (yes/no:
+    one changed and one unmodified clip), from different speakers where possible."""
+    spec = parse_config(config)
+    used = {it.benchmark_clip_id for it in sample}
+    free = [c for c in pool if c.benchmark_clip_id not in used] or list(pool)
+    wanted = [grid.Condition("linear", "high", "up")]
+    wanted.append(None if spec.format == "yesno" else grid.Condition("linear", "high", "down"))
+    picks: list[PoolClip] = []
+    for cond in wanted:
+        def rank(c: PoolClip, cond: grid.Condition | None = cond) -> tuple[Any, ...]:
+            exact = cond is None and c.direction == grid.NO_CONDITION or cond is not None and (
+                c.tier, c.curve, c.direction) == (cond.tier, cond.curve, cond.direction)
+            same_dir = cond is not None and c.direction == cond.direction
+            return (not exact, not same_dir, c.tier != "high", any(p.speaker_id == c.speaker_id for p in picks),
+                    c.benchmark_clip_id)
+        best = min((c for c in free if c not in picks), key=rank)
+        picks.append(best)
+    return [SampleItem(c.benchmark_clip_id, spec.name, c.tier, c.curve, c.direction, c.gold, c.source_item_id,
+                       c.source_clip_id, c.speaker_id) for c in picks]
+
+
+def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int = 0, *, split: str = "test",
+                 source: str | None = None, data_dir: str | None = None, dataset: str | None = None) -> Store:
+    """Sample n items per config (plus two training examples each) into a new study database."""
+    names = configs_of(configs)
+    items: list[SampleItem] = []
+    training: list[SampleItem] = []
+    pool_sizes = {}
+    for config in names:
+        pool = candidate_pool(config, split, source, data_dir, dataset)
+        sample = balanced_sample(pool, config, n, seed)
+        items += sample
+        training += training_picks(pool, sample, config)
+        pool_sizes[config] = len(pool)
+    sources = {resolve_source(c, source) for c in names}
+    if dataset is None and len(sources) > 1:
+        raise ValueError(f"configs {', '.join(names)} come from different sources ({', '.join(sorted(sources))}); "
+                         "run one study per source")
+    study = {
+        "configs": names, "n": n, "seed": seed, "split": split, "sampler_version": SAMPLER_VERSION,
+        "source": None if dataset else sources.pop(),
+        "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
+        "dataset": str(Path(dataset).resolve()) if dataset else None,
+        "pool_sizes": pool_sizes,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    return Store.create(db, study, items, training)
+
+
+def source_description(study: dict[str, Any]) -> str:
+    """Where the audio came from, in the harness's words ("generate:demo", "parquet:/path")."""
+    if study.get("dataset"):
+        from harness.data import open_source
+
+        return open_source(study["split"], dataset=study["dataset"]).description
+    return f"generate:{study.get('source') or 'vctk'}"
+
+
+class AudioProvider:
+    """WAV bytes of a study's clips: rendered by the generator (or read from the build) on first request,
+    then served from a cache folder beside the database."""
+
+    def __init__(self, store: Store, cache_dir: str | Path | None = None) -> None:
+        from harness.data import open_source
+
+        s = store.study
+        self.store = store
+        self.cache_dir = Path(cache_dir) if cache_dir else store.path.with_name(store.path.name + ".audio")
+        self.rows = open_source(s["split"], s.get("source") or "vctk", s.get("data_dir"), s.get("dataset"))
+        self._units: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()  # one render at a time: bounded CPU, no duplicate work
+
+    def _path(self, config: str, clip_id: str) -> Path:
+        key = hashlib.sha256(f"{config}:{clip_id}".encode()).hexdigest()[:24]
+        return self.cache_dir / f"{key}.wav"
+
+    def wav(self, config: str, clip_id: str) -> bytes:
+        """The clip as PCM16 WAV (file names and URLs never carry the clip id, which names the direction)."""
+        path = self._path(config, clip_id)
+        if path.is_file():
+            return path.read_bytes()
+        with self._lock:
+            if path.is_file():
+                return path.read_bytes()
+            from harness.data import SourceUnit
+
+            if config not in self._units:
+                self._units[config] = {cid: u for u in self.rows.units(config) for cid in u.clip_ids}
+            unit = self._units[config].get(clip_id)
+            if unit is None:
+                raise KeyError(f"{config}: clip {clip_id} is not in the study's data")
+            row = next(iter(self.rows.rows(config, [SourceUnit(unit.key, unit.duration_sec, (clip_id,))])))
+            audio = row["audio"]
+            pcm = np.clip(np.round(np.asarray(audio["array"], np.float64) * 32768.0), -32768, 32767).astype(np.int16)
+            data = wav_bytes(pcm, int(audio["sampling_rate"]))
+            atomic_write_bytes(path, data)
+            return data
+
+    def warm(self, stop: threading.Event | None = None) -> None:
+        """Render every clip of the study ahead of time (run in a background thread)."""
+        for it in self.store.items("training") + self.store.items("test"):
+            if stop is not None and stop.is_set():
+                return
+            self.wav(it["config"], it["benchmark_clip_id"])

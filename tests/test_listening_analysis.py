@@ -1,0 +1,112 @@
+"""Listening-test analysis on textbook inputs, and the export into the harness's samples format: `harness
+report` and the leaderboard read the human row like a model's."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main as harness
+from harness.leaderboard.build import build
+from harness.report import compute
+from listening.analysis import analyze, careless, cohen_kappa, fleiss_kappa, wilson_interval
+from listening.cli import main as listen
+from listening.store import Store
+from listening.study import create_study
+
+# Fleiss (1971) as reproduced on Wikipedia's "Fleiss' kappa" page: 10 subjects, 14 raters, 5 categories;
+# P-bar = 0.378, P_e = 0.213, kappa = 0.210.
+FLEISS_TABLE = [
+    [0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+    [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7],
+]
+
+
+def test_fleiss_kappa_textbook_example() -> None:
+    assert fleiss_kappa(FLEISS_TABLE) == pytest.approx(0.20993, abs=5e-5)
+    assert fleiss_kappa([[3, 0], [0, 3], [3, 0]]) == pytest.approx(1.0)
+    assert math.isnan(fleiss_kappa([[1, 0]]))  # no item with two raters
+
+
+def test_cohen_kappa_and_wilson() -> None:
+    # Wikipedia's Cohen's kappa example: 50 proposals, yes/yes 20, yes/no 5, no/yes 10, no/no 15 -> 0.4
+    a = ["y"] * 25 + ["n"] * 25
+    b = ["y"] * 20 + ["n"] * 5 + ["y"] * 10 + ["n"] * 15
+    assert cohen_kappa(a, b) == pytest.approx(0.4)
+    lo, hi = wilson_interval(48, 48)  # the normal approximation would give [1, 1]
+    assert hi == pytest.approx(1.0) and lo == pytest.approx(48 / (48 + 1.959963984540054**2))
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.27753, abs=1e-5)
+
+
+def _fill(store: Store, answer_of: dict[str, Callable[[dict[str, Any]], str]]) -> None:
+    """Answer every item for each annotator through the real protocol (nonce, audio served first)."""
+    for name, token in store.add_annotators(list(answer_of)):
+        store.mark(store.annotator(token), "consented")
+        store.mark(store.annotator(token), "trained")
+        ann = store.annotator(token)
+        while (cur := store.current(ann)) is not None:
+            item = store.item(cur.position)
+            store.serve_audio(ann, cur.seq, cur.nonce)
+            store.answer(ann, cur.seq, cur.nonce, answer_of[name](item), ["increase", "decrease"], 900.0, 1)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """24 demo volume items answered by three annotators: perfect, wrong on every 'low' item, always 'increase'."""
+    store = create_study(tmp_path_factory.mktemp("study") / "s.sqlite", "volume", 24, 0, source="demo")
+    flip = {"increase": "decrease", "decrease": "increase"}
+    _fill(store, {
+        "A01": lambda it: it["gold"],
+        "A02": lambda it: flip[it["gold"]] if it["tier"] == "low" else it["gold"],
+        "A03": lambda it: "increase",
+    })
+    return store
+
+
+def test_analysis_of_known_answers(study: Store) -> None:
+    result = analyze(study.answers())["volume"]
+    acc = {a: v["accuracy"] for a, v in result["annotators"].items()}
+    assert acc == {"A01": 1.0, "A02": pytest.approx(16 / 24), "A03": 0.5}
+    assert result["pooled"]["n"] == 72 and result["pooled"]["correct"] == 24 + 16 + 12
+    assert result["by"]["tier"]["low"]["correct"] == 8 + 0 + 4  # 8 low items: A01 all, A02 none, A03 the 4 ups
+    assert result["by"]["direction"]["up"]["correct"] == 12 + 8 + 12
+    assert result["by"]["direction"]["down"]["correct"] == 12 + 8 + 0
+    pairs = {(p["a"], p["b"]): p for p in result["agreement"]["pairs"]}
+    assert pairs[("A01", "A02")]["agreement"] == pytest.approx(16 / 24)
+    assert pairs[("A01", "A03")]["agreement"] == 0.5 and pairs[("A01", "A03")]["cohen_kappa"] == 0.0
+    assert result["agreement"]["fleiss_items"] == 24
+    flagged = {a: v["flagged"] for a, v in result["attention"].items()}
+    assert flagged == {"A01": False, "A02": False, "A03": True}  # A03 gets half of the high tier right
+    assert careless({"volume": result}) == ["A03"]
+
+
+def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run, sub = tmp_path / "run", tmp_path / "subs" / "human.json"
+    assert listen(["export", "--db", str(study.path), "--out", str(run), "--submission", str(sub)]) == 0
+    rows = [json.loads(line) for line in (run / "samples_volume.jsonl").read_text().splitlines()]
+    answers = {(a["annotator"], a["benchmark_clip_id"]): a["answer"] for a in study.answers()}
+    assert {(r["annotator"], r["benchmark_clip_id"]): r["pred"] for r in rows} == answers and len(rows) == 72
+    assert {r["model"] for r in rows} == {"human"} and {r["raw"] for r in rows} == {"increase", "decrease"}
+    results = compute(run)  # `harness report` recomputes from the samples alone
+    assert results["results"]["volume"]["accuracy"] == pytest.approx(52 / 72)
+    assert harness(["report", str(run), "--no-figures"]) == 0
+    assert "| volume | 72 | 72.2 |" in capsys.readouterr().out
+    with (run / "answers.csv").open(newline="") as f:
+        assert len(list(csv.DictReader(f))) == 72
+    assert harness(["leaderboard", "validate", str(sub)]) == 0
+    site = build(sub.parent, tmp_path / "site")
+    human = next(r for r in site if r.model == "Human (our annotators)")
+    assert human.kind == "human" and human.accuracy == {"volume": pytest.approx(100 * 52 / 72)}
+    capsys.readouterr()
+    assert listen(["export", "--db", str(study.path), "--out", str(tmp_path / "run2"), "--drop-careless"]) == 0
+    assert "left out: A03" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run2" / "results.json").read_text())["results"]["volume"]["n"] == 48
+    assert listen(["analyze", "--db", str(study.path)]) == 0
+    assert "careless (high-tier accuracy < 0.75): A03" in capsys.readouterr().out

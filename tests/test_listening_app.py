@@ -1,0 +1,310 @@
+"""The listening-test server: answer protocol (forged, replayed, out-of-order, unknown token), isolation of
+annotators, a concurrent soak with a kill -9 of the server, and a real headless-browser session (Debian
+chromium via Playwright: log in, consent, examples, play, answer ten items with a reload, export).
+
+Everything talks to 127.0.0.1 only. The soak lasts VOCALGRAD_LISTEN_SOAK_S seconds (default 6 in CI; the
+acceptance run used 30)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from listening.app import create_app
+from listening.store import Store
+from listening.study import AudioProvider, create_study
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
+                 "--mute-audio"]
+SOAK_S = float(os.environ.get("VOCALGRAD_LISTEN_SOAK_S", "6"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Client:
+    """A minimal HTTP client for the API (urllib, loopback only)."""
+
+    def __init__(self, base: str, token: str | None) -> None:
+        self.base, self.token = base, token
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        assert self.base.startswith("http://127.0.0.1:")
+        headers = {"Content-Type": "application/json"}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.base + path, method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                data, status, kind = r.read(), r.status, r.headers.get("content-type", "")
+        except urllib.error.HTTPError as err:
+            data, status, kind = err.read(), err.code, err.headers.get("content-type", "")
+        return status, json.loads(data) if kind.split(";")[0] == "application/json" else data
+
+    def ready(self) -> dict[str, Any]:
+        """Log in, consent and finish training; the state of the first item."""
+        assert self.call("POST", "/api/consent")[0] == 200
+        status, state = self.call("POST", "/api/training/done")
+        assert status == 200
+        return state
+
+    def answer(self, item: dict[str, Any], answer: str, fetch_audio: bool = True) -> tuple[int, Any]:
+        if fetch_audio:
+            status, wav = self.call("GET", f"/api/item/{item['seq']}/audio?nonce={item['nonce']}")
+            assert status == 200 and wav[:4] == b"RIFF"
+        return self.call("POST", "/api/answer", {"seq": item["seq"], "nonce": item["nonce"], "answer": answer,
+                                                 "client_ms": 500, "plays": 1})
+
+
+class Server:
+    """uvicorn serving a study in a thread on 127.0.0.1."""
+
+    def __init__(self, store: Store) -> None:
+        import uvicorn
+
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.audio = AudioProvider(store)
+        self.server = uvicorn.Server(uvicorn.Config(create_app(store, self.audio), host="127.0.0.1", port=self.port,
+                                                    log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started:
+            assert time.time() < deadline, "server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return create_study(tmp_path_factory.mktemp("listen") / "study.sqlite", "volume", 24, 0, source="demo")
+
+
+@pytest.fixture(scope="module")
+def server(study: Store) -> Iterator[Server]:
+    with Server(study) as s:
+        yield s
+
+
+def test_protocol_rejects_forged_replayed_out_of_order_and_unknown(study: Store, server: Server) -> None:
+    (_, token), = study.add_annotators(["proto"])
+    c = Client(server.base, token)
+    assert Client(server.base, "not-a-token").call("GET", "/api/state") == (401, {"error": "unknown token"})
+    assert Client(server.base, None).call("GET", "/api/state")[0] == 401
+    status, state = c.call("GET", "/api/state")
+    assert status == 200 and state["phase"] == "consent" and state["total"] == 24
+    assert c.call("POST", "/api/training/done")[0] == 409  # consent comes first
+    item = c.ready()["item"]
+    assert item["seq"] == 0 and "benchmark_clip_id" not in json.dumps(item)  # the id would name the direction
+    assert c.answer(item, "increase", fetch_audio=False)[0] == 409  # not played yet
+    assert c.call("GET", "/api/item/0/audio?nonce=forged")[0] == 403
+    forged = {**item, "nonce": "A" * len(item["nonce"])}
+    assert c.answer(forged, "increase", fetch_audio=False) == (403, {"error": "this item was not issued to you (bad nonce)"})
+    ahead = {**item, "seq": 1}
+    assert c.answer(ahead, "increase", fetch_audio=False)[1]["error"] == "item 2 is not the current item (1)"
+    assert c.answer(item, "louder")[0] == 422
+    status, state = c.answer(item, "decrease")
+    assert status == 200 and state["done"] == 1 and state["item"]["seq"] == 1
+    assert c.answer(item, "increase", fetch_audio=False) == (409, {"error": "item 1 is already answered"})  # replay
+    assert c.call("GET", f"/api/item/0/audio?nonce={item['nonce']}")[0] == 409  # old item's audio is gone too
+    assert Client(server.base, token).call("GET", "/api/admin/progress")[0] == 401  # annotator is not admin
+    mine = [a for a in study.answers() if a["annotator"] == "proto"]
+    assert [(a["seq"], a["answer"]) for a in mine] == [(0, "decrease")]  # only the one valid answer stored
+
+
+def test_two_annotators_do_not_see_each_other(study: Store, server: Server) -> None:
+    (_, ta), (_, tb) = study.add_annotators(["iso-a", "iso-b"])
+    a, b = Client(server.base, ta), Client(server.base, tb)
+    ia, ib = a.ready()["item"], b.ready()["item"]
+    first_a = ia
+    assert ia["nonce"] != ib["nonce"]
+    for _ in range(3):
+        ia = a.answer(ia, "increase")[1]["item"]
+    status, sb = b.call("GET", "/api/state")
+    assert status == 200 and sb["done"] == 0 and sb["item"] == ib and sb["annotator"] == "iso-b"
+    assert b.answer({**ib, "nonce": first_a["nonce"]}, "increase", fetch_audio=False)[0] == 403  # a's nonce
+    assert b.call("GET", f"/api/item/0/audio?nonce={first_a['nonce']}")[0] == 403
+    orders = {r["annotator"]: [] for r in study.progress()}
+    for ans in study.answers():
+        orders[ans["annotator"]].append(ans["benchmark_clip_id"])
+    assert len(orders["iso-a"]) == 3 and orders["iso-b"] == []
+
+
+def test_admin_exports_and_page(study: Store, server: Server) -> None:
+    admin = Client(server.base, study.set_admin_token())
+    status, data = admin.call("GET", "/api/admin/progress")
+    assert status == 200 and {"annotators", "analysis", "study"} <= set(data)
+    status, text = admin.call("GET", "/api/admin/answers.csv")
+    rows = list(csv.DictReader(io.StringIO(text.decode())))
+    assert status == 200 and len(rows) == len(study.answers())
+    status, body = admin.call("GET", "/api/admin/samples/volume.jsonl")
+    assert status == 200 and len(body.decode().splitlines()) == len(study.answers())
+    assert admin.call("GET", "/api/admin/samples/pitch.jsonl")[0] == 404
+    status, page = Client(server.base, None).call("GET", "/")
+    assert status == 200 and b"VocalGrad listening test" in page
+
+
+def _soak(base: str, tokens: list[str], seconds: float, n_items: int) -> dict[str, list[tuple[int, str]]]:
+    """Every annotator answers in a loop for `seconds` (bounded by its items); returns the acknowledged
+    (seq, answer) pairs per token. Stops by itself."""
+    acked: dict[str, list[tuple[int, str]]] = {t: [] for t in tokens}
+    errors: list[str] = []
+    deadline = time.time() + seconds
+    think = seconds / (n_items + 2)  # spread each annotator's items over the whole soak
+
+    def run(token: str) -> None:
+        c = Client(base, token)
+        try:
+            item = c.ready()["item"]
+            while item is not None and time.time() < deadline:
+                answer = "increase" if (item["seq"] + len(token)) % 3 else "decrease"
+                status, state = c.answer(item, answer)
+                if status != 200:
+                    errors.append(f"{status} {state}")
+                    return
+                acked[token].append((item["seq"], answer))
+                item = state.get("item")
+                time.sleep(think)
+        except (OSError, urllib.error.URLError) as err:  # the server was killed mid-request
+            errors.append(f"connection: {err}")
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in tokens]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=seconds + 120)
+    assert not any(t.is_alive() for t in threads)
+    assert not [e for e in errors if not e.startswith("connection")], errors
+    return acked
+
+
+@pytest.mark.slow
+def test_twenty_concurrent_annotators_lose_no_answer_even_after_kill_9(tmp_path: Path) -> None:
+    store = create_study(tmp_path / "soak.sqlite", "volume", 72, 1, source="demo")
+    logins = store.add_annotators(store.next_names(20))
+    AudioProvider(store).warm()  # the soak measures the answer path, not first renders
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "listening.cli", "serve", "--db", str(store.path), "--host",
+                             "127.0.0.1", "--port", str(port), "--no-prerender"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while not (_up(port) and Client(base, None).call("GET", "/")[0] == 200):
+            assert time.time() < deadline and proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            time.sleep(0.1)
+        tokens = [t for _, t in logins]
+        killer = threading.Timer(SOAK_S, lambda: os.kill(proc.pid, signal.SIGKILL))  # mid-answer, no clean exit
+        killer.start()
+        acked = _soak(base, tokens, SOAK_S + 5, 72)
+        killer.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+    stored: dict[str, list[tuple[int, str]]] = {name: [] for name, _ in logins}
+    for a in Store(store.path).answers():
+        stored[a["annotator"]].append((a["seq"], a["answer"]))
+    total = 0
+    for (name, token) in logins:
+        got, sent = stored[name], acked[token]
+        assert got[: len(sent)] == sent, name  # every acknowledged answer is on disk, in order
+        assert len(got) - len(sent) <= 1, name  # at most the one in flight when the server died
+        assert [s for s, _ in got] == list(range(len(got)))
+        total += len(sent)
+    assert total >= 20 * 5, total  # everyone got well past the first items
+    print(f"soak: 20 annotators, {SOAK_S:.0f} s, {total} acknowledged answers, all stored")
+
+
+def _up(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_browser_session_with_reload_and_export(study: Store, server: Server) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed (scripts/setup.sh installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    (_, token), (_, other) = study.add_annotators(["browser", "browser-2"])
+    clicked: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(bypass_csp=True).new_page()  # the page's CSP forbids Playwright's eval
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.base + "/")
+            page.fill("#token", token)
+            page.click("#login-form button")
+            page.wait_for_selector("#consent:not([hidden])")
+            assert page.is_disabled("#consent-btn")
+            page.check("#agree")
+            page.click("#consent-btn")
+            page.wait_for_selector("#training:not([hidden])")
+            answers = page.locator(".example .answer").all_inner_texts()
+            assert answers == ["Correct answer: Increase", "Correct answer: Decrease"]
+            page.wait_for_function("[...document.querySelectorAll('.example-audio')].every(a => a.src.startsWith('blob:'))")
+            page.click("#start-btn")
+            for k in range(10):
+                if k == 5:  # reload mid-way: the session resumes at item 6
+                    page.reload()
+                page.wait_for_selector("#test:not([hidden])")
+                page.wait_for_function(f"document.getElementById('count').textContent === '{k} / 24 answered'")
+                page.wait_for_function("document.getElementById('player').src.startsWith('blob:')")
+                assert page.is_disabled("#options button >> nth=0")  # not before playing
+                page.evaluate("document.getElementById('player').play()")
+                page.wait_for_function("document.getElementById('player').currentTime > 0")
+                page.wait_for_selector("#options button:enabled")
+                label = ["Increase", "Decrease"][k % 3 == 0]
+                page.click(f"#options button:has-text('{label}')")
+                clicked.append(label.lower())
+            page.wait_for_function("document.getElementById('count').textContent === '10 / 24 answered'")
+            # a second annotator in another browser context sees only their own state
+            other_page = browser.new_context(bypass_csp=True).new_page()
+            other_page.goto(f"{server.base}/#token={other}")
+            other_page.wait_for_selector("#consent:not([hidden])")
+            assert "#token" not in other_page.url  # the token left the address bar
+            assert not errors, errors
+            page.set_viewport_size({"width": 900, "height": 620})
+            if os.environ.get("VOCALGRAD_LISTEN_SCREENSHOT"):
+                page.screenshot(path=os.environ["VOCALGRAD_LISTEN_SCREENSHOT"])
+        finally:
+            browser.close()
+    mine = [a for a in study.answers() if a["annotator"] == "browser"]
+    assert [(a["seq"], a["answer"]) for a in mine] == list(enumerate(clicked))
+    assert all(a["plays"] >= 1 and a["client_ms"] > 0 for a in mine)
+    admin = Client(server.base, study.set_admin_token())
+    rows = list(csv.DictReader(io.StringIO(admin.call("GET", "/api/admin/answers.csv")[1].decode())))
+    exported = [(int(r["seq"]), r["answer"]) for r in rows if r["annotator"] == "browser"]
+    assert exported == [(k + 1, a) for k, a in enumerate(clicked)]  # exactly those answers, 1-based
+    assert not [r for r in rows if r["annotator"] == "browser-2"]
