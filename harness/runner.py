@@ -32,6 +32,7 @@ from harness.redact import public, redact, scrub_row, secret_values
 from harness.results import SampleRow
 from harness.sampling import check_limit, limited_count, parse_limit, stratified_ids
 from vocalgrad_dataset import grid
+from vocalgrad_dataset.argtypes import nonnegative_int, positive_int
 from vocalgrad_dataset.progress import progress
 
 MODES = ("generate", "choices")
@@ -519,15 +520,15 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. swap_order+audio_ref")
     p.add_argument("--batch-size", type=_batch_size, default=8,
                    help="rows per model call, or 'auto': start at 64 and halve on out-of-memory (default 8)")
-    p.add_argument("--data-workers", type=int, default=0,
+    p.add_argument("--data-workers", type=nonnegative_int, default=0,
                    help="processes that generate/decode rows ahead of the model (use several on a GPU host)")
     p.add_argument("--limit", type=_limit, default=None,
                    help="N clips (or a fraction 0 < f < 1) of each config, a sample stratified over source clip, "
                         "tier, curve and direction; reports and results.json say the run was limited")
-    p.add_argument("--seed", type=int, default=1234,
+    p.add_argument("--seed", type=nonnegative_int, default=1234,
                    help="seed of the --limit sample, the random baseline and models that sample (default 1234)")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--retry-max-new-tokens", type=int, default=256, help="0 disables the retry")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128)
+    p.add_argument("--retry-max-new-tokens", type=nonnegative_int, default=256, help="0 disables the retry")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword for the model factory (value parsed as JSON when it can be)")
 

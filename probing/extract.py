@@ -37,6 +37,7 @@ from harness.models.protocol import AudioLM, HiddenStates, Prompt
 from harness.prompts import Variant, build_prompt, get_variant
 from harness.runner import parse_model_args
 from probing.store import FORMAT, FeatureWriter, config_hash
+from vocalgrad_dataset.argtypes import positive_int
 
 log = logging.getLogger(__name__)
 
@@ -294,9 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adapter", default=None, help="LoRA adapter directory (finetune/ output) to load first")
     p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. audio_first")
     p.add_argument("--layers", default=None, help="position-wise layers: all | 0,14,-1 (default: 0, n/4, n/2, 3n/4, n)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--units-per-shard", type=int, default=4, help="source clips per shard (resume granularity)")
-    p.add_argument("--limit-units", type=int, default=None, help="first N source clips per config")
+    p.add_argument("--batch-size", type=positive_int, default=8)
+    p.add_argument("--units-per-shard", type=positive_int, default=4, help="source clips per shard (resume granularity)")
+    p.add_argument("--limit-units", type=positive_int, default=None, help="first N source clips per config")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",

@@ -26,6 +26,7 @@ from harness.results import atomic_write_bytes, atomic_write_text
 from probing.directions import alignment, category_direction
 from probing.probes import ProbeJob, ProbeSettings, fit_jobs, grouped_folds
 from probing.store import Extraction, FeatureSet, StoreError
+from vocalgrad_dataset.argtypes import nonnegative_int, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -188,13 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
     """Arguments of `python -m probing.train`."""
     p = argparse.ArgumentParser(prog="python -m probing.train", description=__doc__.splitlines()[0])
     p.add_argument("dir", help="extraction directory holding train/ and test/")
-    p.add_argument("--epochs", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--epochs", type=positive_int, default=200)
+    p.add_argument("--batch-size", type=positive_int, default=512)
+    p.add_argument("--seed", type=nonnegative_int, default=1234)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
     p.add_argument("--representations", default=None,
                    help="comma-separated glob patterns over '<representation>/<layer>' (default: all)")
-    p.add_argument("--cv", type=int, default=0, help="also run K-fold speaker-grouped CV on train (0: off)")
+    p.add_argument("--cv", type=nonnegative_int, default=0, help="also run K-fold speaker-grouped CV on train (0: off)")
     p.add_argument("--train-split", default="train")
     p.add_argument("--test-split", default="test")
     return p

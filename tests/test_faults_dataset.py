@@ -206,6 +206,45 @@ def test_argtypes_accept_and_refuse() -> None:
             fn(bad)
 
 
+def _eval_parser():
+    import argparse
+
+    from harness.runner import add_eval_arguments
+
+    p = argparse.ArgumentParser(prog="harness eval")
+    add_eval_arguments(p)
+    return p
+
+
+def _extract_parser():
+    from probing.extract import build_parser
+
+    return build_parser()
+
+
+def _probe_parser():
+    from probing.train import build_parser
+
+    return build_parser()
+
+
+@pytest.mark.parametrize(("parser", "args", "says"), [
+    (_eval_parser, ["--model", "m", "--out", "o", "--max-new-tokens", "0"], "argument --max-new-tokens: 0 is not a positive"),
+    (_eval_parser, ["--model", "m", "--out", "o", "--data-workers", "-1"], "argument --data-workers: -1 is not a non-negative"),
+    (_eval_parser, ["--model", "m", "--out", "o", "--seed", "-5"], "argument --seed: -5 is not a non-negative"),
+    (_extract_parser, ["--model", "m", "--split", "test", "--out", "o", "--units-per-shard", "0"],
+     "argument --units-per-shard: 0 is not a positive"),
+    (_extract_parser, ["--model", "m", "--split", "test", "--out", "o", "--limit-units", "-2"],
+     "argument --limit-units: -2 is not a positive"),
+    (_probe_parser, ["d", "--epochs", "0"], "argument --epochs: 0 is not a positive"),
+    (_probe_parser, ["d", "--batch-size", "-512"], "argument --batch-size: -512 is not a positive"),
+])  # fmt: skip
+def test_harness_and_probing_numbers_use_the_shared_validators(capsys, parser, args: list[str], says: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parser().parse_args(args)
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
 def test_api_refuses_bad_numbers_before_writing(tmp_path: Path) -> None:
     data = tiny_folder(tmp_path / "d")
     with pytest.raises(BuildError, match="clips_per_shard must be >= 1, got 0"):
