@@ -280,7 +280,7 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
                     page.reload()
                 page.wait_for_selector("#test:not([hidden])")
                 page.wait_for_function(f"document.getElementById('count').textContent === '{k} / 24 answered'")
-                page.wait_for_function("document.getElementById('player').src.startsWith('blob:')")
+                page.wait_for_function(f"document.getElementById('player').dataset.seq === '{k}'")
                 assert page.is_disabled("#options button >> nth=0")  # not before playing
                 page.evaluate("document.getElementById('player').play()")
                 page.wait_for_function("document.getElementById('player').currentTime > 0")
@@ -294,10 +294,20 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
             other_page.goto(f"{server.base}/#token={other}")
             other_page.wait_for_selector("#consent:not([hidden])")
             assert "#token" not in other_page.url  # the token left the address bar
-            assert not errors, errors
-            page.set_viewport_size({"width": 900, "height": 620})
+            admin = browser.new_context(bypass_csp=True).new_page()
+            admin.on("pageerror", lambda e: errors.append(str(e)))
+            admin.goto(f"{server.base}/admin")
+            admin.fill("#admin-token", study.set_admin_token())
+            admin.click("#admin-login button")
+            admin.wait_for_selector("#panel:not([hidden])")
+            row = admin.locator("#progress tbody tr", has_text="browser-2")
+            assert row.locator("td").all_inner_texts()[:3] == ["browser-2", "0", "24"]
+            mine = admin.locator("#progress tbody tr").filter(has=admin.locator("td", has_text="browser")).first
+            assert mine.locator("td").all_inner_texts()[:3] == ["browser", "10", "24"]
+            assert admin.locator("#samples button").all_inner_texts() == ["samples_volume.jsonl"]
             if os.environ.get("VOCALGRAD_LISTEN_SCREENSHOT"):
-                page.screenshot(path=os.environ["VOCALGRAD_LISTEN_SCREENSHOT"])
+                admin.screenshot(path=os.environ["VOCALGRAD_LISTEN_SCREENSHOT"], full_page=True)
+            assert not errors, errors
         finally:
             browser.close()
     mine = [a for a in study.answers() if a["annotator"] == "browser"]
