@@ -4,6 +4,7 @@ report` and the leaderboard read the human row like a model's."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -152,3 +153,24 @@ def test_audio_from_a_parquet_build_equals_the_generator(tmp_path: Path) -> None
         assert wav[:4] == b"RIFF" and wav == b.wav("volume", cid)
     assert len(list(a.cache_dir.glob("*.wav"))) == 2 and not any(cid in p.name for p in a.cache_dir.iterdir()
                                                                  for cid in items)
+
+
+def test_bad_databases_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not sqlite")
+    assert listen(["analyze", "--db", str(junk)]) == 2
+    assert "not a listening-study database" in capsys.readouterr().err
+    assert listen(["export", "--db", str(tmp_path / "missing.sqlite"), "--out", str(tmp_path / "o")]) == 2
+    assert "no study database" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    made = tmp_path / "s.sqlite"
+    assert listen(["init", "--db", str(made), "--config", "volume", "--source", "demo", "--n", "100"]) == 2
+    assert "but the source has only 3" in capsys.readouterr().err and not list(tmp_path.glob("s.sqlite*"))
+    assert listen(["init", "--db", str(made), "--config", "volume", "--source", "demo", "--n", "4",
+                   "--annotators", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "A01: http://127.0.0.1:8000/#token=" in out
+    token = out.split("#token=")[1].split()[0]
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("s.sqlite*"))  # database and its WAL
+    assert token.encode() not in stored and hashlib.sha256(token.encode()).hexdigest().encode() in stored
+    assert listen(["init", "--db", str(made), "--config", "volume", "--source", "demo", "--n", "4"]) == 2
+    assert "exists" in capsys.readouterr().err
