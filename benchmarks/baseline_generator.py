@@ -1,80 +1,301 @@
-"""The straightforward generator, as the published code worked: for each of the 24 conditions, read the
-source again, rebuild what it needs (the reverb IR too), and call librosa once per window.
+"""The straightforward generator, as the published scripts work: one condition at a time, one librosa call
+per 150 ms window, the reverb impulse response rebuilt in a per-sample Python loop.
 
-It renders through the same segment framework as the package (so both sides implement the same SPEC)
-but without batching or sharing work across conditions. Used as the baseline in benchmarks and as the
-reference the fast paths are tested against.
+It is written from the published generator's description alone and imports nothing from this
+repository (numpy, librosa and the published JSON configs only), so it is an independent
+reference: the tests compare the package's fast paths with it, and both with the published hashes.
+
+    render_condition("clarity", pcm16, 48000, 0.41, 3.46, "p226_01__p226_106__linear__low__up") -> int16
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+import math
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
 
 import librosa
 import numpy as np
 
-from vocalgrad_dataset.categories import CATEGORIES, noise_seed
-from vocalgrad_dataset.categories.clarity import lowpass_gain
-from vocalgrad_dataset.categories.echo import schroeder_ir
-from vocalgrad_dataset.dsp import fft_sizes, match_rms, to_pcm16
-from vocalgrad_dataset.generate import speech_span
-from vocalgrad_dataset.grid import clip_id, conditions
-from vocalgrad_dataset.schedule import Schedule
-from vocalgrad_dataset.segments import per_window, render_segmented
-from vocalgrad_dataset.sources import Source, SourceClip
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "vocalgrad_dataset" / "data" / "configs"
+CONFIG_FILES = {
+    "speed": "speaking_speed", "pitch": "voice_pitch", "volume": "volume", "distortion": "audio_distortion",
+    "roughness": "audio_roughness", "noise": "background_noise", "echo": "echo", "clarity": "voice_clarity",
+    "vibration": "voice_vibration",
+}  # fmt: skip
 
 
-def time_stretch(window: np.ndarray, rate: float, sr: int) -> np.ndarray:
-    """librosa.effects.time_stretch at n_fft 512, hop 128 (short windows: SPEC's short-chunk rule)."""
-    n_fft, hop = fft_sizes(len(window), 512, 128)
-    return librosa.effects.time_stretch(window, rate=rate, n_fft=n_fft, hop_length=hop)
+@cache
+def load_config(category: str) -> dict[str, Any]:
+    """The published parameter file of a category."""
+    return json.loads((CONFIG_DIR / f"{CONFIG_FILES[category]}_benchmark.json").read_text())
 
 
-def pitch_shift(window: np.ndarray, semitones: float, sr: int) -> np.ndarray:
-    """librosa.effects.pitch_shift with the published settings."""
-    n_fft, hop = fft_sizes(len(window), 512, 128)
-    return librosa.effects.pitch_shift(
-        window, sr=sr, n_steps=semitones, bins_per_octave=12, res_type="soxr_hq", scale=False, n_fft=n_fft, hop_length=hop
-    )
+def progress(k: int, n: int, mode: str, jump_at: float) -> float:
+    """Progress of step k of n along a curve (t = k / (n - 1), t = 1 when n <= 1)."""
+    t = k / (n - 1) if n > 1 else 1.0
+    if mode == "linear":
+        return t
+    if mode == "quad_first_flat":
+        return t * t
+    if mode == "quad_last_flat":
+        return 1.0 - (1.0 - t) * (1.0 - t)
+    if mode == "jump":
+        return 0.0 if t < jump_at else 1.0
+    raise ValueError(f"unknown curve {mode!r}")
 
 
-def lowpass(window: np.ndarray, cutoff: float, sr: int) -> np.ndarray:
-    """librosa.stft -> raised-cosine mask -> librosa.istft, RMS-matched to the window."""
-    n_fft, hop = fft_sizes(len(window), 512, 128)
-    spec = librosa.stft(window, n_fft=n_fft, hop_length=hop, window="hann", center=True)
-    mask = lowpass_gain(librosa.fft_frequencies(sr=sr, n_fft=n_fft), cutoff).astype(np.float32)
-    y = librosa.istft(spec * mask[:, None], n_fft=n_fft, hop_length=hop, window="hann", center=True, length=len(window))
-    return match_rms(y, window)
+def envelope(n: int, onset: int, offset: int, start: float, end: float, mode: str, jump_at: float) -> np.ndarray:
+    """Per-sample float64 envelope: start before onset, the curve over the span, end from offset on."""
+    env = np.full(n, start, dtype=np.float64)
+    t = np.linspace(0.0, 1.0, offset - onset)
+    p = {"linear": t, "quad_first_flat": t * t, "quad_last_flat": 1.0 - (1.0 - t) * (1.0 - t)}.get(mode)
+    if p is None:
+        p = np.where(t < jump_at, 0.0, 1.0)
+    env[onset:offset] = start + (end - start) * p
+    env[offset:] = end
+    return env
 
 
-BASELINE_OPS = {"speed": time_stretch, "pitch": pitch_shift, "clarity": lowpass}
+def rms(x: np.ndarray) -> float:
+    """float32 squares, float64 mean."""
+    return float(np.sqrt(np.mean(np.square(x), dtype=np.float64))) if x.size else 0.0
 
 
-def render_baseline(category: str, audio: np.ndarray, sr: int, schedules: Sequence[Schedule], fixed: dict) -> list[np.ndarray]:
-    """Each condition on its own, each window through its own librosa call."""
-    if category not in BASELINE_OPS:
-        return [CATEGORIES[category].render(audio, sr, [s], {**fixed, "seeds": [seed]})[0] for s, seed in zip(schedules, fixed["seeds"], strict=True)]
-    op = per_window(BASELINE_OPS[category])
-    kwargs = {
-        "speed": {"stretched": True, "equal_split": True, "process_outside": False},
-        "pitch": {"process_outside": False},
-        "clarity": {},
-    }[category]
-    return [render_segmented(audio, sr, [s], op, **kwargs)[0] for s in schedules]
+def match_rms(reference: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """y (float32) scaled to the reference's RMS by a Python-float ratio (float32 multiply)."""
+    r_ref, r_y = rms(reference), rms(y)
+    return y if r_ref <= 0.0 or r_y <= 0.0 else y * (r_ref / r_y)
 
 
-def baseline_clip(category: str, source: Source, clip: SourceClip) -> list[np.ndarray]:
-    """All 24 conditions of a clip the straightforward way; returns float audio (PCM16 / 32768) per condition."""
-    cat = CATEGORIES[category]
-    out = []
-    for cond in conditions():
-        pcm = source.read(clip)  # re-read per condition
-        onset, offset = speech_span(clip, pcm.samples, pcm.sample_rate)
-        audio, sr = pcm.float32, pcm.sample_rate
-        sched = cat.schedule(cond, onset, offset, len(audio), sr)
-        fixed = {**cat.fixed(cond.tier), "seeds": [noise_seed(clip_id(clip.source_item_id, clip.source_clip_id, cond))]}
-        if category == "echo":
-            schroeder_ir.cache_clear()  # rebuilt for every clip, as published
-        y = render_baseline(category, audio, sr, [sched], fixed)[0]
-        out.append(to_pcm16(y)[0].astype(np.float32) / np.float32(32768.0))
+def crossfade(acc: np.ndarray, seg: np.ndarray, fade: int) -> np.ndarray:
+    """Append seg to acc, overlapping `fade` samples with a float32 linear fade."""
+    if acc.size == 0:
+        return seg.copy()
+    f = min(fade, len(acc), len(seg))
+    if seg.size == 0 or f <= 0:
+        return acc if seg.size == 0 else np.concatenate([acc, seg])
+    out_ramp = np.linspace(1.0, 0.0, f, dtype=np.float32)
+    return np.concatenate([acc[:-f], acc[-f:] * out_ramp + seg[:f] * (1.0 - out_ramp), seg[f:]])
+
+
+def fft_kwargs(length: int, base: dict[str, Any]) -> dict[str, Any]:
+    """Shrink n_fft (and win_length) to a window shorter than it; the hop changes only if it no longer fits."""
+    kw = dict(base)
+    if length <= 0:
+        return kw
+    if kw["n_fft"] > length:
+        kw["n_fft"] = max(32, length)
+    if "win_length" in kw:
+        kw["win_length"] = min(kw["win_length"], kw["n_fft"])
+        if kw["win_length"] > length:
+            kw["win_length"] = max(32, min(length, kw["n_fft"]))
+    if kw["hop_length"] >= kw.get("win_length", kw["n_fft"]):
+        kw["hop_length"] = max(1, kw.get("win_length", kw["n_fft"]) // 4)
+    return kw
+
+
+# ---- window operations (one call per context window) ----
+
+
+def stretch(w: np.ndarray, rate: float, sr: int, cfg: dict) -> np.ndarray:
+    return np.asarray(librosa.effects.time_stretch(w, rate=rate, **fft_kwargs(len(w), cfg["time_stretch_kwargs"])), np.float32)
+
+
+def shift(w: np.ndarray, steps: float, sr: int, cfg: dict) -> np.ndarray:
+    kw = fft_kwargs(len(w), cfg["pitch_shift_kwargs"])
+    return np.asarray(librosa.effects.pitch_shift(w, sr=sr, n_steps=steps, **kw), np.float32)
+
+
+def hold(w: np.ndarray, rate: float, sr: int, cfg: dict) -> np.ndarray:
+    eff = max(1000, min(sr, int(round(rate))))
+    if eff == sr:
+        held = w.copy()
+    else:
+        h = max(1, int(round(sr / eff)))
+        held = np.repeat(w[::h], h)[: len(w)]
+    return match_rms(w, np.asarray(held, np.float32))
+
+
+def quantise(w: np.ndarray, bits: float, sr: int, cfg: dict) -> np.ndarray:
+    top = 2 ** (max(2, int(round(bits))) - 1) - 1
+    return match_rms(w, np.asarray(np.round(np.clip(w, -1.0, 1.0) * top) / top, np.float32))
+
+
+def lowpass(w: np.ndarray, cutoff: float, sr: int, cfg: dict) -> np.ndarray:
+    kw = fft_kwargs(len(w), cfg["stft_kwargs"])
+    spec = librosa.stft(y=w, **kw)
+    freqs = librosa.fft_frequencies(sr=sr, n_fft=kw["n_fft"])
+    width = float(cfg["filter_profile"]["transition_hz"])
+    lo, hi = max(0.0, cutoff - width / 2.0), cutoff + width / 2.0
+    mask = np.ones_like(freqs, dtype=np.float32)
+    mask[freqs >= hi] = 0.0
+    band = (freqs > lo) & (freqs < hi)
+    mask[band] = 0.5 * (1.0 + np.cos(np.pi * ((freqs[band] - lo) / (hi - lo))))
+    y = librosa.istft(spec * mask[:, None], length=len(w), **kw)
+    return match_rms(w, np.asarray(y, np.float32))
+
+
+WINDOW_OPS = {"speed": stretch, "pitch": shift, "distortion": hold, "roughness": quantise, "clarity": lowpass}
+
+
+def segmented(category: str, x: np.ndarray, sr: int, onset: int, offset: int, start: float, end: float, mode: str) -> np.ndarray:
+    """Steps of 50 ms with +-50 ms context, each through its own op call, joined by 5 ms crossfades."""
+    cfg = load_config(category)
+    op = WINDOW_OPS[category]
+    speech = x[onset:offset]
+    step = max(1, int(round(sr * cfg["step_duration_sec"])))
+    ctx = int(round(sr * cfg["context_duration_sec"]))
+    fade = int(round(sr * cfg["crossfade_duration_sec"]))
+    n = max(1, math.ceil(len(speech) / step))
+    out = np.array([], dtype=np.float32)
+    for k in range(n):
+        if category == "speed":
+            a, b = round(k * len(speech) / n), round((k + 1) * len(speech) / n)
+        else:
+            a, b = k * step, min((k + 1) * step, len(speech))
+        if b <= a:
+            continue
+        c0, c1 = max(0, a - ctx), min(len(speech), b + ctx)
+        value = start + (end - start) * progress(k, n, mode, cfg["jump_at"])
+        y = op(speech[c0:c1], value, sr, cfg)
+        if category == "speed":  # the stretched centre: offsets scale by 1 / rate, never empty
+            i0 = max(0, min(len(y), int((a - c0) / value)))
+            i1 = max(i0, min(len(y), int((b - c0) / value)))
+            if i1 == i0 and len(y):
+                i0 = max(0, min(len(y) - 1, i0))
+                i1 = min(len(y), i0 + 1)
+            centre = y[i0:i1]
+        else:
+            centre = y[a - c0 : b - c0]
+        out = crossfade(out, centre, fade)
+    if category in ("speed", "pitch"):  # only the speech span changes
+        return np.concatenate([x[:onset], out, x[offset:]])
+    pre, post = op(x[:onset], start, sr, cfg), op(x[offset:], end, sr, cfg)
+    return np.concatenate([pre, out, post])
+
+
+@lru_cache(maxsize=8)
+def schroeder_ir(sr: int, room: float) -> np.ndarray:
+    """The reverb IR from a unit impulse, one sample at a time (float32 delay lines); cached per room as published."""
+    rc = load_config("echo")["schroeder_reverb"]
+    n = max(1, int(round(rc["ir_duration_sec"] * sr)))
+    delay = lambda ms: max(1, int(round((ms / 1000.0) * sr)))  # noqa: E731
+    combs = [[np.zeros(delay(ms), np.float32), 0, float(g) * room] for ms, g in zip(rc["comb_delays_ms"], rc["comb_feedback_base"], strict=True)]
+    alls = [[np.zeros(delay(ms), np.float32), 0, float(g) * room] for ms, g in zip(rc["allpass_delays_ms"], rc["allpass_feedback_base"], strict=True)]
+    out = np.zeros(n, np.float32)
+    for i in range(n):
+        x = 1.0 if i == 0 else 0.0
+        acc = 0.0
+        for c in combs:
+            v = x + c[2] * float(c[0][c[1]])
+            c[0][c[1]] = v
+            c[1] = (c[1] + 1) % len(c[0])
+            acc += v
+        s = acc / len(combs)
+        for a in alls:
+            if abs(a[2]) < 1e-8:
+                continue
+            o = -a[2] * s + float(a[0][a[1]])
+            a[0][a[1]] = s + a[2] * o
+            a[1] = (a[1] + 1) % len(a[0])
+            s = o
+        out[i] = s
     return out
+
+
+def echo(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str) -> np.ndarray:
+    cfg = load_config("echo")
+    t = cfg["tiers"][tier]
+    ir = schroeder_ir(sr, float(t["room_scale_max"]))
+    full = len(x) + len(ir) - 1
+    n_fft = 1 << (full - 1).bit_length()
+    wet = np.asarray(np.fft.irfft(np.fft.rfft(x, n=n_fft) * np.fft.rfft(ir, n=n_fft), n=n_fft)[: len(x)], np.float32)
+    wet = match_rms(x, wet)
+    w_max = float(t["wet_mix_max"])
+    w = envelope(len(x), onset, offset, 0.0 if up else w_max, w_max if up else 0.0, mode, cfg["jump_at"])
+    return np.asarray((1.0 - w) * x + w * wet, np.float32)
+
+
+def vibration(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str) -> np.ndarray:
+    cfg = load_config("vibration")
+    a = float(cfg["tiers"][tier]["depth_max"])
+    lo, hi = float(cfg["lfo_hz_min"]), float(cfg["lfo_hz_max"])
+    depth = envelope(len(x), onset, offset, 0.0 if up else a, a if up else 0.0, mode, cfg["jump_at"])
+    rate = envelope(len(x), onset, offset, lo if up else hi, hi if up else lo, mode, cfg["jump_at"])
+    step = (2.0 * np.pi * rate) / sr
+    phase = float(cfg["lfo_phase_rad"]) + np.cumsum(np.concatenate([[0.0], step[:-1]]))
+    return x * (1.0 - depth * (0.5 * (1.0 + np.sin(phase)))).astype(np.float32)
+
+
+def noise(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str, clip_id: str) -> np.ndarray:
+    cfg = load_config("noise")
+    r_max = float(cfg["tiers"][tier]["noise_ratio_max"])
+    col = x[:, None]  # (samples, channels) as the published scripts hold audio
+    speech = col[onset:offset]
+    level = np.maximum(np.sqrt(np.mean(speech * speech, axis=0)), 1e-6).astype(np.float32)
+    seed = int.from_bytes(hashlib.sha256(f"{cfg['global_seed']}:{clip_id}".encode()).digest()[:8], "big")
+    raw = np.random.default_rng(seed).standard_normal(size=col.shape).astype(np.float32)
+    unit = raw / np.maximum(np.sqrt(np.mean(raw * raw, axis=0)), 1e-6).astype(np.float32)
+    start, end = (0.0, r_max) if up else (r_max, 0.0)
+    env = np.zeros(len(x), dtype=np.float32)
+    env[:onset], env[offset:] = start, end
+    step = max(1, int(round(sr * cfg["step_duration_sec"])))
+    n = max(1, math.ceil((offset - onset) / step))
+    for k in range(n):
+        env[onset + k * step : min(onset + (k + 1) * step, offset)] = start + (end - start) * progress(k, n, mode, cfg["jump_at"])
+    return (col + unit * (level * env[:, None]))[:, 0]
+
+
+def volume(pcm: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str) -> np.ndarray:
+    """Gain on the raw integer scale in float64; returns the int16 output directly."""
+    cfg = load_config("volume")
+    d = float(cfg["tiers"][tier]["delta_gain_db"])
+    g0, g1 = (-d, d) if up else (d, -d)
+    raw = pcm.astype(np.float64)
+    out = np.zeros_like(raw)
+    out[:onset] = raw[:onset] * 10.0 ** (g0 / 20.0)
+    out[offset:] = raw[offset:] * 10.0 ** (g1 / 20.0)
+    step = max(1, int(round(sr * cfg["step_duration_sec"])))
+    n = max(1, math.ceil(max(1, offset - onset) / step))
+    for k in range(n):
+        a, b = onset + k * step, min(onset + (k + 1) * step, offset)
+        out[a:b] = raw[a:b] * 10.0 ** ((g0 + (g1 - g0) * progress(k, n, mode, cfg["jump_at"])) / 20.0)
+    return np.clip(out, -32768.0, 32767.0).astype(np.int16)
+
+
+def endpoints(category: str, tier: str, up: bool, sr: int) -> tuple[float, float]:
+    """(start, end) of a stepped category's parameter for a tier and direction."""
+    t = load_config(category)["tiers"][tier]
+    less, more = {
+        "speed": lambda: (1.0 - t["delta_rate"], 1.0 + t["delta_rate"]),
+        "pitch": lambda: (-float(t["delta_steps"]), float(t["delta_steps"])),
+        "distortion": lambda: (sr, int(t["effective_sr_min"])),
+        "roughness": lambda: (16, int(t["bit_depth_min"])),
+        "clarity": lambda: (float(t["cutoff_min_hz"]), sr / 2.0),
+    }[category]()
+    return (less, more) if up else (more, less)
+
+
+def render_condition(category: str, pcm: np.ndarray, sr: int, onset_sec: float, offset_sec: float, clip_id: str) -> np.ndarray:
+    """One benchmark clip (int16) of a mono PCM16 source, given its id `item__clip__curve__tier__direction`."""
+    curve, tier, direction = clip_id.split("__")[2:]
+    mode, up = load_config(category)["curves"][curve]["mode"], direction == "up"
+    n = len(pcm)
+    onset = max(0, min(n, int(round(onset_sec * sr))))
+    offset = max(0, min(n, int(round(offset_sec * sr))))
+    if category == "volume":
+        return volume(pcm, sr, onset, offset, tier, up, mode)
+    x = pcm.astype(np.float32) / 32768.0
+    if category == "echo":
+        y = echo(x, sr, onset, offset, tier, up, mode)
+    elif category == "vibration":
+        y = vibration(x, sr, onset, offset, tier, up, mode)
+    elif category == "noise":
+        y = noise(x, sr, onset, offset, tier, up, mode, clip_id)
+    else:
+        y = segmented(category, x, sr, onset, offset, *endpoints(category, tier, up, sr), mode)
+    return np.clip(y * 32768.0, -32768.0, 32767.0).astype(np.int16)

@@ -16,7 +16,7 @@ def _eval(ns: argparse.Namespace) -> int:
 def _report(ns: argparse.Namespace) -> int:
     from harness.report import report
 
-    print(report(ns.run_dir, ns.out, figures=not ns.no_figures))
+    print(report(ns.run_dirs, ns.out, figures=not ns.no_figures))
     return 0
 
 
@@ -42,9 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="run or resume an evaluation in this process")
     add_eval_arguments(e)
     e.set_defaults(func=_eval)
-    r = sub.add_parser("report", help="tables and figures recomputed from a run's samples files")
-    r.add_argument("run_dir")
-    r.add_argument("--out", default=None, help="where report.md and the PNGs go (default: the run dir)")
+    r = sub.add_parser("report", help="tables and figures recomputed from the samples files of one or more runs")
+    r.add_argument("run_dirs", nargs="+", metavar="RUN", help="run directories; several are shown side by side")
+    r.add_argument("--out", default=None, help="where report.md and the figures (PNG, SVG) go (default: the first run)")
     r.add_argument("--no-figures", action="store_true")
     r.set_defaults(func=_report)
     c = sub.add_parser("compare", help="McNemar test per config between two runs on the same clips")

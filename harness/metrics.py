@@ -2,13 +2,16 @@
 
 Conventions:
 - Headline accuracy is over all clips: unparsed and error rows count as wrong.
-- 95 % intervals use the normal approximation p ± 1.96·sqrt(p(1−p)/n), clipped to [0, 1]. The paper's
-  intervals are a parametric bootstrap of Binomial(n, p̂) (percentiles of 10,000 draws), which this
-  approximates closely at n = 2,400; reference/ prescribes nothing else.
+- 95 % intervals of a proportion are Wilson score intervals (scipy's `binomtest(k, n).proportion_ci(
+  method="wilson")`): unlike p ± 1.96·sqrt(p(1−p)/n) they never collapse to [0, 0] at 0/n or [1, 1] at n/n
+  and keep their coverage at small n. At n = 2,400 they agree with the paper's parametric bootstrap of
+  Binomial(n, p̂) to 0.1 point. `accuracy_stderr` stays the binomial sqrt(p(1−p)/n) (lm-evaluation-harness's
+  convention).
 - Clustered intervals treat the rows of one source clip as a cluster (the 24 conditions of a clip share
-  its speaker and sentence): CR1 sandwich variance G/(G−1)·Σ_g(Σ_{i∈g} w_i(y_i − p))².
-- McNemar: exact two-sided binomial test on the discordant pairs, p = min(1, 2·P(X ≤ min(b, c))),
-  X ~ Binomial(b + c, 1/2).
+  its speaker and sentence): CR1 sandwich variance G/(G−1)·Σ_g(Σ_{i∈g} w_i(y_i − p))². Rows without a
+  cluster id give no clustered SE (None), never a row-level SE dressed up as one.
+- McNemar: exact two-sided binomial test on the discordant pairs (scipy `binomtest(b, b + c, 1/2)`),
+  p = min(1, 2·P(X ≤ min(b, c))), X ~ Binomial(b + c, 1/2).
 - Macro-F1 (yes/no and ternary formats, SPEC §4): per gold class, precision = TP / predictions of that
   class, recall = TP / gold rows of that class (so an unparsed or error row is a miss of its true class
   and never a prediction), F1 = 2PR / (P + R) (0 when P + R = 0); the unweighted mean over the gold
@@ -24,7 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom
+from scipy.stats import binomtest
 
 from harness.parsing import INCREASE, get_parser, is_exact
 
@@ -32,13 +35,12 @@ Z95 = 1.959963984540054  # two-sided 95 % normal quantile
 BREAKDOWN_KEYS: tuple[str, ...] = ("tier", "curve", "direction")
 
 
-def binomial_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Normal-approximation interval for k successes in n trials, clipped to [0, 1]."""
+def binomial_interval(k: int, n: int, confidence: float = 0.95, method: str = "wilson") -> tuple[float, float]:
+    """Wilson score (or "exact" Clopper-Pearson) interval for k successes in n trials; NaNs when n = 0."""
     if n == 0:
         return (float("nan"), float("nan"))
-    p = k / n
-    half = z * math.sqrt(p * (1 - p) / n)
-    return (max(0.0, p - half), min(1.0, p + half))
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method=method)
+    return (float(ci.low), float(ci.high))
 
 
 def binomial_stderr(k: int, n: int) -> float:
@@ -54,7 +56,7 @@ def cluster_stderr(values: Sequence[float], clusters: Sequence[Any], weights: Se
     """
     y = np.asarray(values, dtype=np.float64)
     n = len(y)
-    if n == 0:
+    if n == 0 or any(c is None for c in clusters):  # no (complete) clustering given: no clustered SE
         return float("nan")
     w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)
     mu = np.full(n, float(np.sum(w * y))) if means is None else np.asarray(means, dtype=np.float64)
@@ -66,6 +68,11 @@ def cluster_stderr(values: Sequence[float], clusters: Sequence[Any], weights: Se
     if g < 2:
         return float("nan")
     return math.sqrt(g / (g - 1) * sum(s * s for s in sums.values()))
+
+
+def finite_or_none(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics with every undefined float (NaN, inf) as None, so JSON holds null, never NaN."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in metrics.items()}
 
 
 def _pred(row: Mapping[str, Any]) -> str | None:
@@ -89,7 +96,7 @@ def _exact(row: Mapping[str, Any]) -> bool:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """All metrics of one set of rows (one config, or one breakdown cell)."""
+    """All metrics of one set of rows (one config, or one breakdown cell); undefined values are None."""
     n = len(rows)
     correct = [_correct(r) for r in rows]
     preds = [_pred(r) for r in rows]
@@ -98,12 +105,15 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     n_increase = sum(p == INCREASE for p in preds)
     lo, hi = binomial_interval(n_correct, n)
     se_cl = cluster_stderr([float(c) for c in correct], [r.get("source_clip_id") for r in rows])
-    recalls = []
+    recalls, gold_sizes = [], []
     for gold in _gold_classes(rows):
         idx = [i for i, r in enumerate(rows) if r["gold"] == gold]
         recalls.append(sum(correct[i] for i in idx) / len(idx))
+        gold_sizes.append(len(idx))
     acc = n_correct / n if n else float("nan")
-    return {
+    n_exact, n_exact_right = sum(exact), sum(e and c for e, c in zip(exact, correct, strict=True))
+    recall_var = [r * (1 - r) / m for r, m in zip(recalls, gold_sizes, strict=True)]
+    return finite_or_none({
         "n": n,
         "n_correct": n_correct,
         "n_parsed": n_parsed,
@@ -118,13 +128,21 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "accuracy_cluster_ci_low": max(0.0, acc - Z95 * se_cl) if not math.isnan(se_cl) else float("nan"),
         "accuracy_cluster_ci_high": min(1.0, acc + Z95 * se_cl) if not math.isnan(se_cl) else float("nan"),
         "parsed_accuracy": n_correct / n_parsed if n_parsed else float("nan"),
+        "parsed_accuracy_stderr": binomial_stderr(n_correct, n_parsed),
         "balanced_accuracy": sum(recalls) / len(recalls) if recalls else float("nan"),
+        # the recalls are independent binomials over disjoint rows: var = Σ r(1−r)/n_g / K²
+        "balanced_accuracy_stderr": math.sqrt(sum(recall_var)) / len(recalls) if recalls else float("nan"),
         "macro_f1": macro_f1(rows),
+        "macro_f1_stderr": None,  # no closed form (a ratio of dependent counts); never a made-up number
         "increase_ratio": n_increase / n_parsed if n_parsed else float("nan"),
+        "increase_ratio_stderr": binomial_stderr(n_increase, n_parsed),
         "increase_ratio_all": n_increase / n if n else float("nan"),
-        "exact_match_rate": sum(exact) / n if n else float("nan"),
-        "exact_match_accuracy": sum(e and c for e, c in zip(exact, correct, strict=True)) / n if n else float("nan"),
-    }
+        "increase_ratio_all_stderr": binomial_stderr(n_increase, n),
+        "exact_match_rate": n_exact / n if n else float("nan"),
+        "exact_match_rate_stderr": binomial_stderr(n_exact, n),
+        "exact_match_accuracy": n_exact_right / n if n else float("nan"),
+        "exact_match_accuracy_stderr": binomial_stderr(n_exact_right, n),
+    })
 
 
 def _gold_classes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -191,7 +209,7 @@ def category_mean(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     """
     k = len(rows_by_config)
     if k == 0:
-        return {"n_configs": 0, "accuracy": float("nan")}
+        return {"n_configs": 0, "accuracy": None}
     accs, ses, y, w, mu, cl = [], [], [], [], [], []
     for rows in rows_by_config.values():
         n = len(rows)
@@ -206,7 +224,7 @@ def category_mean(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     mean = sum(accs) / k
     se = math.sqrt(sum(s * s for s in ses)) / k
     se_cl = cluster_stderr(y, cl, weights=w, means=mu)
-    return {
+    return finite_or_none({
         "n_configs": k,
         "configs": list(rows_by_config),
         "accuracy": mean,
@@ -214,7 +232,7 @@ def category_mean(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         "accuracy_ci_low": max(0.0, mean - Z95 * se),
         "accuracy_ci_high": min(1.0, mean + Z95 * se),
         "accuracy_cluster_stderr": se_cl,
-    }
+    })
 
 
 @dataclass(frozen=True)
@@ -238,7 +256,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value from the discordant counts."""
     if b + c == 0:
         return 1.0
-    return float(min(1.0, 2.0 * binom.cdf(min(b, c), b + c, 0.5)))
+    return float(binomtest(int(b), int(b + c), 0.5).pvalue)
 
 
 def mcnemar(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]]) -> McNemarResult:

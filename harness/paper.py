@@ -40,6 +40,7 @@ from harness.reference import MODEL_DISPLAY, camera_ready_rows, table2
 from harness.report import _pct, _table, load_samples
 from harness.results import atomic_write_text
 from harness.runner import parse_model_args
+from harness.sampling import limited_count
 from vocalgrad_dataset.generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, config_ids
 from vocalgrad_dataset.grid import CURVES, FORMAT_LABELS, TIERS
 
@@ -136,7 +137,7 @@ def run_sizes(run: SuiteRun, settings: SuiteSettings) -> dict[str, int]:
             n = sum(len(u.clip_ids) for u in open_source("test", dataset=dataset).units(config))
         else:
             n = len(config_ids(config, "test", source, data_dir if source != "vctk" else None))
-        sizes[config] = n if settings.limit is None else min(n, settings.limit)
+        sizes[config] = limited_count(n, settings.limit)
     return sizes
 
 
@@ -346,7 +347,7 @@ def table_intervals(inputs: SuiteInputs, ref: dict, model: str) -> str:
             lo, hi = binomial_interval(r["n_correct"], r["n"])
             cells.append(f"{_pct(r['accuracy'])} [{_pct(lo)}, {_pct(hi)}]")
         body.append([c, ours, cl, *cells])
-    return ("Normal-approximation 95 % intervals (the paper bootstraps Binomial(n, p̂); at n = 2,400 the two agree to "
+    return ("Wilson 95 % intervals (the paper bootstraps Binomial(n, p̂); at n = 2,400 the two agree to "
             "0.1 point). Clustered: the 24 clips of a source clip form one cluster.\n\n"
             + _table(["config", f"{model} (this run)", "clustered CI", *(MODEL_DISPLAY[m] for m in models)], body))
 

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness import plots
 from harness.data import CONFIGS
-from harness.metrics import mcnemar
+from harness.metrics import breakdowns, mcnemar
 from harness.parsing import get_parser
-from harness.reference import MODEL_DISPLAY, reference, table2
+from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, reference, table2
 from harness.results import atomic_write_text, build_results, read_jsonl, samples_path
+from harness.sampling import describe_limit
 from vocalgrad_dataset.generate import parse_config
+from vocalgrad_dataset.grid import CURVES, TIERS
 
 
 def load_samples(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
@@ -59,8 +63,34 @@ def compute(run_dir: str | Path) -> dict[str, Any]:
         "prompt_variant": first.get("prompt_variant", "?"), "split": "?", "batch_size": 0, "num_processes": 0,
     }
     n_orig = {c: v.get("original", len(rows[c])) for c, v in old.get("n-samples", {}).items() if c in rows}
+    extra = {k: old[k] for k in ("start_time", "end_time", "total_evaluation_time_seconds", "environment", "dataset",
+                                 "model_info") if k in old}
     return build_results(rows, run_config=run_config, task_configs=old.get("configs", {}), n_original=n_orig,
-                         date=old.get("date"))
+                         date=old.get("date"), extra=extra)
+
+
+def sample_warnings(results: Mapping[str, Any]) -> list[str]:
+    """One line per config whose samples are fewer than the clips the run expected (or the dataset has)."""
+    out = []
+    for c, s in results["results"].items():
+        task = results["configs"].get(c, {})
+        expected = task.get("n_expected")
+        if expected is not None and s["n"] < expected:
+            out.append(f"{c}: {s['n']} samples but the run expected {expected} clips; the samples file is incomplete")
+        elif expected is None and c in CONFIGS and s["n"] < results["n-samples"].get(c, {}).get("original", 0):
+            out.append(f"{c}: {s['n']} samples of {results['n-samples'][c]['original']} clips")
+    return out
+
+
+def limit_note(results: Mapping[str, Any]) -> str | None:
+    """The line that says a run was limited (a stratified sample, not every clip), or None."""
+    if not results.get("limited"):
+        return None
+    cfg = results["config"]
+    counts = ", ".join(f"{c} {v['effective']}/{v['original']}" for c, v in results["n-samples"].items()
+                       if v["effective"] < v["original"])
+    return (f"LIMITED RUN (--limit {cfg.get('limit')}, seed {cfg.get('seed', '?')}): "
+            f"{describe_limit(cfg.get('limit'))}; clips evaluated {counts}. Not comparable with full runs.")
 
 
 def _pct(x: Any, digits: int = 1) -> str:
@@ -89,10 +119,12 @@ def format_report(results: Mapping[str, Any]) -> str:
         f"# VocalGrad report — {model}",
         f"mode {cfg.get('mode')}, prompt {cfg.get('prompt_variant')}, split {cfg.get('split')}, "
         f"source {cfg.get('source', '?')}, batch size {cfg.get('batch_size')}, "
-        f"processes {cfg.get('num_processes')}; parser v{results['versions']['parser']}.",
-        "Accuracy over all clips (unparsed = wrong), % with normal-approximation 95 % CI; "
+        f"processes {cfg.get('num_processes')}, seed {cfg.get('seed', '—')}; parser v{results['versions']['parser']}.",
+        "Accuracy over all clips (unparsed = wrong), % with Wilson 95 % CI; "
         "clustered CI treats the 24 rows of a source clip as one cluster.",
     ]
+    parts += [f"> **{line}**" for line in filter(None, [limit_note(results)])]
+    parts += [f"> **Warning:** {w}" for w in sample_warnings(results)]
     head = ["config", "n", "acc", "95% CI", "clustered CI", "parsed acc", "balanced", "inc. ratio", "exact",
             "unparsed", "ambig.", "errors"]
     body = []
@@ -146,17 +178,131 @@ def format_report(results: Mapping[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def report(run_dir: str | Path, out_dir: str | Path | None = None, figures: bool = True) -> str:
-    """Recompute, print-ready text; writes report.md and the PNGs into out_dir (default: run_dir)."""
-    results = compute(run_dir)
-    text = format_report(results)
-    out = Path(out_dir or run_dir)
+@dataclass
+class Run:
+    """One run directory as a report sees it: its recomputed results and re-parsed samples."""
+
+    path: Path
+    results: dict[str, Any]
+    rows: dict[str, list[dict[str, Any]]]
+    label: str = ""
+
+    @property
+    def model(self) -> str:
+        return str(self.results["config"].get("model"))
+
+
+def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
+    """Runs with unique labels: the model name, plus prompt / mode / folder where two runs share it."""
+    runs = [Run(Path(d), compute(d), load_samples(d)) for d in run_dirs]
+    for r in runs:
+        r.label = r.model
+    for attr in ("prompt_variant", "mode"):
+        clash = [r for r in runs if sum(o.label == r.label for o in runs) > 1]
+        for r in clash:
+            r.label += f" ({attr.split('_')[0]} {r.results['config'].get(attr)})"
+    for r in runs:
+        if sum(o.label == r.label for o in runs) > 1:
+            r.label += f" [{r.path.name}]"
+    return runs
+
+
+def _row_cells(res: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
+    cells = ["—" if not group.get("complete") else _pct(group["accuracy"])]
+    return cells + [_pct(res[c]["accuracy"]) if c in res else "—" for c in CONFIGS]
+
+
+def format_comparison(runs: Sequence[Run]) -> str:
+    """Several runs side by side, models as rows as in the paper's Table 2, the published rows beneath."""
+    cols = ["avg", *CONFIGS]
+    parts = ["# VocalGrad report — " + ", ".join(r.label for r in runs),
+             "Accuracy % over all clips (unparsed = wrong). avg: the unweighted mean over the nine categories "
+             "(— unless a run has all nine). Rows marked † are limited runs (a stratified sample of the clips)."]
+    body = []
+    for r in runs:
+        mark = " †" if r.results.get("limited") else ""
+        body.append([f"**{r.label}**{mark}", *_row_cells(r.results["results"], r.results["groups"]["vocalgrad"])])
+    body += [[f"{name} (paper)", *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
+    parts += ["## Models side by side (paper Table 2 layout)", _table(["model", *cols], body)]
+    others = list(dict.fromkeys(c for r in runs for c in r.results["results"] if c not in CONFIGS))
+    if others:
+        rows = [[r.label, *(_pct(r.results["results"].get(c, {}).get("macro_f1" if parse_config(c).format in
+                                                                         ("yesno", "ternary") else "accuracy"))
+                            for c in others)] for r in runs]
+        parts += ["## Other configs (accuracy %; macro-F1 % for yes/no and ternary)", _table(["model", *others], rows)]
+    bias = [[r.label, *(_pct(r.results["results"][c]["increase_ratio"]) if c in r.results["results"] else "—"
+                        for c in CONFIGS)] for r in runs]
+    parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', _table(["model", *CONFIGS], bias)]
+    for r in runs:
+        notes = [n for n in [limit_note(r.results)] if n] + [f"Warning: {w}" for w in sample_warnings(r.results)]
+        cfg = r.results["config"]
+        parts.append(f"- **{r.label}**: `{r.path}`; mode {cfg.get('mode')}, prompt {cfg.get('prompt_variant')}, "
+                     f"source {cfg.get('source', '?')}, split {cfg.get('split')}"
+                     + "".join(f"\n  - {n}" for n in notes))
+    return "\n\n".join(parts) + "\n"
+
+
+def _published(run: Run, field: str) -> dict[str, float]:
+    """A run's published values (%, default prompt only) by config, when its model is in the paper."""
+    stem = _model_stem(run.model)
+    if not stem or run.results["config"].get("prompt_variant") != "default":
+        return {}
+    return {c: 100 * getattr(ref, field) for c in run.results["results"] if (ref := reference(c, stem))}
+
+
+def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
+    """summarize() per value of `key` over every direction-format config of a run."""
+    rows = [r for c, rs in run.rows.items() if parse_config(c).format == "direction" for r in rs]
+    return breakdowns(rows, keys=(key,))[key] if rows else {}
+
+
+def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
+    """Every figure of a report (PNG + SVG); returns each figure's plotted data by file stem."""
+    title = " vs ".join(r.label for r in runs)
+    figs: dict[str, Any] = {}
+    main = {r.label: {c: s for c, s in r.results["results"].items() if c in CONFIGS or parse_config(c).format
+                      == "direction"} for r in runs}
+    human = HUMAN_TABLE2 if any(c in HUMAN_TABLE2 for s in main.values() for c in s) else None
+    published = {MODEL_DISPLAY[stem]: _published(r, "accuracy") for r in runs
+                 if (stem := _model_stem(r.model)) and _published(r, "accuracy")}
+    figs["accuracy_by_category"] = plots.plot_accuracy(
+        main, out / "accuracy_by_category", f"Accuracy by category: {title}", human=human, published=published)
+    for key, order in (("tier", TIERS), ("curve", CURVES)):
+        figs[f"accuracy_by_{key}"] = plots.plot_breakdown(
+            {r.label: _pooled(r, key) for r in runs}, key, out / f"accuracy_by_{key}", order,
+            f"Accuracy by {key} (all categories pooled): {title}")
+    bias_pub = {MODEL_DISPLAY[stem]: _published(r, "increase_ratio") for r in runs
+                if (stem := _model_stem(r.model)) and _published(r, "increase_ratio")}
+    figs["increase_bias_by_category"] = plots.plot_increase_bias(
+        main, out / "increase_bias_by_category", f'"increase" bias by category: {title}', published=bias_pub)
+    formats = list(dict.fromkeys(c for r in runs for c in r.rows if parse_config(c).format in ("yesno", "ternary")))
+    for c in formats:
+        labels = list(parse_config(c).labels)
+        figs[f"confusion_{c}"] = plots.plot_confusion(
+            {r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / f"confusion_{c}",
+            f"{c}: gold label vs answer")
+    return figs
+
+
+def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
+           figures: bool = True) -> str:
+    """Recompute, print-ready text; writes report.md and the figures (PNG + SVG) into out_dir (default: the
+    first run dir). One run gives its full report; several give one table with every model, then each
+    run's own report."""
+    dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
+    if not dirs:
+        raise ValueError("harness report needs at least one run directory")
+    runs = load_runs(dirs)
+    for r in runs:
+        for w in sample_warnings(r.results):
+            print(f"warning: {r.path}: {w}", file=sys.stderr)
+    single = [format_report(r.results) for r in runs]
+    demoted = ["\n".join("#" + line if line.startswith("#") else line for line in s.splitlines()) for s in single]
+    text = single[0] if len(runs) == 1 else format_comparison(runs) + "\n" + "\n\n".join(demoted) + "\n"
+    out = Path(out_dir or dirs[0])
     atomic_write_text(out / "report.md", text)
     if figures:
-        model = str(results["config"].get("model"))
-        plots.plot_accuracy(results["results"], out / "accuracy_by_category.png", f"{model}: accuracy")
-        plots.plot_increase_bias(results["results"], out / "increase_bias_by_category.png",
-                                 f'{model}: "increase" bias')
+        write_figures(runs, out)
     return text
 
 

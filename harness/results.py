@@ -7,20 +7,30 @@ Files of a run directory:
 - `results.json`: metrics per config, the 9-category aggregate, versions and the run's settings.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: TypedDict needs real NotRequired[...] to know its required keys.
 import json
 import math
 import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from types import UnionType
+from typing import (
+    Any,
+    NotRequired,
+    Required,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 from harness.parsing import PARSER_VERSION
 from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
-RESULTS_SCHEMA_VERSION = "1"
+RESULTS_SCHEMA_VERSION = "2"
 SHARD_RE = re.compile(r"^samples_(?P<config>.+)\.rank(?P<rank>\d+)\.jsonl$")
 
 
@@ -52,68 +62,180 @@ class RunConfig(TypedDict):
     """Settings of the run (results.json "config")."""
 
     model: str
-    model_args: dict[str, Any]
+    model_args: NotRequired[dict[str, Any]]
     mode: str
     prompt_variant: str
     split: str
-    source: str
-    batch_size: int
+    source: NotRequired[str]
+    batch_size: int | str  # the size asked for: a number or "auto"
+    batch_sizes: NotRequired[list[int]]  # the size the model ended at (after OOM halving), as lm-eval records it
     num_processes: int
-    max_new_tokens: int
-    retry_max_new_tokens: int
-    limit: int | None
+    max_new_tokens: NotRequired[int]
+    retry_max_new_tokens: NotRequired[int]
+    limit: NotRequired[int | float | None]  # a count or a fraction; the clips are a stratified sample
+    seed: NotRequired[int | None]
 
 
-# Functional syntax because lm-evaluation-harness spells one key "n-samples".
+class MetricSummary(TypedDict):
+    """harness.metrics.summarize() of one config or breakdown cell; None where a value is undefined."""
+
+    n: int
+    n_correct: int
+    n_parsed: int
+    n_unparsed: int
+    n_ambiguous: int
+    n_error: int
+    accuracy: float | None
+    accuracy_stderr: float | None
+    accuracy_ci_low: float | None  # Wilson 95 %
+    accuracy_ci_high: float | None
+    accuracy_cluster_stderr: float | None  # None when rows carry no source clip
+    accuracy_cluster_ci_low: float | None
+    accuracy_cluster_ci_high: float | None
+    parsed_accuracy: float | None
+    parsed_accuracy_stderr: float | None
+    balanced_accuracy: float | None
+    balanced_accuracy_stderr: float | None
+    macro_f1: float | None
+    macro_f1_stderr: float | None  # no closed form: always None
+    increase_ratio: float | None
+    increase_ratio_stderr: float | None
+    increase_ratio_all: float | None
+    increase_ratio_all_stderr: float | None
+    exact_match_rate: float | None
+    exact_match_rate_stderr: float | None
+    exact_match_accuracy: float | None
+    exact_match_accuracy_stderr: float | None
+
+
+# Metrics whose larger value is better (lm-eval's higher_is_better); increase_ratio is best at 0.5.
+HIGHER_IS_BETTER: dict[str, bool | None] = {
+    "accuracy": True, "parsed_accuracy": True, "balanced_accuracy": True, "macro_f1": True,
+    "exact_match_rate": True, "exact_match_accuracy": True, "increase_ratio": None, "increase_ratio_all": None,
+}
+LM_EVAL_FILTER = "none"  # lm-eval keys a metric "<metric>,<filter>"; our answers pass through no filter
+
+# One config's entry of results.json "results": MetricSummary, the task `alias` lm-eval prints, and each
+# HIGHER_IS_BETTER metric again under lm-eval's "<metric>,none" / "<metric>_stderr,none" keys (stderr "N/A"
+# where undefined, as lm-eval writes it), so lm-eval's tables and loaders read the file as it is.
+TaskResult = TypedDict("TaskResult", {  # type: ignore[misc]
+    **get_type_hints(MetricSummary),
+    "alias": str,
+    **{f"{m},{LM_EVAL_FILTER}": float | None for m in HIGHER_IS_BETTER},
+    **{f"{m}_stderr,{LM_EVAL_FILTER}": float | str for m in HIGHER_IS_BETTER},
+})
+
+
+def lm_eval_keys(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The "<metric>,none" and "<metric>_stderr,none" entries of a summary (lm-evaluation-harness's keys)."""
+    out: dict[str, Any] = {}
+    for m in HIGHER_IS_BETTER:
+        se = summary.get(f"{m}_stderr")
+        out[f"{m},{LM_EVAL_FILTER}"] = summary.get(m)
+        out[f"{m}_stderr,{LM_EVAL_FILTER}"] = "N/A" if se is None else se
+    return out
+
+
+class GroupSummary(TypedDict):
+    """harness.metrics.category_mean() plus whether all nine categories are in it."""
+
+    n_configs: int
+    configs: NotRequired[list[str]]
+    accuracy: float | None
+    accuracy_stderr: NotRequired[float | None]
+    accuracy_ci_low: NotRequired[float | None]
+    accuracy_ci_high: NotRequired[float | None]
+    accuracy_cluster_stderr: NotRequired[float | None]
+    complete: bool
+
+
+class NSamples(TypedDict):
+    """Clips of a config in the dataset ("original") and evaluated ("effective"), as lm-eval counts them."""
+
+    original: int
+    effective: int
+
+
+class Environment(TypedDict):
+    """Where the run ran: this project's commit, library versions, hardware."""
+
+    git_hash: str | None  # of the vocalgrad checkout; None outside git
+    git_dirty: bool | None
+    python: str
+    platform: str
+    cpu: str
+    gpu: list[str]  # accelerator names; [] on CPU
+    packages: dict[str, str | None]  # torch, transformers, datasets, ... (None: not installed)
+
+
+class DatasetInfo(TypedDict):
+    """Which data the clips came from; the build's manifest hash when the data has one."""
+
+    source: str
+    manifest: str | None  # the manifest file the hash is of
+    manifest_sha256: str | None
+
+
+# Functional syntax because lm-evaluation-harness spells two keys "n-samples" and "n-shot".
 ResultsJSON = TypedDict(
     "ResultsJSON",
     {
-        "results": dict[str, dict[str, Any]],  # config -> metrics (accuracy, accuracy_stderr, ...)
-        "groups": dict[str, dict[str, Any]],  # "vocalgrad" -> 9-category mean
-        "breakdowns": dict[str, dict[str, dict[str, dict[str, Any]]]],  # config -> key -> value -> metrics
+        "results": dict[str, TaskResult],  # config -> metrics (accuracy, accuracy_stderr, ...)
+        "groups": dict[str, GroupSummary],  # "vocalgrad" -> 9-category mean
+        "breakdowns": dict[str, dict[str, dict[str, MetricSummary]]],  # config -> key -> value -> metrics
         "configs": dict[str, dict[str, Any]],  # config -> task settings (split, parser, n_expected, ...)
         "versions": dict[str, str],
-        "n-samples": dict[str, dict[str, int]],  # config -> {"original", "effective"}
+        "n-samples": dict[str, NSamples],
+        "n-shot": dict[str, int],  # audio examples in the prompt (4 for few-shot, else 0)
+        "higher_is_better": dict[str, dict[str, bool | None]],  # config -> metric -> direction (None: neither)
         "config": RunConfig,
+        "limited": bool,  # True when --limit evaluated a stratified sample, not every clip
         "date": str,
+        "start_time": NotRequired[str | None],
+        "end_time": NotRequired[str | None],
+        "total_evaluation_time_seconds": NotRequired[float | None],
+        "environment": NotRequired[Environment],
+        "dataset": NotRequired[DatasetInfo],
+        "model_info": NotRequired[dict[str, Any]],  # model provenance: id, revision, weights sha, dtype, device
     },
 )
 
+# Keys that change on every run although the evaluation did not: a rerun differing only here writes nothing.
+VOLATILE_KEYS = ("date", "start_time", "end_time", "total_evaluation_time_seconds", "environment")
 
-_NUM = {"type": ["number", "null"]}
-RESULTS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["results", "groups", "breakdowns", "configs", "versions", "n-samples", "config", "date"],
-    "properties": {
-        "results": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "required": ["accuracy", "accuracy_stderr", "n", "n_parsed", "n_error", "parsed_accuracy",
-                             "balanced_accuracy", "increase_ratio", "exact_match_rate", "exact_match_accuracy"],
-                "properties": {"accuracy": _NUM, "accuracy_stderr": _NUM, "n": {"type": "integer"}},
-            },
-        },
-        "groups": {"type": "object"},
-        "breakdowns": {"type": "object"},
-        "configs": {"type": "object"},
-        "versions": {"type": "object", "required": ["harness", "parser", "generator", "results_schema"]},
-        "n-samples": {
-            "type": "object",
-            "additionalProperties": {"type": "object", "required": ["original", "effective"]},
-        },
-        "config": {
-            "type": "object",
-            "required": ["model", "mode", "prompt_variant", "split", "batch_size", "num_processes"],
-            "properties": {"batch_size": {"type": "integer"}, "num_processes": {"type": "integer"}},
-        },
-        "date": {"type": "string"},
-    },
-}
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+
+
+def json_schema(tp: Any) -> dict[str, Any]:
+    """The JSON schema (the subset _schema_errors checks) of a TypedDict or type hint: one source of truth."""
+    if is_typeddict(tp):
+        hints = get_type_hints(tp)
+        props = {k: json_schema(v) for k, v in hints.items()}
+        return {"type": "object", "required": [k for k in hints if k in tp.__required_keys__], "properties": props}
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (NotRequired, Required):
+        return json_schema(args[0])
+    if origin is dict:
+        return {"type": "object", "additionalProperties": json_schema(args[1])}
+    if origin is list:
+        return {"type": "array", "items": json_schema(args[0])}
+    if origin in (Union, UnionType):
+        simple = [_JSON_TYPES.get(a) for a in args]
+        if all(simple):
+            return {"type": simple}
+        complex_ = [a for a in args if a not in _JSON_TYPES]
+        schema = json_schema(complex_[0]) if len(complex_) == 1 else {}
+        return {**schema, "type": [schema.get("type"), *filter(None, simple)]} if schema.get("type") else schema
+    if tp in _JSON_TYPES:
+        return {"type": _JSON_TYPES[tp]}
+    return {}  # Any
+
+
+RESULTS_SCHEMA: dict[str, Any] = json_schema(ResultsJSON)
 
 
 def _schema_errors(obj: Any, schema: Mapping[str, Any], where: str) -> list[str]:
-    """Check the JSON-schema subset used above (type, required, properties, additionalProperties)."""
+    """Check the JSON-schema subset used above (type, required, properties, additionalProperties, items)."""
     types = schema.get("type")
     if types is not None:
         allowed = [types] if isinstance(types, str) else list(types)
@@ -131,6 +253,9 @@ def _schema_errors(obj: Any, schema: Mapping[str, Any], where: str) -> list[str]
             sub = props.get(k, schema.get("additionalProperties"))
             if isinstance(sub, Mapping):
                 errors += _schema_errors(v, sub, f"{where}.{k}")
+    if isinstance(obj, list) and isinstance(schema.get("items"), Mapping):
+        for i, v in enumerate(obj):
+            errors += _schema_errors(v, schema["items"], f"{where}[{i}]")
     return errors
 
 
@@ -182,10 +307,24 @@ def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     atomic_write_text(path, "".join(dumps_row(r) + "\n" for r in rows))
 
 
-def write_results(path: str | Path, results: Mapping[str, Any]) -> bool:
-    """Validate and atomically write results.json; leave the file untouched when only the date differs.
+def _same_run(old: Any, new: Mapping[str, Any]) -> bool:
+    """True when two results differ only in VOLATILE_KEYS (a rerun that evaluated nothing new)."""
+    if not isinstance(old, dict):
+        return False
+    strip = dict.fromkeys(VOLATILE_KEYS)
+    return {**old, **strip} == {**new, **strip}
 
-    Returns True when the file was (re)written.
+
+def history_name(date: str) -> str:
+    """The timestamped file of one run: results_2026-12-01T11-04-07+00-00.json (lm-eval names them alike)."""
+    return "results_" + re.sub(r"[^0-9A-Za-z.+-]", "-", date) + ".json"
+
+
+def write_results(path: str | Path, results: Mapping[str, Any]) -> bool:
+    """Validate and atomically write results.json plus its timestamped copy (the run's history entry).
+
+    A rerun whose results differ from the latest only in VOLATILE_KEYS writes nothing. Returns True when
+    the files were (re)written.
     """
     obj = _jsonable(dict(results))
     validate_results(obj)
@@ -195,10 +334,22 @@ def write_results(path: str | Path, results: Mapping[str, Any]) -> bool:
             old = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError:
             old = None
-        if isinstance(old, dict) and {**old, "date": None} == {**obj, "date": None}:
+        if _same_run(old, obj):
             return False
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    stamped = path.with_name(history_name(str(obj["date"])))
+    i = 1
+    while stamped.exists():  # two runs within one second keep both entries
+        i += 1
+        stamped = path.with_name(history_name(f"{obj['date']}-{i}"))
+    atomic_write_text(stamped, text)
+    atomic_write_text(path, text)
     return True
+
+
+def history(run_dir: str | Path) -> list[Path]:
+    """The run's timestamped results files, oldest first."""
+    return sorted(Path(run_dir).glob("results_*.json"), key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
 def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = True, require: str | None = None) -> list[dict[str, Any]]:
@@ -287,11 +438,94 @@ class ShardWriter:
     def close(self) -> None:
         self._fh.close()
 
-    def __enter__(self) -> ShardWriter:
+    def __enter__(self) -> "ShardWriter":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def n_shot(prompt_variant: str) -> int:
+    """Labelled audio examples in each prompt: 4 for the few-shot variant (SPEC §5), else 0."""
+    from harness.prompts import FEW_SHOT_AUDIOS
+
+    return FEW_SHOT_AUDIOS - 1 if "few-shot" in str(prompt_variant) else 0
+
+
+def _git(args: list[str]) -> str | None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def _cpu_name() -> str:
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+ENV_PACKAGES = ("torch", "transformers", "datasets", "accelerate", "numpy", "peft", "librosa", "soundfile")
+
+
+def environment() -> Environment:
+    """This project's git commit, library versions, CPU and GPU models (lm-eval's pretty_env_info, as data)."""
+    import platform
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    packages: dict[str, str | None] = {}
+    for name in ENV_PACKAGES:
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            packages[name] = None
+    gpu: list[str] = []
+    torch = sys.modules.get("torch")  # only if already loaded: a report must not import torch for this
+    if torch is not None and torch.cuda.is_available():
+        gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    git_hash = _git(["rev-parse", "HEAD"])
+    dirty = _git(["status", "--porcelain", "--untracked-files=no"]) if git_hash else None
+    return {
+        "git_hash": git_hash or None,
+        "git_dirty": None if dirty is None else bool(dirty),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_name(),
+        "gpu": gpu,
+        "packages": packages,
+    }
+
+
+# Files a dataset folder may carry that fix its content; the first one found is hashed.
+MANIFEST_FILES = ("manifest.json", "MANIFEST.json", "manifest.tsv", "manifest.csv", "build.json")
+
+
+def dataset_info(source: Any) -> DatasetInfo:
+    """The data a run read, with the sha256 of its build manifest when the source has one."""
+    import hashlib
+
+    description = str(getattr(source, "description", source))
+    digest = getattr(source, "manifest_sha256", None)
+    manifest: str | None = None
+    root = getattr(source, "path", None)
+    if digest is None and root is not None:
+        for name in MANIFEST_FILES:
+            file = Path(root) / name
+            if file.is_file():
+                manifest, digest = str(file), hashlib.sha256(file.read_bytes()).hexdigest()
+                break
+    return {"source": description, "manifest": manifest, "manifest_sha256": digest}
 
 
 def build_results(
@@ -301,8 +535,12 @@ def build_results(
     task_configs: Mapping[str, Mapping[str, Any]],
     n_original: Mapping[str, int],
     date: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """results.json content from merged samples rows (the runner and `harness report` share it)."""
+    """results.json content from merged samples rows (the runner and `harness report` share it).
+
+    `extra`: the run facts that samples cannot give (timing, environment, dataset, model_info).
+    """
     from datetime import datetime, timezone
 
     from harness.data import CONFIGS
@@ -310,16 +548,24 @@ def build_results(
 
     group = category_mean(rows_by_config)
     group["complete"] = set(rows_by_config) == set(CONFIGS)  # the headline needs all nine categories
-    return {
-        "results": {c: summarize(rows) for c, rows in rows_by_config.items()},
+    n_samples = {
+        c: {"original": int(n_original.get(c, len(rows))), "effective": len(rows)} for c, rows in rows_by_config.items()
+    }
+    variant = str(run_config.get("prompt_variant", "default"))
+    out = {
+        "results": {c: {"alias": c, **(m := summarize(rows)), **lm_eval_keys(m)} for c, rows in rows_by_config.items()},
         "groups": {"vocalgrad": group},
         "breakdowns": {c: breakdowns(rows) for c, rows in rows_by_config.items()},
         "configs": {c: dict(task_configs.get(c, {})) for c in rows_by_config},
         "versions": versions(),
-        "n-samples": {
-            c: {"original": int(n_original.get(c, len(rows))), "effective": len(rows)}
-            for c, rows in rows_by_config.items()
-        },
+        "n-samples": n_samples,
+        "n-shot": {c: n_shot(task_configs.get(c, {}).get("prompt_variant", variant)) for c in rows_by_config},
+        "higher_is_better": {c: dict(HIGHER_IS_BETTER) for c in rows_by_config},
         "config": dict(run_config),
+        # the run sampled its clips (--limit); samples missing from a full run make it incomplete, not limited
+        "limited": any(bool(task_configs.get(c, {}).get("limited")) for c in rows_by_config)
+        or run_config.get("limit") is not None and any(v["effective"] < v["original"] for v in n_samples.values()),
         "date": date or datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    out.update({k: v for k, v in (extra or {}).items() if k not in out})
+    return out

@@ -15,12 +15,11 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from harness import results as res
 from harness.data import CONFIGS, RowSource, SourceUnit, config_name, open_source, published_name
@@ -31,7 +30,9 @@ from harness.prefetch import prefetched_rows
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
 from harness.redact import public, redact, scrub_row, secret_values
 from harness.results import SampleRow
+from harness.sampling import check_limit, limited_count, parse_limit, stratified_ids
 from vocalgrad_dataset import grid
+from vocalgrad_dataset.progress import progress
 
 MODES = ("generate", "choices")
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
@@ -53,8 +54,9 @@ class EvalSettings:
     dataset: str | None = None  # a Parquet build or a published-release directory
     mode: str = "generate"
     prompt: str = "default"
-    batch_size: int = 8
-    limit: int | None = None  # first N clips of each config, in dataset order
+    batch_size: int | str = 8  # or "auto": start at AUTO_BATCH_START, halved on out-of-memory
+    limit: int | float | None = None  # N clips or a fraction of each config: a stratified sample
+    seed: int = 1234  # the --limit sample, the random baseline and models that sample answers
     max_new_tokens: int = 128  # SPEC §5 published budget
     retry_max_new_tokens: int = 256  # one retry when the first answer is unparsed
     model_args: dict[str, Any] = field(default_factory=dict)
@@ -100,18 +102,46 @@ def assign_units(units: Sequence[SourceUnit], world_size: int) -> list[list[int]
     return [sorted(s) for s in slices]
 
 
-def limit_units(units: Sequence[SourceUnit], limit: int | None) -> list[SourceUnit]:
-    """The units covering the first `limit` clips (the last one cut to fit)."""
-    if limit is None:
+def limit_units(units: Sequence[SourceUnit], limit: int | float | None, seed: int = 1234) -> list[SourceUnit]:
+    """The units cut to a stratified sample of `limit` clips (a count or a fraction; harness.sampling)."""
+    n = sum(len(u.clip_ids) for u in units)
+    k = limited_count(n, limit)
+    if k >= n:
         return list(units)
-    out, left = [], limit
+    keep = stratified_ids([(u.key, u.clip_ids) for u in units], k, seed)
+    out = []
     for u in units:
-        if left <= 0:
-            break
-        ids = u.clip_ids[:left]
-        out.append(SourceUnit(u.key, u.duration_sec * len(ids) / max(1, len(u.clip_ids)), ids))
-        left -= len(ids)
+        ids = tuple(cid for cid in u.clip_ids if cid in keep)
+        if ids:
+            out.append(SourceUnit(u.key, u.duration_sec * len(ids) / len(u.clip_ids), ids))
     return out
+
+
+AUTO_BATCH_START = 64  # `--batch-size auto` starts here; the model's OOM back-off halves it until it fits
+
+
+def runner_batch_size(settings: EvalSettings, model: AudioLM) -> int:
+    """Rows per model call: the number asked for, or for "auto" the start the model's OOM back-off halves."""
+    if settings.batch_size != "auto":
+        return int(settings.batch_size)
+    auto = getattr(model, "auto_batch", None)
+    if callable(auto):
+        auto(AUTO_BATCH_START)
+    return AUTO_BATCH_START
+
+
+def apply_seed(model: AudioLM, settings: EvalSettings) -> None:
+    """Seed Python, NumPy and torch, and hand the seed to a model that samples (unless --model-arg seed)."""
+    import random
+    import sys
+
+    random.seed(settings.seed)
+    np.random.seed(settings.seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(settings.seed)
+    if hasattr(model, "seed") and "seed" not in settings.model_args:
+        model.seed = settings.seed
 
 
 def _calls(fn: Callable[[list[Prompt]], Sequence[T]], prompts: list[Prompt]) -> list[T | Exception]:
@@ -230,11 +260,12 @@ def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 
 def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSettings, dist: Dist,
-               variant: Variant) -> dict[str, Any]:
+               variant: Variant, batch_size: int | None = None) -> dict[str, Any]:
     """Evaluate one config on this rank, then (rank 0) merge the shards. Returns the task settings."""
     out_dir = Path(settings.out)
+    batch_size = batch_size or runner_batch_size(settings, model)
     all_units = source.units(config)
-    units = limit_units(all_units, settings.limit)
+    units = limit_units(all_units, settings.limit, settings.seed)
     order = [cid for u in units for cid in u.clip_ids]
     done_rows = res.read_shards(out_dir, config)
     _check_resumable(done_rows.values(), settings, variant, out_dir)
@@ -248,13 +279,13 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     mine = [pending[i] for i in assign_units(pending, dist.world_size)[dist.rank]]
     todo = {cid for u in mine for cid in u.clip_ids}
     if todo:
-        bar = tqdm(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
+        bar = progress(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
                    dynamic_ncols=True, leave=True)
         with res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
             produced = prefetched_rows(source, config, mine, settings.data_workers)
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
             secrets = secret_values(settings.model_args)
-            for batch in _batches(rows, settings.batch_size):
+            for batch in _batches(rows, batch_size):
                 writer.write_batch([scrub_row(r, secrets) for r in evaluate_batch(model, batch, variant, settings)])
                 bar.update(len(batch))
         bar.close()
@@ -273,6 +304,7 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
         "answer_words": list(vocab.choices),
         "n_expected": len(order),
         "n_original": sum(len(u.clip_ids) for u in all_units),
+        "limited": len(order) < sum(len(u.clip_ids) for u in all_units),
         "ids_sha256": grid.ids_sha256(order),
     }
 
@@ -306,6 +338,7 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
         "source": source.description if generated else f"{kind}:{_where(where)}",
         "data_dir": _where(settings.data_dir) if generated else None,
         "generator_version": GENERATOR_VERSION if generated else None,
+        "seed": settings.seed,  # the random baseline's and sampling models' answers
     }
 
 
@@ -402,6 +435,9 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     for c in configs:
         variant.vocabulary(c)  # fail now, not after hours, when a variant does not fit a config
     source = source or open_source(settings.split, settings.source, settings.data_dir, settings.dataset)
+    check_limit(settings.limit)
+    if settings.batch_size != "auto" and (not isinstance(settings.batch_size, int) or settings.batch_size < 1):
+        raise ValueError(f"batch size must be a number >= 1 or 'auto', got {settings.batch_size!r}")
     out_dir = Path(settings.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     # Locked before the model loads (a refused rerun fails in seconds) and before any shard is read (a live
@@ -415,15 +451,20 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
         model = model or load_model(settings)
         check_mode(model, settings.mode)
         variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
+        apply_seed(model, settings)
+        batch_size = runner_batch_size(settings, model)
         start = time.time()
-        tasks = {c: run_config(model, source, c, settings, dist, variant) for c in configs}
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        tasks = {c: run_config(model, source, c, settings, dist, variant, batch_size) for c in configs}
         if not dist.is_main:
             return None
-        return _write_results(settings, source, variant, dist, out_dir, tasks, start)
+        return _write_results(settings, source, variant, dist, out_dir, tasks, start,
+                              model=model, batch_size=batch_size, started=started)
 
 
 def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, dist: Dist, out_dir: Path,
-                   tasks: dict[str, dict[str, Any]], start: float) -> dict[str, Any]:
+                   tasks: dict[str, dict[str, Any]], start: float, *, model: AudioLM, batch_size: int,
+                   started: str) -> dict[str, Any]:
     """results.json from the merged samples (rank 0)."""
     rows = {c: res.read_jsonl(res.samples_path(out_dir, c)) for c in tasks}
     run_config_ = {
@@ -434,16 +475,35 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
         "split": settings.split,
         "source": source.description,
         "batch_size": settings.batch_size,
+        # lm-eval's record of what "auto" found: the size the model's OOM back-off ended at
+        "batch_sizes": [int(getattr(model, "batch_size", batch_size)) if settings.batch_size == "auto" else batch_size],
         "num_processes": dist.world_size,
         "max_new_tokens": settings.max_new_tokens,
         "retry_max_new_tokens": settings.retry_max_new_tokens,
         "limit": settings.limit,
+        "seed": settings.seed,
+    }
+    extra = {
+        "start_time": started,
+        "end_time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "total_evaluation_time_seconds": round(time.time() - start, 3),
+        "environment": res.environment(),
+        "dataset": res.dataset_info(source),
+        "model_info": model_info(model, settings),
     }
     out = res.build_results(rows, run_config=run_config_, task_configs=tasks,
-                            n_original={c: t["n_original"] for c, t in tasks.items()})
+                            n_original={c: t["n_original"] for c, t in tasks.items()}, extra=extra)
     res.write_results(out_dir / "results.json", out)
     print(f"wrote {out_dir / 'results.json'} ({time.time() - start:.1f} s)")
     return out
+
+
+def model_info(model: AudioLM, settings: EvalSettings) -> dict[str, Any]:
+    """results.json "model_info": the model's provenance (id, revision, weights sha, dtype, device) when the
+    wrapper reports it through a `provenance()` method, else its name."""
+    provenance = getattr(model, "provenance", None)
+    info = dict(provenance()) if callable(provenance) else {}
+    return {"name": settings.model, **info}
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -457,14 +517,34 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="run directory (resumed if it exists)")
     p.add_argument("--mode", choices=MODES, default="generate")
     p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. swap_order+audio_ref")
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=_batch_size, default=8,
+                   help="rows per model call, or 'auto': start at 64 and halve on out-of-memory (default 8)")
     p.add_argument("--data-workers", type=int, default=0,
                    help="processes that generate/decode rows ahead of the model (use several on a GPU host)")
-    p.add_argument("--limit", type=int, default=None, help="first N clips of each config")
+    p.add_argument("--limit", type=_limit, default=None,
+                   help="N clips (or a fraction 0 < f < 1) of each config, a sample stratified over source clip, "
+                        "tier, curve and direction; reports and results.json say the run was limited")
+    p.add_argument("--seed", type=int, default=1234,
+                   help="seed of the --limit sample, the random baseline and models that sample (default 1234)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--retry-max-new-tokens", type=int, default=256, help="0 disables the retry")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword for the model factory (value parsed as JSON when it can be)")
+
+
+def _limit(text: str) -> int | float:
+    try:
+        return parse_limit(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--limit expects ")) from None
+
+
+def _batch_size(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"a number >= 1 or 'auto', got {text!r}")
 
 
 def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
@@ -496,6 +576,7 @@ def settings_from_args(ns: argparse.Namespace) -> EvalSettings:
         prompt=ns.prompt,
         batch_size=ns.batch_size,
         limit=ns.limit,
+        seed=ns.seed,
         max_new_tokens=ns.max_new_tokens,
         retry_max_new_tokens=ns.retry_max_new_tokens,
         model_args=model_args,

@@ -215,7 +215,7 @@ def _chunks(units: Sequence[SourceUnit], size: int) -> Iterator[list[SourceUnit]
 def extract_config(model: AudioLM, source: RowSource, config: str, settings: ExtractSettings,
                    variant: Variant) -> Path:
     """Extract (or resume) one config of one split; returns its manifest path."""
-    from tqdm import tqdm
+    from vocalgrad_dataset.progress import progress
 
     layers_spec = settings.layers
     units = source.units(config)
@@ -235,7 +235,7 @@ def extract_config(model: AudioLM, source: RowSource, config: str, settings: Ext
     todo = [u for u in units if u.key not in writer.done_units]
     if todo:
         writer.manifest["complete"] = False  # e.g. resumed with a larger --limit-units
-    bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=f"{settings.split}/{config}", unit="source clip",
+    bar = progress(total=len(units), initial=len(units) - len(todo), desc=f"{settings.split}/{config}", unit="source clip",
                disable=None)
     for chunk in _chunks(todo, settings.units_per_shard):
         rows = list(source.rows(config, chunk))

@@ -154,7 +154,7 @@ def _stats(data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _train_chunk(x: torch.Tensor, y: torch.Tensor, settings: ProbeSettings, progress: bool) -> ProbeFit:
-    from tqdm import tqdm
+    from vocalgrad_dataset.progress import progress as progress_bar
 
     device = resolve_device(settings.device)
     n_probes, n, d = x.shape
@@ -184,7 +184,7 @@ def _train_chunk(x: torch.Tensor, y: torch.Tensor, settings: ProbeSettings, prog
         y_np = y.numpy()
         grad_w = torch.zeros((n_probes, d), dtype=torch.float32)
         grad_b = torch.zeros(n_probes, dtype=torch.float32)
-    for _ in tqdm(range(settings.epochs), desc=f"{n_probes} probes x {d} dims", disable=None if progress else True,
+    for _ in progress_bar(range(settings.epochs), desc=f"{n_probes} probes x {d} dims", disable=None if progress else True,
                   leave=False):
         for idx in epoch_batches(n, settings.batch_size, gen):
             if fused:  # CPU: one pass over each batch row (dot, then gradient from L1), no gathered copy

@@ -59,8 +59,11 @@ def test_summary_hand_computed() -> None:
     assert s["exact_match_accuracy"] == pytest.approx(4 / 9)  # exact and right: 0, 4, 7, 8
     se = math.sqrt(20 / 729)  # sqrt(p(1-p)/n) with p = 5/9, n = 9
     assert s["accuracy_stderr"] == pytest.approx(se)
-    assert s["accuracy_ci_low"] == pytest.approx(5 / 9 - 1.959964 * se, abs=1e-6)
-    assert s["accuracy_ci_high"] == pytest.approx(5 / 9 + 1.959964 * se, abs=1e-6)
+    # Wilson score interval by hand: (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)
+    z, n, p = 1.959964, 9, 5 / 9
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert s["accuracy_ci_low"] == pytest.approx((centre - half) / (1 + z * z / n), abs=1e-6)
+    assert s["accuracy_ci_high"] == pytest.approx((centre + half) / (1 + z * z / n), abs=1e-6)
     # residual sums per cluster /9: A 8/81, B -10/81, C -1/81, D 3/81; CR1 factor G/(G-1) = 4/3
     assert s["accuracy_cluster_stderr"] == pytest.approx(math.sqrt(232) / 81)
 
@@ -71,12 +74,15 @@ def test_error_row_is_wrong_even_if_pred_was_set() -> None:
     assert (s["n_correct"], s["n_parsed"], s["n_error"], s["exact_match_rate"]) == (0, 0, 1, 0)
 
 
-def test_binomial_interval() -> None:
-    assert binomial_interval(50, 100) == pytest.approx((0.5 - 1.959964 * 0.05, 0.5 + 1.959964 * 0.05))
-    assert binomial_interval(0, 10) == (0.0, 0.0)
-    assert binomial_interval(10, 10) == (1.0, 1.0)
-    lo, hi = binomial_interval(1, 10)  # 0.1 ± 0.186: clipped at 0
-    assert lo == 0.0 and hi == pytest.approx(0.1 + 1.959964 * math.sqrt(0.09 / 10), abs=1e-6)
+def test_binomial_interval_is_wilson_and_never_collapses() -> None:
+    z = 1.959964
+    assert binomial_interval(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)  # Wilson, symmetric at 1/2
+    lo, hi = binomial_interval(0, 8)  # the normal approximation gives [0, 0] here
+    assert lo == 0.0 and hi == pytest.approx(z * z / (8 + z * z), abs=1e-6) and hi > 0.3
+    lo, hi = binomial_interval(8, 8)
+    assert hi == 1.0 and lo == pytest.approx(8 / (8 + z * z), abs=1e-6)
+    assert binomial_interval(0, 8, method="exact")[1] == pytest.approx(1 - 0.025 ** (1 / 8), abs=1e-9)
+    assert all(math.isnan(v) for v in binomial_interval(0, 0))
 
 
 def test_cluster_stderr_singletons_match_binomial_up_to_cr1() -> None:
@@ -84,6 +90,16 @@ def test_cluster_stderr_singletons_match_binomial_up_to_cr1() -> None:
     # each row its own cluster: sqrt(n/(n-1)) * sqrt(p(1-p)/n)
     assert cluster_stderr(y, [0, 1, 2, 3]) == pytest.approx(math.sqrt(4 / 3) * math.sqrt(0.75 * 0.25 / 4))
     assert math.isnan(cluster_stderr(y, ["a"] * 4))  # one cluster: undefined
+    assert math.isnan(cluster_stderr(y, [None] * 4))  # no clusters given: no clustered SE
+
+
+def test_no_clusters_no_clustered_se_and_none_not_nan() -> None:
+    rows = [{**r, "source_clip_id": None} for r in _rows()]
+    s = summarize(rows)
+    assert s["accuracy_cluster_stderr"] is None and s["accuracy_cluster_ci_low"] is None
+    empty = summarize([])
+    assert empty["n"] == 0 and empty["accuracy"] is None and empty["accuracy_ci_low"] is None
+    assert json.loads(json.dumps(empty, allow_nan=False))["parsed_accuracy"] is None
 
 
 def test_breakdowns() -> None:
@@ -156,3 +172,4 @@ def test_evaluate_metric_loads_offline(tmp_path: Path) -> None:
     assert got["n"] == 9 and got["n_correct"] == 5 and got["n_parsed"] == 7
     assert got["accuracy"] == pytest.approx(5 / 9)
     assert got["exact_match_rate"] == pytest.approx(6 / 9)
+    assert got["accuracy_cluster_stderr"] is None  # no source_clip_ids given

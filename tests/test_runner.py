@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -260,8 +261,14 @@ def test_assign_units_is_longest_first_to_least_loaded() -> None:
     assert assign_units(units, 2) == [[0, 3, 5], [1, 2, 4]]  # loads 9 and 9
     assert assign_units(units, 1) == [[0, 1, 2, 3, 4, 5]]
     assert assign_units(units[:1], 3) == [[0], [], []]
-    cut = limit_units([SourceUnit("a", 24.0, tuple("abcdefghijklmnopqrstuvwx"))], 6)
-    assert cut[0].clip_ids == tuple("abcdef") and cut[0].duration_sec == 6.0
+    ids = tuple(f"i__c__{curve}__{tier}__{d}" for curve in ("linear", "jump") for tier in ("low", "mid", "high")
+                for d in ("up", "down"))
+    cut = limit_units([SourceUnit("i__c", 12.0, ids)], 6)
+    assert cut[0].duration_sec == 6.0 and len(cut[0].clip_ids) == 6
+    assert Counter(c.split("__")[2] for c in cut[0].clip_ids) == {"linear": 3, "jump": 3}
+    assert Counter(c.split("__")[4] for c in cut[0].clip_ids) == {"up": 3, "down": 3}
+    assert limit_units([SourceUnit("i__c", 12.0, ids)], 0.5) == cut  # a fraction of the 12
+    assert limit_units([SourceUnit("i__c", 12.0, ids)], 0.5, seed=7) != cut  # the seed draws another sample
 
 
 def test_parquet_build_matches_on_the_fly_rows(tmp_path: Path) -> None:
@@ -290,7 +297,13 @@ def test_generator_source_with_a_registry_baseline(tmp_path: Path) -> None:
     out = run_eval(EvalSettings("always-increase", ["volume"], str(tmp_path), source="demo", limit=30),
                    source=src, dist=FakeDist(0, 1, True))
     rows = res.read_jsonl(res.samples_path(tmp_path, "volume"))
-    assert [r["benchmark_clip_id"] for r in rows] == [cid for u in units for cid in u.clip_ids][:30]
+    order = [cid for u in units for cid in u.clip_ids]
+    ids = [r["benchmark_clip_id"] for r in rows]
+    assert ids != order[:30] and ids == [cid for cid in order if cid in set(ids)]  # a sample, in dataset order
+    # stratified: every source clip 10, each direction 15, each tier 10, each curve 7 or 8
+    for part, counts in ((1, {10}), (4, {15}), (3, {10}), (2, {7, 8})):
+        assert set(Counter(cid.split("__")[part] for cid in ids).values()) <= counts, part
+    assert out["limited"] is True and out["config"]["limit"] == 30 and out["config"]["seed"] == 1234
     assert all(r["pred"] == "increase" and r["raw"] == "increase" for r in rows)
     n_up = sum(r["direction"] == "up" for r in rows)
     assert out["results"]["volume"]["accuracy"] == pytest.approx(n_up / 30)
@@ -341,8 +354,8 @@ def test_results_schema_and_jsonl_tolerance(reference_run: Path, tmp_path: Path)
         res.validate_results({"results": {}, "groups": {}, "breakdowns": {}, "configs": {}, "config": {},
                               "versions": {"harness": "x", "parser": "1", "generator": "1", "results_schema": "1"}})
     good = json.loads((reference_run / "results.json").read_text())
-    bad = {**good, "config": {**good["config"], "batch_size": "5"}}
-    with pytest.raises(ValueError, match=r"config\.batch_size: expected integer"):
+    bad = {**good, "config": {**good["config"], "num_processes": "5"}}
+    with pytest.raises(ValueError, match=r"config\.num_processes: expected integer"):
         res.write_results(tmp_path / "results.json", bad)
     assert not list(tmp_path.iterdir())  # nothing written, no temporary file left
     assert res.write_results(tmp_path / "results.json", good) is True

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import librosa
+import numba
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -92,51 +93,78 @@ class VocoderInput:
     n_frames: int
 
 
+@numba.vectorize(["float32(float32, float32)"], cache=True)
+def _atan2f(y: float, x: float) -> float:  # pragma: no cover - compiled
+    """Single-precision atan2 from the C library (what numpy's np.angle uses on CPUs without AVX-512)."""
+    return np.arctan2(y, x)
+
+
+def angle32(z: np.ndarray) -> np.ndarray:
+    """np.angle of complex64 values, computed the same way on every x86-64 CPU.
+
+    numpy's float32 arctan2 switches to an AVX-512 (SVML) kernel whose last bits differ from the C
+    library's in ~40 % of values; the published outputs were made on a CPU without AVX-512, so the
+    C library's atan2f reproduces them bit for bit anywhere.
+    """
+    return _atan2f(np.ascontiguousarray(z.imag), np.ascontiguousarray(z.real))
+
+
 def prepare_vocoder(spec: np.ndarray, hop: int, n_fft: int) -> VocoderInput:
     """Rate-independent part of the phase vocoder for (W, T, F) spectra."""
     n_win, n_in, n_bins = spec.shape
     padded = np.concatenate([spec, np.zeros((n_win, 2, n_bins), dtype=spec.dtype)], axis=1)
     phi_advance = hop * librosa.fft_frequencies(sr=2 * np.pi, n_fft=n_fft)
-    angles = np.angle(padded)  # float32, as librosa's np.angle of complex64 columns
+    angles = angle32(padded)  # float32, as librosa's np.angle of complex64 columns
     advance = angles[:, 1:] - angles[:, :-1] - phi_advance
     advance -= 2.0 * np.pi * np.round(advance / (2.0 * np.pi))
     advance += phi_advance
     return VocoderInput(np.abs(padded), advance, angles[:, 0].copy(), n_in)
 
 
+@numba.njit(cache=True)
+def _vocode(mags, advance, phase0, rows, rates, n_out, out):  # noqa: ANN001 - numba kernel on numpy arrays  # pragma: no cover
+    """librosa.phase_vocoder's loop, fused: per output frame t the frame index and weight of t * rate,
+    the float64 magnitude interpolation, the phasor (single-precision cos/sin times the float64 magnitude,
+    rounded once to complex64) and the float32 phase accumulator (float64 add, rounded to float32)."""
+    n_bins = mags.shape[2]
+    acc = np.empty(n_bins, dtype=np.float32)
+    for j in range(rows.shape[0]):
+        w = rows[j]
+        acc[:] = phase0[w]
+        for t in range(n_out[j]):
+            step = t * rates[j]
+            f = int(step)
+            alpha = step - np.floor(step)  # np.mod(step, 1.0) for step >= 0, exactly
+            beta = 1.0 - alpha
+            for k in range(n_bins):
+                mag = beta * np.float64(mags[w, f, k]) + alpha * np.float64(mags[w, f + 1, k])
+                ph = acc[k]
+                out[j, t, k] = complex(np.float32(np.float64(np.cos(ph)) * mag), np.float32(np.float64(np.sin(ph)) * mag))
+                acc[k] = np.float32(np.float64(ph) + advance[w, f, k])
+
+
 def phase_vocoder_batch(prep: VocoderInput, rows: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """librosa.phase_vocoder of window `rows[j]` at `rates[j]` for each job: (J, T_max, F) complex64 and T_out.
 
-    Everything but librosa's float32 phase accumulator is vectorised over jobs and output frames; the
-    accumulator keeps its sequential float32 rounding, so results equal librosa's to float precision.
+    One fused pass per job with librosa's exact roundings (bit-identical to librosa.phase_vocoder on a CPU
+    without AVX-512, and on any CPU to the published outputs).
     """
-    n_in, n_bins = prep.n_frames, prep.mags.shape[-1]
-    n_jobs = len(rows)
-    n_out = np.array([n_stretched_frames(n_in, r) for r in rates])
-    t_max = int(n_out.max())
-    steps = np.arange(t_max, dtype=np.float64)[None, :] * rates[:, None]  # arange(0, T, rate)[t] == t * rate
-    # frames past a job's own end read padding; those outputs are never used
-    frame = np.minimum(steps.astype(np.int64), n_in)
-    inc = np.take(prep.advance.reshape(-1, n_bins), (frame + (n_in + 1) * rows[:, None]).ravel(), axis=0)
-    inc = inc.reshape(n_jobs, t_max, n_bins)
-    phase = np.empty((n_jobs, t_max, n_bins), dtype=np.float32)
-    acc = prep.phase0[rows]
-    for t in range(t_max):
-        phase[:, t] = acc
-        acc += inc[:, t]  # float32 += float64, one rounding per frame exactly as librosa's loop
-    del inc
-    flat = (frame + (n_in + 2) * rows[:, None]).ravel()
-    mags = prep.mags.reshape(-1, n_bins)
-    # magnitude interpolation and the phasor product in float32 (librosa: float64, rounded to complex64 at
-    # the end); the difference is an ulp of the output, far below the 1e-4 the tests hold us to
-    alpha = np.mod(steps, 1.0).astype(np.float32)[:, :, None]
-    mag = np.take(mags, flat + 1, axis=0).reshape(n_jobs, t_max, n_bins)
-    mag *= alpha
-    mag += (np.float32(1.0) - alpha) * np.take(mags, flat, axis=0).reshape(n_jobs, t_max, n_bins)
-    out = np.empty((n_jobs, t_max, n_bins), dtype=np.complex64)
-    out.real = np.cos(phase) * mag
-    out.imag = np.sin(phase) * mag
+    n_out = np.array([n_stretched_frames(prep.n_frames, r) for r in rates], dtype=np.int64)
+    out = np.zeros((len(rows), int(n_out.max()), prep.mags.shape[-1]), dtype=np.complex64)
+    _vocode(prep.mags, prep.advance, prep.phase0, rows.astype(np.int64), rates.astype(np.float64), n_out, out)
     return out, n_out
+
+
+@numba.njit(cache=True)
+def _overlap_add(frames, window, n_frames, hop, out):  # noqa: ANN001 - numba kernel on numpy arrays  # pragma: no cover
+    """librosa's ISTFT overlap-add: each float32 frame times the float64 window, added in frame order into
+    the float32 buffer (the addition in float64, rounded once)."""
+    n_fft = frames.shape[2]
+    for j in range(frames.shape[0]):
+        for t in range(n_frames[j]):
+            s = t * hop
+            for i in range(n_fft):
+                out[j, s + i] = np.float32(np.float64(out[j, s + i]) + np.float64(frames[j, t, i]) * window[i])
 
 
 def istft_batch(spec: np.ndarray, n_frames_in: np.ndarray, lengths: np.ndarray, n_fft: int, hop: int) -> list[np.ndarray]:
@@ -144,24 +172,10 @@ def istft_batch(spec: np.ndarray, n_frames_in: np.ndarray, lengths: np.ndarray, 
     padded_lengths = lengths + 2 * (n_fft // 2)
     n_frames = np.minimum(n_frames_in, np.ceil(padded_lengths / hop).astype(np.int64))
     t_max = int(n_frames.max())
-    # as librosa: float32 frames times the float64 window, each frame added into a float32 buffer in frame
-    # order (every addition in float64, rounded once to float32)
-    frames = np.fft.irfft(spec[:, :t_max], n=n_fft, axis=-1) * _hann64(n_fft)  # (J, T, n_fft) float64
-    frames[np.arange(t_max)[None, :] >= n_frames[:, None]] = 0.0  # adding 0.0 is exact: as if never added
+    frames = np.fft.irfft(spec[:, :t_max], n=n_fft, axis=-1)  # (J, T, n_fft) float32
     n_rows = spec.shape[0]
-    if n_fft % hop == 0:
-        # overlap-add as n_fft / hop shifted block adds, oldest frame first: the same roundings as
-        # librosa's frame-by-frame accumulation
-        q_max = n_fft // hop
-        blocks = frames.reshape(n_rows, t_max, q_max, hop)
-        buf = np.zeros((n_rows, t_max + q_max - 1, hop), dtype=np.float32)
-        for q in range(q_max - 1, -1, -1):
-            buf[:, q : q + t_max] += blocks[:, :, q]
-        buf = buf.reshape(n_rows, -1)
-    else:
-        buf = np.zeros((n_rows, n_fft + hop * (t_max - 1)), dtype=np.float32)
-        for t in range(t_max):
-            buf[:, t * hop : t * hop + n_fft] += frames[:, t]
+    buf = np.zeros((n_rows, n_fft + hop * (t_max - 1)), dtype=np.float32)
+    _overlap_add(frames, _hann64(n_fft), n_frames.astype(np.int64), hop, buf)
     start = n_fft // 2
     outputs: list[np.ndarray] = [np.zeros(0, np.float32)] * n_rows
     groups: dict[tuple[int, int], list[int]] = {}

@@ -202,15 +202,6 @@ def build(
             "removed_tmp_files": len(removed), "non_pcm16_source_clips": len(formats)}
 
 
-def push_files(out_dir: str | Path) -> list[str]:
-    """The files of a build folder that push_to_hub uploads (relative paths): no temporaries, no hidden files."""
-    from huggingface_hub.utils import filter_repo_objects
-
-    root = Path(out_dir)
-    rel = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-    return list(filter_repo_objects(rel, ignore_patterns=PUSH_IGNORE))
-
-
 def push_to_hub(out_dir: str | Path, repo_id: str, *, private: bool = False, lock_timeout: float | None = None) -> str:
     """Upload a build folder (every config in it, no temporaries) to a dataset repo; the token comes from env/login.
 

@@ -125,6 +125,10 @@ class BaseAudioLM:
         # Observable run facts for results.json: the batch size we ended with and how often OOM halved it.
         self.stats: dict[str, int] = {"batch_size": batch_size, "oom_halvings": 0, "item_errors": 0}
 
+    def auto_batch(self, start: int) -> None:
+        """`--batch-size auto`: begin at `start`; the OOM back-off in _map halves it to the largest that fits."""
+        self.batch_size = self.stats["batch_size"] = start
+
     # ---- hooks -------------------------------------------------------------------------------------
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:
         raise NotImplementedError

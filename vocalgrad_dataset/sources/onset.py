@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .base import SourceError
 
 FRAME_SEC = 0.01  # 10 ms frames with a 10 ms hop
-NOISE_FRAMES = 20  # noise floor = median RMS of the first 200 ms
+NOISE_SEC = 0.2  # noise floor = median RMS of the frames within the first 200 ms
 MIN_RUN_FRAMES = 10  # a speech run must last >= 100 ms
 STEP_SEC = 0.05  # stepped categories cut the span into 50 ms steps (SPEC §2)
 
@@ -25,12 +27,15 @@ def detect_onset_offset(samples: np.ndarray, sr: int, *, clip_name: str) -> tupl
     if n:
         y[0] = x[0]
         y[1:] = x[1:] - 0.97 * x[:-1]
-    frame = int(round(FRAME_SEC * sr))
-    n_frames = n // frame if frame > 0 else 0  # partial tail frame dropped
+    frame = max(1, int(round(FRAME_SEC * sr)))
+    n_frames = n // frame  # partial tail frame dropped
     if n_frames == 0:
         raise SourceError(f"clip {clip_name}: too short for onset detection ({n} samples at {sr} Hz)")
     rms = np.sqrt(np.mean(y[: n_frames * frame].reshape(n_frames, frame) ** 2, axis=1))
-    floor = float(np.median(rms[:NOISE_FRAMES]))
+    # the frames that fit in the first 200 ms, counted as the published detector does (20 at common rates)
+    head = max(1, int(round(NOISE_SEC * sr)))
+    noise_frames = max(1, min(n_frames, math.ceil(max(1, head - frame + 1) / frame)))
+    floor = float(np.median(rms[:noise_frames]))
     threshold = max(1.8 * floor, 0.003 * float(rms.max()), 5e-5)
     active = rms >= threshold
     # Runs of consecutive active frames: starts where the padded diff rises, ends where it falls.

@@ -11,7 +11,7 @@ from harness.metrics import summarize
 from harness.parsing import get_parser
 
 _DESCRIPTION = """All-clip accuracy of increase/decrease answers (unparsed = wrong), with parsed and balanced
-accuracy, "increase" ratio, exact-match rate and 95 % intervals (normal approximation)."""
+accuracy, "increase" ratio, exact-match rate and 95 % Wilson intervals; undefined values are None."""
 
 _KWARGS = """
 Args:
@@ -19,7 +19,7 @@ Args:
     references: gold labels, "increase" or "decrease".
     parser: "main" (increase/decrease words) or "synonym" (the paraphrase vocabulary).
     answer_words: the prompt's two answer words for the exact-match rate (default increase, decrease).
-    source_clip_ids: optional cluster ids for the clustered standard error.
+    source_clip_ids: optional cluster ids for the clustered standard error (None without them).
 Returns:
     accuracy, accuracy_stderr, accuracy_ci_low, accuracy_ci_high, parsed_accuracy, balanced_accuracy,
     increase_ratio, exact_match_rate, exact_match_accuracy, n, n_parsed, n_unparsed, ...
@@ -42,7 +42,8 @@ class VocalgradAccuracy(evaluate.Metric):
     def _compute(self, predictions, references, parser="main", answer_words=("increase", "decrease"),
                  source_clip_ids=None):
         p = get_parser(parser)
-        clusters = source_clip_ids if source_clip_ids is not None else range(len(predictions))
+        # No cluster ids given: no clustered SE (None), rather than a row-level SE presented as clustered.
+        clusters = source_clip_ids if source_clip_ids is not None else [None] * len(predictions)
         rows = []
         for raw, gold, cluster in zip(predictions, references, clusters, strict=True):
             if gold not in ("increase", "decrease"):

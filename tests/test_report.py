@@ -1,0 +1,143 @@
+"""`harness report A B`: one table with every model beside the paper's rows, and figures whose plotted data
+(read back from the matplotlib Axes) equal counts taken straight from the samples files."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main as harness
+from harness.plots import plot_accuracy
+from harness.reference import HUMAN_TABLE2, reference
+from harness.report import report, write_figures
+from harness.runner import EvalSettings, run_eval
+
+Z = 1.959963984540054
+
+
+def _rows(run: Path, config: str) -> list[dict]:
+    return [json.loads(line) for line in (run / f"samples_{config}.jsonl").read_text().splitlines()]
+
+
+def _right(r: dict) -> bool:
+    return not r["error"] and r["pred"] == r["gold"]
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    p = k / n
+    centre, half = p + Z * Z / (2 * n), Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n))
+    return ((centre - half) / (1 + Z * Z / n), (centre + half) / (1 + Z * Z / n))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """random (volume, noise, volume-ternary; limited to half) and a run relabelled as Kimi-Audio."""
+    root = tmp_path_factory.mktemp("report")
+    out = {"random": root / "random", "base": root / "always"}
+    run_eval(EvalSettings("random", ["volume", "noise", "volume-ternary"], str(out["random"]), source="demo",
+                          limit=0.5, batch_size=64))
+    run_eval(EvalSettings("always-increase", ["volume", "volume-ternary"], str(out["base"]), source="demo",
+                          batch_size=64))
+    # the same answers under a published model's name: the report must put the paper's values beside it
+    kimi = out["kimi"] = root / "kimi"
+    shutil.copytree(out["base"], kimi)
+    for f in kimi.glob("samples_*.jsonl"):
+        f.write_text("".join(json.dumps({**json.loads(x), "model": "kimi-audio"}) + "\n" for x in f.read_text().splitlines()))
+    res = json.loads((kimi / "results.json").read_text())
+    res["config"]["model"] = "kimi-audio"
+    (kimi / "results.json").write_text(json.dumps(res))
+    return out
+
+
+def test_two_runs_one_table(runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert harness(["report", str(runs["random"]), str(runs["kimi"]), "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert text.rstrip("\n") == (tmp_path / "report.md").read_text().rstrip("\n")
+    table = text.split("## Models side by side")[1].split("\n\n")[1].splitlines()
+    assert table[0].startswith("| model | avg | speed | pitch | volume |")
+    acc = {c: 100 * sum(map(_right, _rows(runs["random"], c))) / len(_rows(runs["random"], c)) for c in ("volume", "noise")}
+    assert table[2] == (f"| **random** † | — | — | — | {acc['volume']:.1f} | — | — | {acc['noise']:.1f} | — | — | — |")
+    assert table[3] == "| **kimi-audio** | — | — | — | 50.0 | — | — | — | — | — | — |"
+    assert table[4].startswith("| Human (paper) | 94.4 |") and table[6].startswith("| Kimi-Audio (paper) | 51.8 |")
+    assert "LIMITED RUN (--limit 0.5, seed 1234)" in text and "volume 36/72" in text
+    assert "## VocalGrad report — random" in text and "## VocalGrad report — kimi-audio" in text
+    for stem in ("accuracy_by_category", "accuracy_by_tier", "accuracy_by_curve", "increase_bias_by_category",
+                 "confusion_volume-ternary"):
+        assert (tmp_path / f"{stem}.png").read_bytes()[:4] == b"\x89PNG"
+        assert b"<svg" in (tmp_path / f"{stem}.svg").read_bytes()[:400]
+
+
+def test_figures_plot_the_samples(runs: dict[str, Path], tmp_path: Path) -> None:
+    from harness.report import load_runs
+
+    loaded = load_runs([runs["random"], runs["kimi"]])
+    figs = write_figures(loaded, tmp_path)
+    acc = figs["accuracy_by_category"]
+    assert acc["xticklabels"] == ["volume", "noise"]
+    for label, run in (("random", runs["random"]), ("kimi-audio", runs["kimi"])):
+        for i, c in enumerate(acc["xticklabels"]):
+            if not (run / f"samples_{c}.jsonl").exists():
+                assert acc["bars"][label][i] == 0.0
+                continue
+            rows = _rows(run, c)
+            k = sum(map(_right, rows))
+            assert acc["bars"][label][i] == pytest.approx(100 * k / len(rows))
+            lo, hi = _wilson(k, len(rows))
+            assert acc["intervals"][f"{label} 95 % CI"][i] == pytest.approx((100 * lo, 100 * hi))
+    assert acc["markers"]["human (paper)"] == [(0.0, HUMAN_TABLE2["volume"]), (1.0, HUMAN_TABLE2["noise"])]
+    kimi_volume = 100 * reference("volume", "kimi-audio").accuracy
+    assert acc["markers"]["Kimi-Audio (paper)"][0] == (0.0, pytest.approx(kimi_volume))
+    tops = [hi for ivs in acc["intervals"].values() for _, hi in ivs] + [y for m in acc["markers"].values() for _, y in m]
+    assert acc["ylim"][0] == 0 and acc["ylim"][1] > max(tops) >= 100  # no cap or mark is cut
+    assert {"random", "kimi-audio", "human (paper)", "chance (50 %)"} <= set(acc["legend"])
+
+    tiers = figs["accuracy_by_tier"]
+    assert tiers["xticklabels"] == ["low", "mid", "high"]
+    pooled = [r for c in ("volume", "noise") for r in _rows(runs["random"], c)]
+    for i, t in enumerate(("low", "mid", "high")):
+        cell = [r for r in pooled if r["tier"] == t]
+        assert tiers["lines"]["random"][i] == pytest.approx(100 * sum(map(_right, cell)) / len(cell))
+    curves = figs["accuracy_by_curve"]
+    assert curves["xticklabels"] == ["linear", "quad_first_flat", "quad_last_flat", "jump"]
+    assert curves["lines"]["kimi-audio"] == [50.0] * 4  # always "increase": half of each curve's clips
+
+    bias = figs["increase_bias_by_category"]
+    rows = _rows(runs["random"], "volume")
+    parsed = [r for r in rows if r["pred"] is not None]
+    assert bias["bars"]["random"][0] == pytest.approx(100 * sum(r["pred"] == "increase" for r in parsed) / len(parsed) - 50)
+    assert bias["bars"]["kimi-audio"] == [50.0, 0.0]  # no noise run: an empty slot, not a bar
+    assert bias["markers"]["Kimi-Audio (paper)"][0][1] == pytest.approx(
+        100 * reference("volume", "kimi-audio").increase_ratio - 50)
+    assert "random" in bias["legend"]
+
+    conf = figs["confusion_volume-ternary"]
+    assert conf["columns"] == ["decrease", "increase", "constant", "unparsed"]
+    rows = _rows(runs["random"], "volume-ternary")
+    want = Counter((r["gold"], r["pred"] if r["pred"] in conf["labels"] else "unparsed") for r in rows)
+    assert conf["counts"]["random"] == [[want[(g, p)] for p in conf["columns"]] for g in conf["labels"]]
+    assert conf["counts"]["kimi-audio"] == [[0, 36, 0, 0], [0, 36, 0, 0], [0, 3, 0, 0]]  # 3 unmodified sources
+
+
+def test_axis_never_cuts_an_upper_cap(tmp_path: Path) -> None:
+    s = {"accuracy": 1.0, "accuracy_ci_low": 0.6, "accuracy_ci_high": 1.0}
+    data = plot_accuracy({"m": {"volume": s}}, tmp_path / "a", published={"P": {"volume": 100.0}})
+    assert data["intervals"]["m 95 % CI"] == [(60.0, 100.0)]
+    assert data["ylim"][1] > 100.0
+    assert (tmp_path / "a.png").exists() and (tmp_path / "a.svg").exists()
+
+
+def test_warns_when_samples_are_fewer_than_expected(runs: dict[str, Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    run = tmp_path / "cut"
+    shutil.copytree(runs["base"], run)
+    lines = (run / "samples_volume.jsonl").read_text().splitlines(keepends=True)
+    (run / "samples_volume.jsonl").write_text("".join(lines[:50]))
+    text = report(run, tmp_path / "out", figures=False)
+    warning = "volume: 50 samples but the run expected 72 clips; the samples file is incomplete"
+    assert f"**Warning:** {warning}" in text and warning in capsys.readouterr().err
+    assert "LIMITED" not in text  # a full run, cut afterwards: incomplete, not limited

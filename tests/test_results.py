@@ -1,0 +1,174 @@
+"""results.json as lm-evaluation-harness tooling reads it: the TypedDict schema, lm-eval's keys, history,
+environment and dataset manifest, --seed, --limit (count or fraction, stratified) and --batch-size auto."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import results as res
+from harness.cli import build_parser
+from harness.models.baselines import AlwaysIncrease, RandomBaseline
+from harness.models.protocol import Prompt
+from harness.runner import EvalSettings, run_eval
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _conforms(value: Any, tp: Any, where: str) -> list[str]:
+    """Problems of `value` against a type hint, walked with typing alone (no harness code)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return []
+    if typing.is_typeddict(tp):
+        if not isinstance(value, dict):
+            return [f"{where}: not an object"]
+        hints = typing.get_type_hints(tp)
+        out = [f"{where}: missing {k}" for k in tp.__required_keys__ if k not in value]
+        out += [f"{where}: undeclared key {k}" for k in value if k not in hints]
+        for k, v in value.items():
+            if k in hints:
+                out += _conforms(v, hints[k], f"{where}.{k}")
+        return out
+    if origin in (typing.Union, types.UnionType):
+        return [] if any(not _conforms(value, a, where) for a in args) else [f"{where}: {value!r} is not {tp}"]
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{where}: not an object"]
+        return [e for k, v in value.items() for e in _conforms(v, args[1], f"{where}.{k}")]
+    if origin is list:
+        if not isinstance(value, list):
+            return [f"{where}: not a list"]
+        return [e for i, v in enumerate(value) for e in _conforms(v, args[0], f"{where}[{i}]")]
+    if tp is float:
+        return [] if isinstance(value, int | float) and not isinstance(value, bool) else [f"{where}: not a number"]
+    if tp is type(None):
+        return [] if value is None else [f"{where}: not null"]
+    if tp is int:
+        return [] if isinstance(value, int) and not isinstance(value, bool) else [f"{where}: not an integer"]
+    return [] if isinstance(value, tp) else [f"{where}: {value!r} is not {tp.__name__}"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("results") / "run"
+    run_eval(EvalSettings("random", ["volume", "noise-ternary"], str(out), source="demo", limit=0.25, seed=7))
+    return out
+
+
+def test_results_follow_the_typeddict(run: Path) -> None:
+    obj = json.loads((run / "results.json").read_text())
+    assert _conforms(obj, res.ResultsJSON, "results.json") == []
+    assert _conforms({**obj, "extra": 1}, res.ResultsJSON, "r") == ["r: undeclared key extra"]  # the checker bites
+    res.validate_results(obj)  # the JSON schema is derived from the same TypedDicts
+    assert set(res.RESULTS_SCHEMA["required"]) == set(res.ResultsJSON.__required_keys__)
+    assert "NaN" not in (run / "results.json").read_text()
+
+
+def test_lm_eval_reads_the_results(run: Path) -> None:
+    """The keys lm-eval's make_table and loaders use: '<metric>,<filter>', its '_stderr' twin, alias, n-shot,
+    higher_is_better and n-samples."""
+    obj = json.loads((run / "results.json").read_text())
+    shown = []
+    for task, dic in obj["results"].items():
+        hib = obj["higher_is_better"][task]
+        n = obj["n-shot"][task]
+        for mf, v in dic.items():
+            m, _, f = mf.partition(",")
+            if m.endswith("_stderr") or f != "none":
+                continue
+            se = dic[f"{m}_stderr,{f}"]
+            shown.append((dic["alias"], n, m, hib[m], v, se))
+    acc = [s for s in shown if s[0] == "volume" and s[2] == "accuracy"][0]
+    k, n = obj["results"]["volume"]["n_correct"], obj["results"]["volume"]["n"]
+    assert acc == ("volume", 0, "accuracy", True, pytest.approx(k / n), pytest.approx((k / n * (1 - k / n) / n) ** 0.5))
+    f1 = [s for s in shown if s[0] == "noise-ternary" and s[2] == "macro_f1"][0]
+    assert f1[5] == "N/A"  # no closed-form stderr: lm-eval's own marker, never a number
+    assert [s[3] for s in shown if s[2] == "increase_ratio"] == [None, None]  # best at 50 %, neither way
+    assert obj["n-samples"] == {"volume": {"original": 72, "effective": 18}, "noise-ternary": {"original": 75, "effective": 19}}
+
+
+def test_environment_timing_and_seed(run: Path) -> None:
+    obj = json.loads((run / "results.json").read_text())
+    env = obj["environment"]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert env["git_hash"] == (head or None)
+    import datasets
+    import torch
+
+    assert env["packages"]["torch"] == torch.__version__ and env["packages"]["datasets"] == datasets.__version__
+    assert env["cpu"] and env["gpu"] == ([torch.cuda.get_device_name(0)] if torch.cuda.is_available() else [])
+    assert obj["start_time"] <= obj["end_time"] and obj["total_evaluation_time_seconds"] >= 0
+    assert obj["dataset"] == {"source": "generate:demo", "manifest": None, "manifest_sha256": None}
+    assert obj["model_info"]["name"] == "random"
+    assert obj["config"]["seed"] == 7 and obj["config"]["limit"] == 0.25 and obj["limited"] is True
+    rows = [json.loads(x) for x in (run / "samples_volume.jsonl").read_text().splitlines()]
+    coin = RandomBaseline(seed=7)
+    want = [coin.decide(Prompt((), r["benchmark_clip_id"], {"category": "volume"}))[0] for r in rows]
+    assert [r["pred"] for r in rows] == want  # --seed reached the random baseline
+
+
+def test_history_keeps_every_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run_eval(EvalSettings("always-increase", ["volume"], str(out), source="demo", limit=6))
+    run_eval(EvalSettings("always-increase", ["volume", "noise"], str(out), source="demo", limit=6))
+    files = res.history(out)
+    assert len(files) == 2 and all(f.name.startswith("results_") for f in files)
+    latest = json.loads((out / "results.json").read_text())
+    assert json.loads(files[-1].read_text()) == latest and list(latest["results"]) == ["volume", "noise"]
+    assert list(json.loads(files[0].read_text())["results"]) == ["volume"]
+    run_eval(EvalSettings("always-increase", ["volume", "noise"], str(out), source="demo", limit=6))
+    assert len(res.history(out)) == 2  # a rerun that evaluated nothing new adds no entry
+
+
+def test_dataset_manifest_hash(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text('{"pitch": "abc"}')
+    info = res.dataset_info(types.SimpleNamespace(description=f"parquet:{tmp_path}", path=tmp_path))
+    assert info["manifest_sha256"] == hashlib.sha256(b'{"pitch": "abc"}').hexdigest()
+    assert info["manifest"] == str(tmp_path / "manifest.json")
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named like torch's, which is how the base class recognises an OOM."""
+
+
+class FitsFive(AlwaysIncrease):
+    """Runs out of memory above 5 prompts per batch."""
+
+    name = "fits-five"
+
+    def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:
+        if len(prompts) > 5:
+            raise OutOfMemoryError(f"{len(prompts)} prompts")
+        return super()._generate_batch(prompts, max_new_tokens)
+
+
+def test_batch_size_auto_halves_to_what_fits(tmp_path: Path) -> None:
+    model = FitsFive()
+    out = run_eval(EvalSettings("fits-five", ["volume"], str(tmp_path), source="demo", batch_size="auto"),
+                   model=model)
+    assert out["config"]["batch_size"] == "auto" and out["config"]["batch_sizes"] == [4]  # 64 -> 32 -> ... -> 4
+    assert model.stats["oom_halvings"] == 4 and out["results"]["volume"]["n_error"] == 0
+
+
+@pytest.mark.parametrize(("argv", "ok"), [
+    (["--limit", "10"], 10), (["--limit", "0.1"], 0.1), (["--limit", "0"], None), (["--limit", "1.5"], None),
+    (["--limit", "-3"], None), (["--limit", "x"], None), (["--batch-size", "auto"], "auto"),
+    (["--batch-size", "0"], None),
+])  # fmt: skip
+def test_limit_and_batch_size_arguments(argv: list[str], ok: Any, capsys: pytest.CaptureFixture) -> None:
+    base = ["eval", "--model", "random", "--out", "x"]
+    if ok is None:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(base + argv)
+        assert f"argument {argv[0]}" in capsys.readouterr().err
+        return
+    ns = build_parser().parse_args(base + argv)
+    assert getattr(ns, argv[0][2:].replace("-", "_")) == ok
