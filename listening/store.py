@@ -103,8 +103,11 @@ class Store:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"no study database {self.path} (create it with `vocalgrad-listen init`)")
-        with self.connect() as con:
-            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            with self.connect() as con:
+                meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"{self.path}: not a listening-study database ({err})") from None
         if meta.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"{self.path}: study schema version {meta.get('schema_version')!r}, "
                              f"this app reads {SCHEMA_VERSION}")

@@ -4,6 +4,7 @@ report` and the leaderboard read the human row like a model's."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from harness.report import compute
 from listening.analysis import analyze, careless, cohen_kappa, fleiss_kappa, wilson_interval
 from listening.cli import main as listen
 from listening.store import Store
-from listening.study import create_study
+from listening.study import answer_options, create_study
 
 # Fleiss (1971) as reproduced on Wikipedia's "Fleiss' kappa" page: 10 subjects, 14 raters, 5 categories;
 # P-bar = 0.378, P_e = 0.213, kappa = 0.210.
@@ -54,7 +55,8 @@ def _fill(store: Store, answer_of: dict[str, Callable[[dict[str, Any]], str]]) -
         while (cur := store.current(ann)) is not None:
             item = store.item(cur.position)
             store.serve_audio(ann, cur.seq, cur.nonce)
-            store.answer(ann, cur.seq, cur.nonce, answer_of[name](item), ["increase", "decrease"], 900.0, 1)
+            labels = [lab for lab, _ in answer_options(item["config"])]
+            store.answer(ann, cur.seq, cur.nonce, answer_of[name](item), labels, 900.0, 1)
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +112,65 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     assert json.loads((tmp_path / "run2" / "results.json").read_text())["results"]["volume"]["n"] == 48
     assert listen(["analyze", "--db", str(study.path)]) == 0
     assert "careless (high-tier accuracy < 0.75): A03" in capsys.readouterr().out
+
+
+def test_ternary_study_three_buttons_and_export(tmp_path: Path) -> None:
+    from listening.export import samples_rows
+    from listening.study import question
+
+    store = create_study(tmp_path / "t.sqlite", "volume-ternary", 12, 0, source="demo")
+    assert answer_options("volume-ternary") == [("increase", "increase"), ("decrease", "decrease"),
+                                                ("constant", "constant")]
+    assert question("volume-ternary") == "How does the volume vary with time?"
+    assert [lab for lab, _ in answer_options("pitch-yesno")] == ["yes", "no"]
+    gold = sorted(it["gold"] for it in store.items())
+    assert gold.count("constant") == 2 and gold.count("increase") == gold.count("decrease") == 5
+    first_up = next(it["position"] for it in store.items() if it["direction"] == "up")
+    _fill(store, {"T1": lambda it: "increase" if it["direction"] == "none" else
+                  "constant" if it["position"] == first_up else it["gold"]})
+    assert {a["answer"] for a in store.answers()} == {"increase", "decrease", "constant"}
+    rows = samples_rows(store)["volume-ternary"]
+    assert {r["parser"] for r in rows} == {"ternary-unique-answer-v1"} and len(rows) == 12
+    run = tmp_path / "run"
+    assert listen(["export", "--db", str(store.path), "--out", str(run)]) == 0
+    res = compute(run)["results"]["volume-ternary"]
+    assert res["accuracy"] == pytest.approx(9 / 12)  # the two unmodified clips "increase", one up "constant"
+    assert 0 < res["macro_f1"] < 1
+
+
+def test_audio_from_a_parquet_build_equals_the_generator(tmp_path: Path) -> None:
+    from listening.study import AudioProvider
+    from vocalgrad_dataset.export import build as build_dataset
+
+    build_dataset("volume", ["test"], tmp_path / "ds", source="demo", progress=False)
+    from_build = create_study(tmp_path / "p.sqlite", "volume", 6, 2, dataset=str(tmp_path / "ds"))
+    generated = create_study(tmp_path / "g.sqlite", "volume", 6, 2, source="demo")
+    items = [it["benchmark_clip_id"] for it in from_build.items()]
+    assert items == [it["benchmark_clip_id"] for it in generated.items()]  # same pool, same draw
+    a, b = AudioProvider(from_build), AudioProvider(generated)
+    for cid in items[:2]:
+        wav = a.wav("volume", cid)
+        assert wav[:4] == b"RIFF" and wav == b.wav("volume", cid)
+    assert len(list(a.cache_dir.glob("*.wav"))) == 2 and not any(cid in p.name for p in a.cache_dir.iterdir()
+                                                                 for cid in items)
+
+
+def test_bad_databases_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not sqlite")
+    assert listen(["analyze", "--db", str(junk)]) == 2
+    assert "not a listening-study database" in capsys.readouterr().err
+    assert listen(["export", "--db", str(tmp_path / "missing.sqlite"), "--out", str(tmp_path / "o")]) == 2
+    assert "no study database" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    made = tmp_path / "s.sqlite"
+    assert listen(["init", "--db", str(made), "--config", "volume", "--source", "demo", "--n", "100"]) == 2
+    assert "but the source has only 3" in capsys.readouterr().err and not list(tmp_path.glob("s.sqlite*"))
+    assert listen(["init", "--db", str(made), "--config", "volume", "--source", "demo", "--n", "4",
+                   "--annotators", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "A01: http://127.0.0.1:8000/#token=" in out
+    token = out.split("#token=")[1].split()[0]
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("s.sqlite*"))  # database and its WAL
+    assert token.encode() not in stored and hashlib.sha256(token.encode()).hexdigest().encode() in stored
+    assert listen(["init", "--db", str(made), "--config", "volume", "--source", "demo", "--n", "4"]) == 2
+    assert "exists" in capsys.readouterr().err

@@ -209,31 +209,37 @@ def _soak(base: str, tokens: list[str], seconds: float, n_items: int) -> dict[st
 
 @pytest.mark.slow
 def test_twenty_concurrent_annotators_lose_no_answer_even_after_kill_9(tmp_path: Path) -> None:
-    store = create_study(tmp_path / "soak.sqlite", "volume", 72, 1, source="demo")
-    logins = store.add_annotators(store.next_names(20))
-    AudioProvider(store).warm()  # the soak measures the answer path, not first renders
+    """The README's one command creates the study and serves it; the soak then kills the server with SIGKILL."""
     port = _free_port()
+    db = tmp_path / "listening-study.sqlite"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "listening.cli", "serve", "--db", str(store.path), "--host",
-                             "127.0.0.1", "--port", str(port), "--no-prerender"], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "listening.cli", "serve", "--config", "volume", "--source", "demo",
+                             "--n", "72", "--seed", "1", "--annotators", "20", "--db", str(db), "--port", str(port)],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        assert proc.stdout is not None
+        lines = []
+        while not (line := proc.stdout.readline()).startswith("serving"):
+            assert line, "".join(lines)  # the server died before serving
+            lines.append(line)
+        logins = [(ln.split(":")[0].strip(), ln.split("#token=")[1].strip()) for ln in lines if "#token=" in ln]
+        assert len(logins) == 20 and f"created {db}: 72 items (volume)\n" in lines
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 60
         while not (_up(port) and Client(base, None).call("GET", "/")[0] == 200):
-            assert time.time() < deadline and proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.time() < deadline and proc.poll() is None
             time.sleep(0.1)
-        tokens = [t for _, t in logins]
         killer = threading.Timer(SOAK_S, lambda: os.kill(proc.pid, signal.SIGKILL))  # mid-answer, no clean exit
         killer.start()
-        acked = _soak(base, tokens, SOAK_S + 5, 72)
+        acked = _soak(base, [t for _, t in logins], SOAK_S + 5, 72)
         killer.join()
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
     stored: dict[str, list[tuple[int, str]]] = {name: [] for name, _ in logins}
-    for a in Store(store.path).answers():
+    for a in Store(db).answers():
         stored[a["annotator"]].append((a["seq"], a["answer"]))
     total = 0
     for (name, token) in logins:
@@ -280,7 +286,7 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
                     page.reload()
                 page.wait_for_selector("#test:not([hidden])")
                 page.wait_for_function(f"document.getElementById('count').textContent === '{k} / 24 answered'")
-                page.wait_for_function("document.getElementById('player').src.startsWith('blob:')")
+                page.wait_for_function(f"document.getElementById('player').dataset.seq === '{k}'")
                 assert page.is_disabled("#options button >> nth=0")  # not before playing
                 page.evaluate("document.getElementById('player').play()")
                 page.wait_for_function("document.getElementById('player').currentTime > 0")
@@ -294,10 +300,20 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
             other_page.goto(f"{server.base}/#token={other}")
             other_page.wait_for_selector("#consent:not([hidden])")
             assert "#token" not in other_page.url  # the token left the address bar
-            assert not errors, errors
-            page.set_viewport_size({"width": 900, "height": 620})
+            admin = browser.new_context(bypass_csp=True).new_page()
+            admin.on("pageerror", lambda e: errors.append(str(e)))
+            admin.goto(f"{server.base}/admin")
+            admin.fill("#admin-token", study.set_admin_token())
+            admin.click("#admin-login button")
+            admin.wait_for_selector("#panel:not([hidden])")
+            row = admin.locator("#progress tbody tr", has_text="browser-2")
+            assert row.locator("td").all_inner_texts()[:3] == ["browser-2", "0", "24"]
+            mine = admin.locator("#progress tbody tr").filter(has=admin.locator("td", has_text="browser")).first
+            assert mine.locator("td").all_inner_texts()[:3] == ["browser", "10", "24"]
+            assert admin.locator("#samples button").all_inner_texts() == ["samples_volume.jsonl"]
             if os.environ.get("VOCALGRAD_LISTEN_SCREENSHOT"):
-                page.screenshot(path=os.environ["VOCALGRAD_LISTEN_SCREENSHOT"])
+                admin.screenshot(path=os.environ["VOCALGRAD_LISTEN_SCREENSHOT"], full_page=True)
+            assert not errors, errors
         finally:
             browser.close()
     mine = [a for a in study.answers() if a["annotator"] == "browser"]

@@ -73,6 +73,11 @@ async function renderItem(item) {
   current = item;
   plays = 0;
   show("test");
+  const player = $("player");
+  player.pause();
+  player.removeAttribute("src");  // never let the previous clip be played for this item
+  delete player.dataset.seq;
+  player.load();
   $("question").textContent = item.question;
   const opts = $("options");
   opts.textContent = "";
@@ -85,13 +90,17 @@ async function renderItem(item) {
     opts.append(b);
   }
   $("hint").hidden = false;
+  const url = await audioBlobUrl(`/api/item/${item.seq}/audio?nonce=${encodeURIComponent(item.nonce)}`);
+  if (current !== item) { URL.revokeObjectURL(url); return; }  // a newer state took over meanwhile
   if (audioUrl) URL.revokeObjectURL(audioUrl);
-  audioUrl = await audioBlobUrl(`/api/item/${item.seq}/audio?nonce=${encodeURIComponent(item.nonce)}`);
-  $("player").src = audioUrl;
+  audioUrl = url;
+  player.src = url;
+  player.dataset.seq = String(item.seq);
   shownAt = performance.now();
 }
 
 $("player").addEventListener("play", () => {
+  if (!current || $("player").dataset.seq !== String(current.seq)) return;
   plays += 1;
   for (const b of $("options").querySelectorAll("button")) b.disabled = false;
   $("hint").hidden = true;
