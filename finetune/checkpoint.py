@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,16 +82,51 @@ def save(out_dir: str | Path, step: int, *, adapter: dict[str, torch.Tensor], op
     return final
 
 
+def problem(path: Path) -> str | None:
+    """Why checkpoint `path` cannot be resumed from (the file and the error), or None when every file loads."""
+    try:
+        state = read_state(path)
+    except (OSError, ValueError) as err:  # missing, unreadable, not JSON
+        return f"state.json: {err}"
+    if not isinstance(state, dict) or not {"step", "fingerprint", "seed"} <= set(state):
+        return "state.json: no step/seed/fingerprint"
+    files = ["adapter_model.safetensors", "optimizer.pt", "scheduler.pt",
+             *sorted(p.name for p in path.glob("rng_rank*.pt"))]
+    for name in files:
+        try:
+            if name.endswith(".safetensors"):
+                load_file(str(path / name))
+            else:
+                torch.load(path / name, weights_only=True)
+        except Exception as err:  # truncated zip, corrupt header, missing file: all mean "not this one"
+            return f"{name}: {type(err).__name__}: {err}"
+    return None
+
+
 def latest(out_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint, or None."""
+    """The newest checkpoint whose every file loads, or None when there is none at all.
+
+    A corrupt newest one (a disk error, a copy cut short) is skipped with a warning naming it and why, and
+    the previous valid one is used; if none is usable, a ValueError says so.
+    """
     root = _dir(out_dir)
     pointer = root / LATEST
-    if not pointer.is_file():
+    named = root / pointer.read_text(encoding="utf-8").strip() if pointer.is_file() else None
+    found = sorted((p for p in root.glob("step-*") if p.is_dir()), reverse=True) if root.is_dir() else []
+    candidates = ([named] if named is not None else []) + [p for p in found if p != named]
+    if not candidates:
         return None
-    path = root / pointer.read_text(encoding="utf-8").strip()
-    if not (path / "state.json").is_file():
-        raise FileNotFoundError(f"{pointer} names {path.name}, which is incomplete or missing; remove {root} to restart")
-    return path
+    skipped = []
+    for path in candidates:
+        why = problem(path) if path.is_dir() else "missing"
+        if why is None:
+            for name, reason in skipped:
+                print(f"warning: checkpoint {name} is unusable ({reason}); resuming from {path.name} instead",
+                      file=sys.stderr)
+            return path
+        skipped.append((path.name, why))
+    raise ValueError(f"no usable checkpoint in {root} ({'; '.join(f'{n}: {w}' for n, w in skipped)}); "
+                     f"remove {root} to train from the start")
 
 
 def read_state(path: Path) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from finetune.data import (  # noqa: E402
 )
 from harness.data import CONFIGS, config_name  # noqa: E402
 from harness.prompts import build_prompt, get_variant  # noqa: E402
+from harness.redact import public, redact  # noqa: E402
 from harness.results import atomic_write_text, write_jsonl  # noqa: E402
 
 SCOPES = ("lm_head", "all_linear")
@@ -125,7 +126,8 @@ class TrainSettings:
 
     def fingerprint(self) -> dict[str, Any]:
         """The fields that define the adapter (a resumed run must agree on all of them)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("defines")}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("defines")}
+        return {**out, "model_args": public(self.model_args)}  # secrets change no weight and stay out of files
 
     def check(self) -> None:
         """Raise ValueError for settings that cannot work, before any model is loaded."""
@@ -481,7 +483,7 @@ def _train_loop(settings: TrainSettings, lm: Any, acc: Any, out: Path,
     losses_logged = [r["loss"] for r in state["log"]]
     info: dict[str, Any] = {
         "status": "complete",
-        "settings": dataclasses.asdict(settings),
+        "settings": {**dataclasses.asdict(settings), "model_args": redact(settings.model_args)},
         "settings_fingerprint": fingerprint,
         "base_model": {
             "registry_name": settings.model,

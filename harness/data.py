@@ -107,7 +107,8 @@ def decode_audio(file: str | Path | io.BytesIO, where: str) -> AudioDict:
     try:
         return read_audio(file)
     except (sf.LibsndfileError, RuntimeError, OSError, TypeError) as err:  # TypeError: soundfile on garbage
-        raise ValueError(f"{where}: audio cannot be decoded ({err})") from None
+        reason = str(err).rpartition(": ")[2] if isinstance(file, io.BytesIO) else str(err)  # not "<BytesIO at 0x..>"
+        raise ValueError(f"{where}: audio cannot be decoded ({reason})") from None
 
 
 def read_audio(file: str | Path | io.BytesIO) -> AudioDict:

@@ -282,14 +282,14 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     if todo:
         bar = progress(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
                    dynamic_ncols=True, leave=True)
-        with res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
+        # the bar closes (ending its line) also when an error propagates, so the message starts a line
+        with bar, res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
             produced = prefetched_rows(source, config, mine, settings.data_workers)
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
             secrets = secret_values(settings.model_args)
             for batch in _batches(rows, batch_size):
                 writer.write_batch([scrub_row(r, secrets) for r in evaluate_batch(model, batch, variant, settings)])
                 bar.update(len(batch))
-        bar.close()
     dist.barrier()  # every shard is complete before the merge
     if dist.is_main:
         merge_config(out_dir, config, order)

@@ -35,6 +35,7 @@ from harness.data import RowSource, SourceUnit, attribute_word, config_name, ope
 from harness.models.base import ModelError
 from harness.models.protocol import AudioLM, HiddenStates, Prompt
 from harness.prompts import Variant, build_prompt, get_variant
+from harness.redact import public
 from harness.runner import parse_model_args
 from probing.store import FORMAT, FeatureWriter, config_hash
 from vocalgrad_dataset.argtypes import positive_int
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 N_SEGMENTS = 16
 MEL = {"sr": 16000, "n_fft": 1024, "hop_length": 256, "n_mels": 128, "fmax": 8000.0}
 QUARTERS = ("a1", "a2", "a3", "a4")
+F16_MAX = float(np.finfo(np.float16).max)  # features are stored as float16
 TEXT_POSITIONS = ("attribute", "query-2", "query-1")
 
 
@@ -227,6 +229,9 @@ def extract_config(model: AudioLM, source: RowSource, config: str, settings: Ext
         "prompt_variant": variant.name, "split": settings.split, "config": config,
         "source": source.description, "data_dir": settings.data_dir, "layers": layers_spec,
         "pooling": {"segments": N_SEGMENTS, "boundaries": "floor(linspace(0, L, 17))"}, "mel": MEL,
+        # Only when set, so extractions made before they were pinned keep their hash (and resume).
+        **({"dtype": settings.dtype} if settings.dtype else {}),
+        **({"model_args": public(settings.model_args)} if public(settings.model_args) else {}),
     }
     # The unit list is not pinned: a run started with --limit-units can be resumed further, or in full.
     header = {**pinned, "config_hash": config_hash(pinned), "model_id": getattr(model, "model_id", settings.model)}
@@ -252,6 +257,9 @@ def extract_config(model: AudioLM, source: RowSource, config: str, settings: Ext
                 n_layers = item.decoder[0].shape[0] - 1 if item.decoder else 0
                 layers = resolve_layers(layers_spec, n_layers) if item.decoder else None
                 one = clip_features(row["audio"], item, layers, prompt.clip_id)
+                bad = sorted(k for k, v in one.items() if not np.isfinite(v).all() or np.abs(v).max() > F16_MAX)
+                if bad:  # e.g. a reduced-precision overflow: left out and listed, never stored
+                    raise ModelError(f"non-finite or beyond-float16 features in {', '.join(bad[:3])}")
                 expected = expected or set(one)
                 if set(one) != expected:  # e.g. the attribute token was found in other clips but not here
                     raise ModelError(f"representations {sorted(set(one) ^ expected)} differ from the other clips'")

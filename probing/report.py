@@ -68,6 +68,36 @@ def load_end_to_end(harness_run: str | Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def _same_adapter(a: Any, b: Any) -> bool:
+    """Adapters are the same when both are absent, or name the same path (or Hub id)."""
+    if not a or not b:
+        return not a and not b
+    pa, pb = Path(str(a)).expanduser(), Path(str(b)).expanduser()
+    return pa.resolve() == pb.resolve() if pa.exists() or pb.exists() else str(a) == str(b)
+
+
+def check_pairing(probe_results: Mapping[str, Any], harness_run: str | Path) -> None:
+    """Refuse to set probes of one model beside the answers of another (model name and adapter must match)."""
+    path = Path(harness_run)
+    path = path / "results.json" if path.is_dir() else path
+    if not path.is_file():
+        raise FileNotFoundError(f"harness results not found: {path}")
+    cfg = json.loads(path.read_text(encoding="utf-8")).get("config")
+    if not isinstance(cfg, dict) or "model" not in cfg:
+        raise ValueError(f"{path}: no config.model (not a harness results.json), so the answering model is unknown")
+    probe = (probe_results.get("model"), probe_results.get("adapter"))
+    answer = (cfg.get("model"), (cfg.get("model_args") or {}).get("adapter"))
+    if probe[0] != answer[0] or not _same_adapter(probe[1], answer[1]):
+        def name(model: Any, adapter: Any) -> str:
+            return f"{model!r}" + (f" with adapter {adapter}" if adapter else "")
+
+        raise ValueError(f"the probes are of {name(*probe)} but {path} holds the answers of {name(*answer)}; "
+                         "pass a harness run of the same model (and adapter)")
+    if cfg.get("prompt_variant") not in (None, probe_results.get("prompt_variant")):
+        print(f"warning: probes used prompt {probe_results.get('prompt_variant')!r}, the harness run "
+              f"{cfg.get('prompt_variant')!r}", file=sys.stderr)
+
+
 def _family_layers(probes: Mapping[str, Any], family: str) -> list[str]:
     return sorted((k for k in probes if k.rpartition("/")[0] == family), key=rep_sort_key)
 
@@ -229,6 +259,8 @@ def make_report(run: str | Path, harness_run: str | Path | None = None, out: str
     results, directions = load_probe_results(run)
     out_dir = Path(out) if out else Path(run) / "probes" / "report"
     probes, configs = results["probes"], list(results["configs"])
+    if harness_run:
+        check_pairing(results, harness_run)
     e2e = load_end_to_end(harness_run) if harness_run else {}
     parts = [f"# Probing report — {results.get('model')}",
              f"revision {results.get('revision')}, adapter {results.get('adapter')}, prompt "

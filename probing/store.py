@@ -63,9 +63,13 @@ class FeatureWriter:
         if self.path.is_file():
             self.manifest = _read_manifest(self.path)
             if self.manifest["config_hash"] != header["config_hash"]:
+                pinned = [k for k in header if k not in ("config_hash", "model_id")]
+                diff = [f"{k}: {self.manifest.get(k)!r} before, {header[k]!r} now" for k in pinned
+                        if json.dumps(self.manifest.get(k), sort_keys=True, default=str)
+                        != json.dumps(header[k], sort_keys=True, default=str)]
                 raise StoreError(
                     f"{self.path} was written by another extraction (config_hash {self.manifest['config_hash']}, "
-                    f"now {header['config_hash']}: model, adapter, prompt, layers or source differ); "
+                    f"now {header['config_hash']}: {'; '.join(diff) or 'settings differ'}); "
                     "use a new --out or delete that folder"
                 )
         else:
@@ -97,6 +101,11 @@ class FeatureWriter:
         name = f"shard-{len(self.manifest['shards']):05d}.safetensors"
         if n:  # a shard whose every row failed holds no tensors; only its errors are recorded
             tensors = {k: np.ascontiguousarray(v, dtype=np.float16) for k, v in features.items()}
+            for k, v in tensors.items():  # NaN/inf, or beyond float16's range: a probe would train on garbage
+                bad = ~np.isfinite(v).all(axis=1)
+                if bad.any():
+                    raise StoreError(f"{self.folder}: feature {k!r} of clip {rows[int(np.argmax(bad))].get('benchmark_clip_id')} "
+                                     "is NaN, infinite or outside float16's range; refused")
             atomic_write_bytes(self.folder / name, save(tensors, metadata={"rows": str(n)}))
         entry = {"file": name if n else None, "units": list(units), "n": n,
                  "rows": {f: [str(r.get(f, "")) for r in rows] for f in ROW_FIELDS}}
@@ -164,10 +173,20 @@ class FeatureSet:
             file = self.folder / s["file"]
             if not file.is_file():
                 raise StoreError(f"{file} is listed in {self.folder / MANIFEST} but missing")
-            with safe_open(str(file), framework="numpy") as fh:
-                arr = fh.get_tensor(key)
-            if arr.shape[0] != s["n"]:
-                raise StoreError(f"{file}: {key!r} has {arr.shape[0]} rows, the manifest says {s['n']}")
+            try:
+                with safe_open(str(file), framework="numpy") as fh:
+                    arr = fh.get_tensor(key)
+            except Exception as err:  # SafetensorError (truncated, corrupt header) and friends
+                raise StoreError(f"{file}: corrupt or truncated feature shard ({err}); delete it and its "
+                                 "manifest entry, or re-extract") from None
+            if arr.ndim != 2 or arr.shape != (s["n"], self.representations[key]):
+                raise StoreError(f"{file}: {key!r} has shape {arr.shape}, the manifest says ({s['n']}, "
+                                 f"{self.representations[key]})")
+            bad = ~np.isfinite(arr).all(axis=1)
+            if bad.any():
+                clip = s["rows"]["benchmark_clip_id"][int(np.argmax(bad))]
+                raise StoreError(f"{file}: {key!r} holds NaN or infinite features ({int(bad.sum())} row(s), first "
+                                 f"clip {clip}); refused")
             parts.append(arr)
         if not parts:
             return np.zeros((0, self.representations[key]), dtype=dtype)

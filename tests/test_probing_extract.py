@@ -196,7 +196,8 @@ def test_train_and_report_clis(tmp_path: Path, capsys) -> None:
     harness_run.mkdir()
     (harness_run / "results.json").write_text(json.dumps({"results": {
         "volume": {"accuracy": 0.5, "accuracy_ci_low": 0.4, "accuracy_ci_high": 0.6},
-        "noise": {"accuracy": 0.48, "accuracy_ci_low": 0.38, "accuracy_ci_high": 0.58}}}))
+        "noise": {"accuracy": 0.48, "accuracy_ci_low": 0.38, "accuracy_ci_high": 0.58}},
+        "config": {"model": "synthetic", "model_args": {}, "prompt_variant": "default"}}))
     text = report.make_report(tmp_path, harness_run, layer="text/2")
     out = tmp_path / "probes" / "report"
     for name in ("fig2_stages.png", "fig3_layers.png", "positions.png", "cosine_text_2.png", "probe_accuracy.csv",
