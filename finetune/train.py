@@ -56,9 +56,20 @@ from finetune.data import (  # noqa: E402
     steps_per_epoch,
 )
 from harness.data import CONFIGS, config_name  # noqa: E402
+from harness.models.protocol import TrainableAudioLM  # noqa: E402
+from harness.models.registry import load_model  # noqa: E402
 from harness.prompts import build_prompt, get_variant  # noqa: E402
 from harness.redact import public, redact  # noqa: E402
 from harness.results import atomic_write_text, write_jsonl  # noqa: E402
+from harness.settings import (  # noqa: E402
+    ModelSettings,
+    SourceSettings,
+    add_model_arguments,
+    add_source_arguments,
+    configs_type,
+    derive,
+    settings_from_args,
+)
 
 SCOPES = ("lm_head", "all_linear")
 SCHEDULES = ("constant", "linear", "cosine")
@@ -72,19 +83,25 @@ def _defines(default: Any = dataclasses.MISSING, **kw: Any) -> Any:
     return field(default=default, metadata={"defines": True}, **kw)
 
 
-@dataclass
-class TrainSettings:
-    """Everything a fine-tuning run needs; fields marked `defines` must match to resume a run directory."""
+@dataclass(kw_only=True)
+class TrainSettings(ModelSettings, SourceSettings):
+    """Everything a fine-tuning run needs: the shared model and source settings (fields redeclared here are
+    marked `defines`: they change the adapter, so a resumed run directory must agree on them) and the recipe.
+
+    `batch_size` is the recipe's clips per forward (SPEC §6: 1); scoring (validation, evaluation) batches
+    `eval_batch_size` prompts per model call.
+    """
 
     model: str = _defines()
+    model_args: dict[str, Any] = field(default_factory=dict, metadata={"defines": True})
+    dtype: str | None = _defines(None)
+    source: str = _defines("vctk")
+    data_dir: str | None = _defines(None)
     category: str = _defines()
     scope: str = _defines()
     out: str = ""
     include_audio_tower: bool = _defines(False)
-    source: str = _defines("vctk")
-    data_dir: str | None = _defines(None)
     prompt: str = _defines("default")
-    model_args: dict[str, Any] = field(default_factory=dict, metadata={"defines": True})
     # SPEC §6 recipe
     lora_r: int = _defines(8)
     lora_alpha: int = _defines(16)
@@ -129,6 +146,10 @@ class TrainSettings:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("defines")}
         return {**out, "model_args": public(self.model_args)}  # secrets change no weight and stay out of files
 
+    def model_settings(self) -> ModelSettings:
+        """The base model to load: these settings' model, scoring `eval_batch_size` prompts per call."""
+        return derive(ModelSettings, self, batch_size=self.eval_batch_size)
+
     def check(self) -> None:
         """Raise ValueError for settings that cannot work, before any model is loaded."""
         self.category = config_name(self.category)
@@ -145,8 +166,9 @@ class TrainSettings:
             raise ValueError(f"max-steps must be >= 1, got {self.max_steps}")
         if not self.out:
             raise ValueError("--out is required")
-        if "adapter" in self.model_args:
-            raise ValueError("training starts from the base model; `--model-arg adapter=` is for evaluation")
+        if "adapter" in self.model_args or self.adapter is not None:
+            raise ValueError("training starts from the base model; an adapter (--adapter, --model-arg adapter=) "
+                             "is for evaluation")
         self.eval_configs = [config_name(c) for c in self.eval_configs]
         get_variant(self.prompt).vocabulary(self.category)
 
@@ -158,8 +180,8 @@ def _linear_names(model: torch.nn.Module) -> list[str]:
 
 def lora_targets(lm: Any, scope: str, include_audio_tower: bool = False) -> tuple[str, list[str]]:
     """(PEFT target regex, the module names it selects) for a scope on a wrapped transformers model."""
-    head = lm.spec.lm_head_path
-    decoder = lm.spec.decoder_path
+    head = lm.lm_head_path
+    decoder = lm.decoder_path
     linear = _linear_names(lm.model)
     if scope == "lm_head":
         if include_audio_tower:
@@ -196,7 +218,7 @@ def attach_lora(lm: Any, settings: TrainSettings) -> tuple[Any, list[str]]:
         lora_dropout=settings.lora_dropout,
         target_modules=pattern,
         bias="none",
-        revision=base_revision(lm),
+        revision=lm.base_revision(),
     )
     peft_model = get_peft_model(lm.model, config)
     # Set after creation: PEFT would overwrite it from the model's own (possibly empty) name_or_path.
@@ -215,9 +237,7 @@ def _checkpointing(lm: Any, whole: bool, on: bool) -> Any:
     require grad, so every step would run (and recompute) a backward through it for nothing.
     Non-reentrant checkpointing works with frozen inputs and replays dropout with the saved RNG state.
     """
-    from harness.models.hf import _resolve
-
-    module = lm.model if whole else _resolve(lm.model, lm.spec.decoder_path)
+    module = lm.model if whole else lm.model.get_submodule(lm.decoder_path)
     if not getattr(module, "supports_gradient_checkpointing", False):
         return None
     if on:
@@ -228,11 +248,6 @@ def _checkpointing(lm: Any, whole: bool, on: bool) -> Any:
     else:
         (getattr(module, "activation_checkpointing_disable", None) or module.gradient_checkpointing_disable)()
     return module
-
-
-def base_revision(lm: Any) -> str | None:
-    """The commit the base weights came from (Hub-resolved), else the family's pinned revision."""
-    return getattr(lm.model.config, "_commit_hash", None) or getattr(lm.spec, "revision", None)
 
 
 def adapter_state(peft_model: Any) -> dict[str, torch.Tensor]:
@@ -321,20 +336,9 @@ def _check_resumable(saved: dict[str, Any], settings: TrainSettings, where: Path
         raise ValueError(f"{where} holds a run with other settings ({', '.join(diff)}); use another --out")
 
 
-def load_base(settings: TrainSettings) -> Any:
-    """The wrapped base model, checked to be trainable (a transformers wrapper with training_inputs)."""
-    from harness.models.registry import get_model
-
-    try:
-        lm = get_model(settings.model, **settings.model_args)
-    except KeyError as err:
-        raise ValueError(err.args[0]) from None
-    if not hasattr(lm, "training_inputs") or not hasattr(lm, "model"):
-        raise ValueError(f"model {settings.model!r} cannot be fine-tuned here (not a transformers wrapper)")
-    if lm.spec.input_style != "render":  # prompt + answer must be rendered as text around the audio slots
-        raise ValueError(f"model {settings.model!r} cannot be fine-tuned here: family {lm.spec.name} feeds audio "
-                         "through apply_chat_template, which takes no assistant answer")
-    return lm
+def load_base(settings: TrainSettings) -> TrainableAudioLM:
+    """The wrapped base model, checked to be trainable (TrainableAudioLM, a prompt+answer template)."""
+    return load_model(settings.model_settings(), require=["training"])  # type: ignore[return-value]
 
 
 def train(settings: TrainSettings, lm: Any = None) -> dict[str, Any]:
@@ -488,8 +492,8 @@ def _train_loop(settings: TrainSettings, lm: Any, acc: Any, out: Path,
         "base_model": {
             "registry_name": settings.model,
             "model_id": getattr(lm, "model_id", settings.model),
-            "family": lm.spec.name,
-            "revision": base_revision(lm),
+            "family": lm.family,
+            "revision": lm.base_revision(),
             "dtype": str(lm.dtype).removeprefix("torch."),
             "params": sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n),
         },
@@ -569,12 +573,11 @@ def _evaluate(settings: TrainSettings, lm: Any, out: Path, info: dict[str, Any],
     from harness.runner import EvalSettings, run_eval
 
     def run(dir_name: str, adapter: str | None) -> None:
-        args = {**settings.model_args, **({"adapter": adapter} if adapter else {})}
-        run_eval(EvalSettings(
-            model=settings.model, configs=settings.eval_configs, out=str(out / dir_name), split="test",
-            source=settings.eval_source or settings.source, data_dir=settings.eval_data_dir or settings.data_dir,
-            mode=settings.eval_mode, prompt=settings.prompt, batch_size=settings.eval_batch_size,
-            limit=settings.eval_limit, model_args=args,
+        run_eval(derive(
+            EvalSettings, settings.model_settings(), configs=settings.eval_configs, out=str(out / dir_name),
+            split="test", source=settings.eval_source or settings.source,
+            data_dir=settings.eval_data_dir or settings.data_dir, mode=settings.eval_mode, prompt=settings.prompt,
+            limit=settings.eval_limit, adapter=adapter,
         ), model=lm)
 
     lm.model.eval()
@@ -604,31 +607,19 @@ def _evaluate(settings: TrainSettings, lm: Any, out: Path, info: dict[str, Any],
 
 
 # ---- command line -----------------------------------------------------------------------------------------
-def _model_args(items: Sequence[str]) -> dict[str, Any]:
-    """KEY=VALUE pairs parsed exactly as `harness eval --model-arg` parses them."""
-    from harness.runner import add_eval_arguments, settings_from_args
-
-    p = argparse.ArgumentParser(add_help=False)
-    add_eval_arguments(p)
-    argv = ["--model", "x", "--out", "x"] + [a for item in items for a in ("--model-arg", item)]
-    return settings_from_args(p.parse_args(argv)).model_args
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Arguments of finetune/train.py (recipe flags default to SPEC §6)."""
     d = TrainSettings(model="", category="", scope="")
     p = argparse.ArgumentParser(prog="finetune/train.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", required=True, help="registry name (see `harness list-models`)")
+    add_model_arguments(p, batch_size=None)
+    add_source_arguments(p, what="train split")
     p.add_argument("--category", required=True, help="the VocalGrad config to train on, e.g. volume")
     p.add_argument("--scope", required=True, choices=SCOPES)
     p.add_argument("--include-audio-tower", action="store_true",
                    help="all_linear also adapts the audio encoder and projector (as the published runs did)")
     p.add_argument("--out", required=True, help="run directory (resumed if it exists)")
-    p.add_argument("--source", default=d.source, help="generator source of the train split (vctk, demo, ...)")
-    p.add_argument("--data-dir", default=None, help="corpus root for the source")
     p.add_argument("--prompt", default=d.prompt, help="prompt variant (SPEC §5)")
-    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="model factory keyword")
     g = p.add_argument_group("recipe (SPEC §6)")
     for name, typ, text in (
         ("lora_r", int, "LoRA rank"), ("lora_alpha", int, "LoRA alpha"), ("lora_dropout", float, "LoRA dropout"),
@@ -654,7 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--no-progress", dest="progress", action="store_false")
     e = p.add_argument_group("evaluation and publishing")
     e.add_argument("--skip-eval", action="store_true")
-    e.add_argument("--eval-configs", default=",".join(CONFIGS))
+    e.add_argument("--eval-configs", type=configs_type, default=list(CONFIGS))
     e.add_argument("--eval-mode", choices=EVAL_MODES, default=d.eval_mode)
     e.add_argument("--eval-source", default=None, help="default: --source")
     e.add_argument("--eval-data-dir", default=None)
@@ -670,11 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from_argv(argv: Sequence[str] | None = None) -> TrainSettings:
     """TrainSettings from command-line arguments."""
-    ns = build_parser().parse_args(argv)
-    values = vars(ns)
-    values["model_args"] = _model_args(values.pop("model_arg"))
-    values["eval_configs"] = [c for c in values["eval_configs"].split(",") if c]
-    return TrainSettings(**values)
+    return settings_from_args(TrainSettings, build_parser().parse_args(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

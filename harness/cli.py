@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.runner import add_eval_arguments, run_eval, settings_from_args
+from harness.runner import add_eval_arguments, eval_settings_from_args, run_eval
 
 
 def _eval(ns: argparse.Namespace) -> int:
-    run_eval(settings_from_args(ns))
+    run_eval(eval_settings_from_args(ns))
     return 0
 
 

@@ -28,7 +28,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -39,8 +39,19 @@ from harness.prompts import FEW_SHOT_AUDIOS, PARAPHRASES, get_variant
 from harness.reference import MODEL_DISPLAY, camera_ready_rows, table2
 from harness.report import _pct, _table, load_samples
 from harness.results import atomic_write_text
-from harness.runner import parse_model_args
 from harness.sampling import limited_count
+from harness.settings import (
+    MODES,
+    ModelSettings,
+    RowSettings,
+    add_model_arguments,
+    add_source_arguments,
+    derive,
+    limit_type,
+    settings_from_args,
+    settings_record,
+)
+from vocalgrad_dataset.argtypes import nonnegative_int
 from vocalgrad_dataset.generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, config_ids
 from vocalgrad_dataset.grid import CURVES, FORMAT_LABELS, TIERS
 
@@ -100,22 +111,17 @@ def select_runs(only: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Suit
     return [r for r in runs if (not only or r.name in only or r.group in only) and r.name not in skip and r.group not in skip]
 
 
-@dataclass
-class SuiteSettings:
-    """What the suite runs on (recorded in suite.json)."""
+@dataclass(kw_only=True)
+class SuiteSettings(ModelSettings, RowSettings):
+    """What the suite runs on (recorded in suite.json): the shared model and row settings, the corpora of
+    the alternative-source runs, and the run settings every run of the suite shares."""
 
-    model: str
     out: str
-    source: str = "vctk"
-    data_dir: str | None = None
-    dataset: str | None = None
     loquacious_dir: str | None = None
     commonvoice_dir: str | None = None
     mode: str = "generate"
-    batch_size: int = 8
-    limit: int | None = None
+    limit: int | float | None = None
     data_workers: int = 0
-    model_args: dict[str, Any] = field(default_factory=dict)
 
     def run_source(self, run: SuiteRun) -> tuple[str, str | None, str | None]:
         """(source, data_dir, dataset) of a run: its own source, or the suite's."""
@@ -604,24 +610,23 @@ def _plan_markdown(model: str, entries: Sequence[dict[str, Any]]) -> str:
 
 
 def _write_plan(out: Path, settings: SuiteSettings, entries: Sequence[dict[str, Any]]) -> None:
-    atomic_write_text(out / "suite.json", json.dumps({"settings": asdict(settings), "runs": list(entries)}, indent=2) + "\n")
+    atomic_write_text(out / "suite.json", json.dumps({"settings": settings_record(settings), "runs": list(entries)}, indent=2) + "\n")
     atomic_write_text(out / "suite.md", _plan_markdown(settings.model, entries))
 
 
 def run_suite(settings: SuiteSettings, runs: Sequence[SuiteRun]) -> list[dict[str, Any]]:
     """Evaluate every run (resuming what exists), one model load for all; failures are recorded, not raised."""
-    from harness.runner import Dist, EvalSettings, load_model, run_eval
+    from harness.models.registry import load_model
+    from harness.runner import Dist, EvalSettings, run_eval
 
     out = Path(settings.out)
     entries = plan(runs, settings)
     _write_plan(out, settings, entries)
-    base = EvalSettings(model=settings.model, configs=[], out=str(out), mode=settings.mode, batch_size=settings.batch_size,
-                        limit=settings.limit, model_args=settings.model_args, data_workers=settings.data_workers)
-    model, dist = load_model(base), Dist()
+    model, dist = load_model(settings), Dist()
     for run, entry in zip(runs, entries, strict=True):
         source, data_dir, dataset = settings.run_source(run)
-        ev = EvalSettings(**{**asdict(base), "configs": list(run.configs), "out": str(out / "runs" / run.dirname),
-                             "prompt": run.prompt, "source": source, "data_dir": data_dir, "dataset": dataset})
+        ev = derive(EvalSettings, settings, configs=list(run.configs), out=str(out / "runs" / run.dirname),
+                    prompt=run.prompt, source=source, data_dir=data_dir, dataset=dataset, split="test")
         start = time.time()
         try:
             run_eval(ev, model=model, dist=dist)
@@ -638,20 +643,19 @@ def build_parser() -> argparse.ArgumentParser:
     """Arguments of `vocalgrad-paper`."""
     p = argparse.ArgumentParser(prog="vocalgrad-paper", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="registry name (see `harness list-models`)")
-    p.add_argument("--out", required=True, help="suite directory (runs/, tables/, suite.json); resumed if it exists")
-    p.add_argument("--source", default="vctk", help="source of the VCTK-based runs (vctk, demo, folder, ...)")
-    p.add_argument("--data-dir", default=None, help="corpus root for --source")
-    p.add_argument("--dataset", default=None, help="a Parquet build instead of generating the VCTK-based runs")
-    p.add_argument("--loquacious-dir", default=None, help="local LoquaciousSet copy or Parquet files (default: the Hub)")
-    p.add_argument("--commonvoice-dir", default=None, help="the unpacked Common Voice Spontaneous Speech 4.0 download")
-    p.add_argument("--only", default="", help=f"comma-separated runs or groups ({', '.join(GROUPS)})")
-    p.add_argument("--skip", default="", help="comma-separated runs or groups to leave out")
-    p.add_argument("--limit", type=int, default=None, help="first N clips of each config (smoke runs)")
-    p.add_argument("--mode", choices=("generate", "choices"), default="generate")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--data-workers", type=int, default=0)
-    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
+    add_model_arguments(p)
+    g = add_source_arguments(p, what="VCTK-based runs")
+    g.add_argument("--dataset", default=None, help="a Parquet build instead of generating the VCTK-based runs")
+    g.add_argument("--loquacious-dir", default=None, help="local LoquaciousSet copy or Parquet files (default: the Hub)")
+    g.add_argument("--commonvoice-dir", default=None, help="the unpacked Common Voice Spontaneous Speech 4.0 download")
+    r = p.add_argument_group("suite")
+    r.add_argument("--out", required=True, help="suite directory (runs/, tables/, suite.json); resumed if it exists")
+    r.add_argument("--only", default="", help=f"comma-separated runs or groups ({', '.join(GROUPS)})")
+    r.add_argument("--skip", default="", help="comma-separated runs or groups to leave out")
+    r.add_argument("--limit", type=limit_type, default=None,
+                   help="N clips (or a fraction) of each config, stratified (smoke runs)")
+    r.add_argument("--mode", choices=MODES, default="generate", help="(default: %(default)s)")
+    r.add_argument("--data-workers", type=nonnegative_int, default=0, help="(default: %(default)s)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--dry-run", action="store_true", help="list the runs and sizes; write the tables with published values")
     g.add_argument("--tables-only", action="store_true", help="assemble the tables from the existing runs only")
@@ -662,12 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `vocalgrad-paper`: 0 when every run and table is complete, 1 otherwise, 2 on bad input."""
     ns = build_parser().parse_args(argv)
     try:
-        model_args = parse_model_args(ns.model_arg)
-        settings = SuiteSettings(
-            model=ns.model, out=ns.out, source=ns.source, data_dir=ns.data_dir, dataset=ns.dataset,
-            loquacious_dir=ns.loquacious_dir, commonvoice_dir=ns.commonvoice_dir, mode=ns.mode, batch_size=ns.batch_size,
-            limit=ns.limit, data_workers=ns.data_workers, model_args=model_args,
-        )  # fmt: skip
+        settings = settings_from_args(SuiteSettings, ns)
         runs = select_runs([s for s in ns.only.split(",") if s], [s for s in ns.skip.split(",") if s])
         out = Path(ns.out)
         if ns.dry_run:

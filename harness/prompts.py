@@ -285,21 +285,13 @@ class FewShotPool:
         return [rows[cid] for cid in wanted]
 
 
-def max_audios(model: Any) -> int | None:
-    """Clips per prompt a model accepts, when it declares a limit (itself or its family spec)."""
-    for obj in (model, getattr(model, "spec", None)):
-        limit = getattr(obj, "max_audios", None)
-        if limit is not None:
-            return int(limit)
-    return None
-
 
 def prepare_variant(variant: Variant, settings: Any, model: Any = None) -> Variant:
     """A variant ready to run: few-shot gets its train pool (same source or build, train split) after
     checking the model accepts several clips per prompt; anything else is returned unchanged."""
     if variant.base != "few-shot" or variant.pool is not None:
         return variant
-    limit = max_audios(model) if model is not None else None
+    limit = model.max_audios if model is not None else None
     if limit is not None and limit < FEW_SHOT_AUDIOS:
         raise ValueError(f"model {getattr(model, 'name', model)!r} takes at most {limit} audio clip(s) per prompt; "
                          f"few-shot needs {FEW_SHOT_AUDIOS} (4 labelled examples + the query)")

@@ -7,8 +7,10 @@ are not. Records keep the name with the value replaced by REDACTED, so a reader 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 REDACTED = "***"
@@ -65,3 +67,35 @@ def scrub_row(row: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
     if not secrets:
         return dict(row)
     return {k: scrub(v, secrets) if isinstance(v, str) else v for k, v in row.items()}
+
+
+@contextlib.contextmanager
+def scrubbed_logging(secrets: Iterable[str]) -> Iterator[None]:
+    """Within the block, every log record of every logger has the secrets replaced by REDACTED.
+
+    Scrubbing at record creation covers a wrapper that logs an exception echoing its key (an HTTP error
+    naming the URL it called, say), whichever logger and handler it goes through.
+    """
+    secrets = [s for s in secrets if s]
+    if not secrets:
+        yield
+        return
+    make = logging.getLogRecordFactory()
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        text = record.getMessage()
+        clean = scrub(text, secrets)
+        if clean != text:
+            record.msg, record.args = clean, ()
+        if record.exc_info and record.exc_info[1] is not None:
+            # the traceback text is rendered later from exc_info: render it now, scrubbed
+            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info), secrets)
+            record.exc_info = None
+        return record
+
+    logging.setLogRecordFactory(factory)
+    try:
+        yield
+    finally:
+        logging.setLogRecordFactory(make)

@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -22,45 +22,51 @@ from typing import Any, TypeVar
 import numpy as np
 
 from harness import results as res
-from harness.data import CONFIGS, RowSource, SourceUnit, config_name, open_source, published_name
+from harness.data import CONFIGS, RowSource, SourceUnit, config_name, published_name
 from harness.lock import RunLock
-from harness.models.protocol import AudioLM, Prompt
+from harness.models.protocol import AudioLM, ModelError, Prompt
+from harness.models.registry import check_capabilities, check_protocol, load_model
 from harness.parsing import PARSER_VERSION
 from harness.prefetch import prefetched_rows
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
-from harness.redact import public, redact, scrub_row, secret_values
+from harness.redact import public, redact, scrub_row, scrubbed_logging, secret_values
 from harness.results import SampleRow
-from harness.sampling import check_limit, limited_count, parse_limit, stratified_ids
+from harness.sampling import check_limit, limited_count, stratified_ids
+from harness.settings import (
+    AUTO_BATCH_START,
+    MODES,
+    ModelSettings,
+    RowSettings,
+    add_model_arguments,
+    add_row_arguments,
+    configs_type,
+    limit_type,
+    settings_from_args,
+)
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.argtypes import nonnegative_int, positive_int
 from vocalgrad_dataset.progress import progress
 
-MODES = ("generate", "choices")
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
 # timeouts (10-30 min) would kill long runs. If a rank crashes, the launcher tears the group down.
 BARRIER_TIMEOUT = timedelta(hours=12)
 T = TypeVar("T")
 
 
-@dataclass
-class EvalSettings:
-    """Everything that defines a run (recorded in results.json "config")."""
+@dataclass(kw_only=True)
+class EvalSettings(ModelSettings, RowSettings):
+    """Everything that defines a run (recorded in results.json "config"): the model and row source of the
+    shared settings layer, plus what is asked and how answers are read."""
 
-    model: str
-    configs: list[str]
-    out: str
-    split: str = "test"
-    source: str = "vctk"
-    data_dir: str | None = None
-    dataset: str | None = None  # a Parquet build or a published-release directory
+    model: str = field(kw_only=False)
+    configs: list[str] = field(kw_only=False)
+    out: str = field(kw_only=False)
     mode: str = "generate"
     prompt: str = "default"
-    batch_size: int | str = 8  # or "auto": start at AUTO_BATCH_START, halved on out-of-memory
     limit: int | float | None = None  # N clips or a fraction of each config: a stratified sample
     seed: int = 1234  # the --limit sample, the random baseline and models that sample answers
     max_new_tokens: int = 128  # SPEC §5 published budget
     retry_max_new_tokens: int = 256  # one retry when the first answer is unparsed
-    model_args: dict[str, Any] = field(default_factory=dict)
     data_workers: int = 0  # processes generating/decoding rows ahead of the model (0: in this process)
 
 
@@ -118,21 +124,16 @@ def limit_units(units: Sequence[SourceUnit], limit: int | float | None, seed: in
     return out
 
 
-AUTO_BATCH_START = 64  # `--batch-size auto` starts here; the model's OOM back-off halves it until it fits
-
-
 def runner_batch_size(settings: EvalSettings, model: AudioLM) -> int:
     """Rows per model call: the number asked for, or for "auto" the start the model's OOM back-off halves."""
     if settings.batch_size != "auto":
         return int(settings.batch_size)
-    auto = getattr(model, "auto_batch", None)
-    if callable(auto):
-        auto(AUTO_BATCH_START)
+    model.auto_batch(AUTO_BATCH_START)  # again for a model passed in ready-made or reused across runs
     return AUTO_BATCH_START
 
 
 def apply_seed(model: AudioLM, settings: EvalSettings) -> None:
-    """Seed Python, NumPy and torch, and hand the seed to a model that samples (unless --model-arg seed)."""
+    """Seed Python, NumPy and torch, and hand the seed to the model (unless --model-arg seed pins its own)."""
     import random
     import sys
 
@@ -141,35 +142,13 @@ def apply_seed(model: AudioLM, settings: EvalSettings) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.manual_seed(settings.seed)
-    if hasattr(model, "seed") and "seed" not in settings.model_args:
-        model.seed = settings.seed
-
-
-def _calls(fn: Callable[[list[Prompt]], Sequence[T]], prompts: list[Prompt]) -> list[T | Exception]:
-    """fn over the batch; if the batch fails, item by item so one bad clip errors alone."""
-    try:
-        out = list(fn(prompts))
-        if len(out) != len(prompts):
-            raise RuntimeError(f"model returned {len(out)} outputs for {len(prompts)} prompts")
-        return out
-    except Exception as err:
-        # BaseAudioLM reports per-item failures as ItemErrors carrying every item's value or error.
-        partial = getattr(err, "results", None)
-        if isinstance(partial, list) and len(partial) == len(prompts):
-            return partial
-        if len(prompts) == 1:
-            return [err]
-    results: list[T | Exception] = []
-    for p in prompts:
-        try:
-            results.append(fn([p])[0])
-        except Exception as err:  # recorded as an error row, counted in results
-            results.append(err)
-    return results
+    if "seed" not in settings.model_args:
+        model.set_seed(settings.seed)
 
 
 def _error_text(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"
+    """An error row's text; a ModelError's message already names the underlying exception type."""
+    return err.message if isinstance(err, ModelError) else f"{type(err).__name__}: {err}"
 
 
 def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, variant: Variant,
@@ -216,19 +195,19 @@ def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
     if not prompts:
         return out
     vocab = variant.vocabulary(rows[0]["category"])  # one config per batch: one vocabulary
+    # The model's *_items calls isolate failures per item (AudioLM contract): one bad clip, one error row.
     if settings.mode == "choices":
-        scores = _calls(lambda ps: list(np.asarray(model.score_choices(ps, vocab.choices))), prompts)
-        for i, s in zip(live, scores, strict=True):
-            if isinstance(s, Exception):
+        for i, s in zip(live, model.score_items(prompts, vocab.choices), strict=True):
+            if isinstance(s, ModelError):
                 out[i]["error"] = _error_text(s)
                 continue
             pred, word, margin = vocab.decide(s)
             out[i].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
         return out
-    first = _calls(lambda ps: model.generate(ps, max_new_tokens=settings.max_new_tokens), prompts)
+    first = model.generate_items(prompts, max_new_tokens=settings.max_new_tokens)
     retry_idx = []
     for j, (i, text) in enumerate(zip(live, first, strict=True)):
-        if isinstance(text, Exception):
+        if isinstance(text, ModelError):
             out[i]["error"] = _error_text(text)
             continue
         pred = vocab.parser.parse(text)
@@ -236,12 +215,11 @@ def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
         if pred is None and settings.retry_max_new_tokens:
             retry_idx.append(j)
     if retry_idx:
-        again = _calls(lambda ps: model.generate(ps, max_new_tokens=settings.retry_max_new_tokens),
-                       [prompts[j] for j in retry_idx])
+        again = model.generate_items([prompts[j] for j in retry_idx], max_new_tokens=settings.retry_max_new_tokens)
         for j, text in zip(retry_idx, again, strict=True):
             i = live[j]
             out[i]["retried"] = True
-            if isinstance(text, Exception):
+            if isinstance(text, ModelError):
                 out[i]["error"] = _error_text(text)
                 continue
             pred = vocab.parser.parse(text)
@@ -329,7 +307,7 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
         from vocalgrad_dataset.generate import GENERATOR_VERSION
     return {
         "model": settings.model,
-        "model_args": public(settings.model_args),
+        "model_args": public(settings.model_kwargs()),  # --adapter / --dtype count like their --model-arg
         "mode": settings.mode,
         "prompt_variant": variant.name,
         "max_new_tokens": settings.max_new_tokens if settings.mode == "generate" else None,
@@ -396,37 +374,6 @@ def merge_config(out_dir: str | Path, config: str, order: Sequence[str]) -> Path
     return path
 
 
-def load_model(settings: EvalSettings) -> AudioLM:
-    """The model by registry name, or "package.module:Factory" for a wrapper outside the registry.
-
-    Wrappers place themselves on this process's accelerate device.
-    """
-    if ":" in settings.model:
-        import importlib
-
-        module, _, attr = settings.model.partition(":")
-        return getattr(importlib.import_module(module), attr)(**settings.model_args)
-    from harness.models.registry import REGISTRY, get_model
-
-    if settings.model not in REGISTRY:
-        try:
-            get_model(settings.model)
-        except KeyError as err:  # the registry's "did you mean" message, as a user error
-            raise ValueError(err.args[0]) from None
-    return get_model(settings.model, **settings.model_args)
-
-
-def check_mode(model: AudioLM, mode: str) -> None:
-    """Refuse choices mode for models that cannot score choices (API models)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
-    if mode == "choices" and not getattr(model, "supports_choices", False):
-        raise ValueError(
-            f"model {getattr(model, 'name', model)!r} cannot score answer choices (supports_choices is False); "
-            "use --mode generate"
-        )
-
-
 def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSource | None = None,
              dist: Dist | None = None) -> dict[str, Any] | None:
     """Run (or resume) an evaluation; rank 0 writes results.json and returns its content."""
@@ -435,7 +382,7 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     variant = get_variant(settings.prompt)
     for c in configs:
         variant.vocabulary(c)  # fail now, not after hours, when a variant does not fit a config
-    source = source or open_source(settings.split, settings.source, settings.data_dir, settings.dataset)
+    source = source or settings.open_rows()
     check_limit(settings.limit)
     if settings.batch_size != "auto" and (not isinstance(settings.batch_size, int) or settings.batch_size < 1):
         raise ValueError(f"batch size must be a number >= 1 or 'auto', got {settings.batch_size!r}")
@@ -443,14 +390,17 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     out_dir.mkdir(parents=True, exist_ok=True)
     # Locked before the model loads (a refused rerun fails in seconds) and before any shard is read (a live
     # earlier run's pending clips would be evaluated twice); held until results.json is written.
-    with RunLock(out_dir, dist):
+    with RunLock(out_dir, dist), scrubbed_logging(secret_values(settings.model_args)):
         key = resume_key(settings, variant, source)
         new = check_resume_key(out_dir, key)
         dist.barrier()  # every rank has read the record before rank 0 writes it
         if new and dist.is_main:
             res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")
+        if settings.mode not in MODES:
+            raise ValueError(f"unknown mode {settings.mode!r}; expected one of {MODES}")
         model = model or load_model(settings)
-        check_mode(model, settings.mode)
+        check_protocol(model, settings.model)
+        check_capabilities(model, ["choices"] if settings.mode == "choices" else [])
         variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
         apply_seed(model, settings)
         batch_size = runner_batch_size(settings, model)
@@ -470,7 +420,7 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
     rows = {c: res.read_jsonl(res.samples_path(out_dir, c)) for c in tasks}
     run_config_ = {
         "model": settings.model,
-        "model_args": redact(settings.model_args),  # secrets never reach a file
+        "model_args": redact(settings.model_kwargs()),  # secrets never reach a file
         "mode": settings.mode,
         "prompt_variant": variant.name,
         "split": settings.split,
@@ -508,79 +458,30 @@ def model_info(model: AudioLM, settings: EvalSettings) -> dict[str, Any]:
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by `harness eval` and `accelerate launch harness/eval.py`."""
-    p.add_argument("--model", required=True, help="registry name (see `harness list-models`)")
-    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configs (default: all nine)")
-    p.add_argument("--split", default="test")
-    p.add_argument("--source", default="vctk", help="generator source for on-the-fly rows (vctk, demo, beep, ...)")
-    p.add_argument("--data-dir", default=None, help="corpus root for the generator source")
-    p.add_argument("--dataset", default=None, help="a Parquet build or published-release dir instead of generating")
-    p.add_argument("--out", required=True, help="run directory (resumed if it exists)")
-    p.add_argument("--mode", choices=MODES, default="generate")
-    p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. swap_order+audio_ref")
-    p.add_argument("--batch-size", type=_batch_size, default=8,
-                   help="rows per model call, or 'auto': start at 64 and halve on out-of-memory (default 8)")
-    p.add_argument("--data-workers", type=nonnegative_int, default=0,
-                   help="processes that generate/decode rows ahead of the model (use several on a GPU host)")
-    p.add_argument("--limit", type=_limit, default=None,
+    """Arguments of `harness eval` and `accelerate launch harness/eval.py` (fields of EvalSettings)."""
+    add_model_arguments(p)
+    add_row_arguments(p)
+    g = p.add_argument_group("run")
+    g.add_argument("--configs", type=configs_type, default=list(CONFIGS),
+                   help="comma-separated configs, e.g. volume,noise or pitch-ternary (default: all nine)")
+    g.add_argument("--out", required=True, help="run directory (resumed if it exists)")
+    g.add_argument("--mode", choices=MODES, default="generate",
+                   help="generate: the paper's protocol (free answer, parsed); choices: score the answer words "
+                        "(default: %(default)s)")
+    g.add_argument("--prompt", default="default",
+                   help="prompt variant (SPEC §5), e.g. swap_order+audio_ref (default: %(default)s)")
+    g.add_argument("--data-workers", type=nonnegative_int, default=0,
+                   help="processes that generate/decode rows ahead of the model (default: 0, in this process)")
+    g.add_argument("--limit", type=limit_type, default=None,
                    help="N clips (or a fraction 0 < f < 1) of each config, a sample stratified over source clip, "
                         "tier, curve and direction; reports and results.json say the run was limited")
-    p.add_argument("--seed", type=nonnegative_int, default=1234,
-                   help="seed of the --limit sample, the random baseline and models that sample (default 1234)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=128)
-    p.add_argument("--retry-max-new-tokens", type=nonnegative_int, default=256, help="0 disables the retry")
-    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="keyword for the model factory (value parsed as JSON when it can be)")
+    g.add_argument("--seed", type=nonnegative_int, default=1234,
+                   help="seed of the --limit sample, the random baseline and models that sample (default: %(default)s)")
+    g.add_argument("--max-new-tokens", type=positive_int, default=128, help="(default: %(default)s)")
+    g.add_argument("--retry-max-new-tokens", type=nonnegative_int, default=256,
+                   help="budget of the one retry of an unparsed answer; 0 disables it (default: %(default)s)")
 
 
-def _limit(text: str) -> int | float:
-    try:
-        return parse_limit(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err).removeprefix("--limit expects ")) from None
-
-
-def _batch_size(text: str) -> int | str:
-    if text == "auto":
-        return text
-    if text.isdigit() and int(text) >= 1:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"a number >= 1 or 'auto', got {text!r}")
-
-
-def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
-    """{key: value} from --model-arg KEY=VALUE strings, values read as JSON where they parse (true, 8, "x")."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--model-arg expects KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def settings_from_args(ns: argparse.Namespace) -> EvalSettings:
-    """EvalSettings from parsed arguments."""
-    model_args = parse_model_args(ns.model_arg)
-    return EvalSettings(
-        model=ns.model,
-        configs=[c for c in ns.configs.split(",") if c],
-        out=ns.out,
-        split=ns.split,
-        source=ns.source,
-        data_dir=ns.data_dir,
-        dataset=ns.dataset,
-        mode=ns.mode,
-        prompt=ns.prompt,
-        batch_size=ns.batch_size,
-        limit=ns.limit,
-        seed=ns.seed,
-        max_new_tokens=ns.max_new_tokens,
-        retry_max_new_tokens=ns.retry_max_new_tokens,
-        model_args=model_args,
-        data_workers=ns.data_workers,
-    )
-
+def eval_settings_from_args(ns: argparse.Namespace) -> EvalSettings:
+    """EvalSettings from parsed `harness eval` arguments."""
+    return settings_from_args(EvalSettings, ns)

@@ -25,18 +25,25 @@ import logging
 import math
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.data import RowSource, SourceUnit, attribute_word, config_name, open_source
-from harness.models.base import ModelError
-from harness.models.protocol import AudioLM, HiddenStates, Prompt
+from harness.data import RowSource, SourceUnit, attribute_word, config_name
+from harness.models.protocol import AudioLM, HiddenStates, ModelError, Prompt
+from harness.models.registry import load_model
 from harness.prompts import Variant, build_prompt, get_variant
 from harness.redact import public
-from harness.runner import parse_model_args
+from harness.settings import (
+    ModelSettings,
+    RowSettings,
+    add_model_arguments,
+    add_row_arguments,
+    configs_type,
+    settings_from_args,
+)
 from probing.store import FORMAT, FeatureWriter, config_hash
 from vocalgrad_dataset.argtypes import positive_int
 
@@ -146,46 +153,17 @@ def clip_features(audio: dict[str, Any], hs: HiddenStates, layers: Sequence[int]
     return {k: np.asarray(v, dtype=np.float32).reshape(-1) for k, v in feats.items()}
 
 
-@dataclass
-class ExtractSettings:
-    """What to extract, from which rows, with which model, into which directory."""
+@dataclass(kw_only=True)
+class ExtractSettings(ModelSettings, RowSettings):
+    """What to extract, from which rows, with which model (the shared settings layer), into which directory."""
 
-    model: str
     configs: list[str]
-    split: str
     out: str
-    source: str = "vctk"
-    data_dir: str | None = None
-    dataset: str | None = None
-    adapter: str | None = None
+    split: str  # no default: train and test features are extracted separately
     prompt: str = "default"
     layers: str | None = None  # position-wise layers: "all", "0,14,-1", or None for default_layers
-    batch_size: int = 8
     units_per_shard: int = 4  # source clips (24 rows each) per shard: the resume granularity
     limit_units: int | None = None  # first N source clips per config (smoke runs)
-    device: str | None = None
-    dtype: str | None = None
-    model_args: dict[str, Any] = field(default_factory=dict)
-
-
-def load_model(settings: ExtractSettings) -> AudioLM:
-    """The registry model (with its LoRA adapter when given), placed on the chosen device."""
-    from harness.models.registry import REGISTRY, get_model
-
-    if settings.model not in REGISTRY:
-        try:
-            get_model(settings.model)
-        except KeyError as err:
-            raise ValueError(err.args[0]) from None
-    kwargs: dict[str, Any] = {"batch_size": settings.batch_size, **settings.model_args}
-    if settings.device:
-        kwargs["device"] = settings.device
-    if settings.dtype:
-        kwargs["dtype"] = settings.dtype
-    model = get_model(settings.model, adapter=settings.adapter, **kwargs)
-    if not getattr(model, "supports_hidden_states", False):
-        raise ValueError(f"model {settings.model!r} does not expose hidden states; it cannot be probed")
-    return model
 
 
 def model_revision(model: AudioLM) -> str:
@@ -286,31 +264,27 @@ def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
     variant = get_variant(settings.prompt)
     if settings.units_per_shard < 1:
         raise ValueError("--units-per-shard must be >= 1")
-    source = source or open_source(settings.split, settings.source, settings.data_dir, settings.dataset)
-    model = model or load_model(settings)
+    source = source or settings.open_rows()
+    model = model or load_model(settings, require=["hidden_states"])
     return [extract_config(model, source, c, settings, variant) for c in configs]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Arguments of `python -m probing.extract`."""
-    p = argparse.ArgumentParser(prog="python -m probing.extract", description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, help="registry name (see `harness list-models`)")
-    p.add_argument("--configs", required=True, help="comma-separated configs, e.g. volume,noise")
-    p.add_argument("--split", required=True, choices=("train", "test"))
-    p.add_argument("--source", default="vctk", help="generator source (vctk, demo, ...)")
-    p.add_argument("--data-dir", default=None, help="corpus root for the generator source")
-    p.add_argument("--dataset", default=None, help="a Parquet build or published-release dir instead of generating")
-    p.add_argument("--adapter", default=None, help="LoRA adapter directory (finetune/ output) to load first")
-    p.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. audio_first")
-    p.add_argument("--layers", default=None, help="position-wise layers: all | 0,14,-1 (default: 0, n/4, n/2, 3n/4, n)")
-    p.add_argument("--batch-size", type=positive_int, default=8)
-    p.add_argument("--units-per-shard", type=positive_int, default=4, help="source clips per shard (resume granularity)")
-    p.add_argument("--limit-units", type=positive_int, default=None, help="first N source clips per config")
-    p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default=None)
-    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="keyword for the model factory, e.g. fast_encoder=true (value parsed as JSON when it can be)")
-    p.add_argument("--out", required=True, help="extraction directory (resumed if it exists)")
+    """Arguments of `python -m probing.extract` (fields of ExtractSettings)."""
+    p = argparse.ArgumentParser(prog="python -m probing.extract", description=__doc__.splitlines()[0],
+                                epilog="Example: python -m probing.extract --model whisper-tiny-en --configs volume "
+                                       "--source demo --split train --out runs/probe")
+    add_model_arguments(p)
+    add_row_arguments(p, split_required=True)
+    g = p.add_argument_group("extraction")
+    g.add_argument("--configs", type=configs_type, required=True, help="comma-separated configs, e.g. volume,noise")
+    g.add_argument("--out", required=True, help="extraction directory (resumed if it exists)")
+    g.add_argument("--prompt", default="default", help="prompt variant (SPEC §5), e.g. audio_first (default: %(default)s)")
+    g.add_argument("--layers", default=None,
+                   help="position-wise layers: all | 0,14,-1 (default: 0, n/4, n/2, 3n/4, n)")
+    g.add_argument("--units-per-shard", type=positive_int, default=4,
+                   help="source clips per shard, the resume granularity (default: %(default)s)")
+    g.add_argument("--limit-units", type=positive_int, default=None, help="first N source clips per config")
     return p
 
 
@@ -319,18 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
-        model_args = parse_model_args(ns.model_arg)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    settings = ExtractSettings(
-        model=ns.model, configs=[c for c in ns.configs.split(",") if c], split=ns.split, out=ns.out,
-        source=ns.source, data_dir=ns.data_dir, dataset=ns.dataset, adapter=ns.adapter, prompt=ns.prompt,
-        layers=ns.layers, batch_size=ns.batch_size, units_per_shard=ns.units_per_shard,
-        limit_units=ns.limit_units, device=ns.device, dtype=ns.dtype, model_args=model_args,
-    )
-    try:
-        for path in run_extract(settings):
+        for path in run_extract(settings_from_args(ExtractSettings, ns)):
             print(f"wrote {path}")
     except (ValueError, FileNotFoundError, ModelError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -197,10 +197,10 @@ class SecretModel(FakeModel):
         SecretModel.received.append(api_key)
         self.api_key = api_key
 
-    def generate(self, prompts, *, max_new_tokens=128):
+    def _generate_batch(self, prompts, max_new_tokens):
         if any(p.clip_id == IDS_RELEASE_FIRST for p in prompts):
             raise RuntimeError(f"HTTP 401 for key {self.api_key}")
-        return super().generate(prompts, max_new_tokens=max_new_tokens)
+        return super()._generate_batch(prompts, max_new_tokens)
 
 
 IDS_RELEASE_FIRST = "p901_01__p901_101__linear__low__up"
@@ -393,11 +393,11 @@ def test_probing_report_refuses_answers_of_another_model(tmp_path: Path, capsys)
 class HangingModel(FakeModel):
     """FakeModel; with VOCALGRAD_TEST_HANG set it hangs after its first batch: a worker outliving its launcher."""
 
-    def generate(self, prompts, *, max_new_tokens=128):
+    def _generate_batch(self, prompts, max_new_tokens):
         # a second batch hangs (a retry of the first still answers)
         if os.environ.get("VOCALGRAD_TEST_HANG") and self.answered and max_new_tokens < 256:
             time.sleep(120)
-        return super().generate(prompts, max_new_tokens=max_new_tokens)
+        return super()._generate_batch(prompts, max_new_tokens)
 
 
 def _wait_for(cond, timeout: float = 60.0) -> None:

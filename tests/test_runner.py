@@ -20,6 +20,7 @@ import soundfile as sf
 from harness import results as res
 from harness.cli import main as cli_main
 from harness.data import PUBLISHED_NAME, GeneratorSource, ParquetSource, SourceUnit, open_source
+from harness.models.base import BaseAudioLM
 from harness.prompts import get_variant
 from harness.runner import Dist, EvalSettings, assign_units, evaluate_batch, limit_units, run_eval
 from vocalgrad_dataset import grid
@@ -39,18 +40,19 @@ def _h(clip_id: str) -> int:
     return int(hashlib.sha256(clip_id.encode()).hexdigest(), 16)
 
 
-class FakeModel:
+class FakeModel(BaseAudioLM):
     """Deterministic per clip and independent of batching; also loadable as tests.test_runner:FakeModel."""
 
     name = "fake"
 
     def __init__(self, error_ids: frozenset[str] = frozenset(), kill_after: int | None = None,
-                 supports_choices: bool = True) -> None:
+                 supports_choices: bool = True, batch_size: int = 8) -> None:
+        super().__init__(batch_size=batch_size)
         self.error_ids, self.kill_after, self.supports_choices = error_ids, kill_after, supports_choices
         self.calls = 0
         self.answered: set[str] = set()  # clips answered at the first (128-token) attempt
 
-    def generate(self, prompts, *, max_new_tokens=128):
+    def _generate_batch(self, prompts, max_new_tokens):
         self.calls += 1
         ids = {p.clip_id for p in prompts}
         if self.kill_after is not None and max_new_tokens < 256 and len(self.answered | ids) > self.kill_after:
@@ -61,11 +63,8 @@ class FakeModel:
             self.answered |= ids
         return [fake_answer(p.clip_id, max_new_tokens) for p in prompts]
 
-    def score_choices(self, prompts, choices):
+    def _score_batch(self, prompts, choices):
         return np.array([[float(_h(p.clip_id) % 3) - 1.0, 0.0] for p in prompts])
-
-    def hidden_states(self, prompts):
-        raise NotImplementedError
 
 
 def fake_answer(clip_id: str, max_new_tokens: int) -> str:

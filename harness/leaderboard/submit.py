@@ -25,9 +25,9 @@ def _precision(model_args: dict[str, Any], registry_name: str) -> str:
     if model_args.get("dtype"):
         return str(model_args["dtype"]).removeprefix("torch.")
     try:
-        from harness.models.registry import REGISTRY
+        from harness.models.registry import registry
 
-        kind = REGISTRY[registry_name].kind
+        kind = registry()[registry_name].kind
     except KeyError:
         return "unknown"
     return {"baseline": "n/a", "api": "n/a (API)"}.get(kind, "auto (bfloat16 on GPU, float32 on CPU)")

@@ -18,33 +18,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .protocol import AudioClip, HiddenStates, Prompt
+from .protocol import AudioClip, HiddenStates, ItemErrors, ModelError, Prompt
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class ModelError(RuntimeError):
-    """One item (or one whole call) failed; `clip_id` names the row it belongs to."""
-
-    def __init__(self, message: str, clip_id: str = "") -> None:
-        super().__init__(message)
-        self.clip_id = clip_id
-        self.message = message
-
-    def __repr__(self) -> str:
-        return f"ModelError({self.message!r}, clip_id={self.clip_id!r})"
-
-
-class ItemErrors(ModelError):
-    """Some items of a call failed; `results` holds every item's value or its ModelError, in input order."""
-
-    def __init__(self, results: list[Any]) -> None:
-        errors = [r for r in results if isinstance(r, ModelError)]
-        super().__init__(f"{len(errors)} of {len(results)} items failed; first: {errors[0].message}")
-        self.results = results
-        self.errors = errors
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -115,6 +93,10 @@ class BaseAudioLM:
     kind: str = "base"
     supports_choices: bool = True
     supports_hidden_states: bool = False
+    supports_adapters: bool = False
+    supports_training: bool = False
+    max_audios: int | None = None
+    seed: int | None = None
 
     def __init__(self, name: str | None = None, *, batch_size: int = 8) -> None:
         if name is not None:
@@ -128,6 +110,18 @@ class BaseAudioLM:
     def auto_batch(self, start: int) -> None:
         """`--batch-size auto`: begin at `start`; the OOM back-off in _map halves it to the largest that fits."""
         self.batch_size = self.stats["batch_size"] = start
+
+    def set_seed(self, seed: int) -> None:
+        """The run's seed; models that draw their answers read `self.seed` (greedy ones ignore it)."""
+        self.seed = seed
+
+    def load_adapter(self, path: str) -> None:
+        """Only wrappers with supports_adapters (transformers models) take LoRA adapters."""
+        raise ModelError(f"model {self.name!r} ({self.kind}) cannot take a LoRA adapter")
+
+    def provenance(self) -> dict[str, Any]:
+        """What identifies the weights (results.json "model_info"); wrappers with weights add id and revision."""
+        return {"kind": self.kind}
 
     # ---- hooks -------------------------------------------------------------------------------------
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:

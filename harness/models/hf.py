@@ -67,6 +67,7 @@ class HFAudioLM(BaseAudioLM):
 
     kind = "hf"
     supports_hidden_states = True
+    supports_adapters = True
 
     def __init__(
         self,
@@ -119,6 +120,32 @@ class HFAudioLM(BaseAudioLM):
         self.feature_device = feature_device
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._choice_memo: dict[str, tuple[list[int], str]] = {}
+
+    # ---- TrainableAudioLM: what fine-tuning reads off the family spec ---------------------------------
+    @property
+    def supports_training(self) -> bool:
+        """Prompt + answer can be rendered as text around the audio slots (not for chat-style families)."""
+        return self.spec.input_style == "render"
+
+    @property
+    def max_audios(self) -> int | None:  # type: ignore[override]
+        return self.spec.max_audios
+
+    @property
+    def decoder_path(self) -> str:
+        return self.spec.decoder_path
+
+    @property
+    def lm_head_path(self) -> str:
+        return self.spec.lm_head_path
+
+    @property
+    def family(self) -> str:
+        return self.spec.name
+
+    def base_revision(self) -> str | None:
+        """The commit the base weights came from (Hub-resolved), else the family's pinned revision."""
+        return getattr(self.model.config, "_commit_hash", None) or self.spec.revision
 
     @property
     def pad_token_id(self) -> int:

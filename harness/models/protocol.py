@@ -1,9 +1,15 @@
-"""The one protocol every model wrapper implements: generate, score choices, hidden states."""
+"""The contract between models and everything that drives them (runner, probes, fine-tuning).
+
+`AudioLM` is what every wrapper offers: capability flags, batched per-item methods that never raise for one
+bad clip, and the all-or-nothing convenience calls built on them. `TrainableAudioLM` adds what LoRA
+fine-tuning needs from a transformers model. `harness.models.base.BaseAudioLM` implements the batching,
+OOM back-off and error isolation once; wrappers only fill its per-batch hooks.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -53,21 +59,113 @@ class HiddenStates:
     encoder: list[np.ndarray] = field(default_factory=list)
 
 
+class ModelError(RuntimeError):
+    """One item (or one whole call) failed; `clip_id` names the row it belongs to."""
+
+    def __init__(self, message: str, clip_id: str = "") -> None:
+        super().__init__(message)
+        self.clip_id = clip_id
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"ModelError({self.message!r}, clip_id={self.clip_id!r})"
+
+
+class ItemErrors(ModelError):
+    """Some items of a call failed; `results` holds every item's value or its ModelError, in input order."""
+
+    def __init__(self, results: list[Any]) -> None:
+        errors = [r for r in results if isinstance(r, ModelError)]
+        super().__init__(f"{len(errors)} of {len(results)} items failed; first: {errors[0].message}")
+        self.results = results
+        self.errors = errors
+
+
 @runtime_checkable
 class AudioLM(Protocol):
-    """What the runner, probes and fine-tuning need from a model."""
+    """What the runner and the probes need from a model.
+
+    The `*_items` methods are the contract the drivers use: one value or one `ModelError` per prompt, in
+    input order, never an exception for a single failing clip. `generate` / `score_choices` /
+    `hidden_states` return plain values and raise `ItemErrors` (carrying the per-item results) otherwise.
+    """
 
     name: str
-    supports_choices: bool  # False for API models: score_choices raises a clear error
+    kind: str  # baseline | tiny | hf | external | api | encoder
+    batch_size: int  # prompts per forward; OOM back-off may lower it during a run
+    supports_choices: bool  # score_items works (token log-probabilities); False for API/runtime models
+    supports_hidden_states: bool  # hidden_items works (probing)
+    supports_adapters: bool  # load_adapter works (LoRA adapters from finetune/)
+    supports_training: bool  # a TrainableAudioLM whose prompt + answer render as text (LoRA fine-tuning)
+    max_audios: int | None  # clips one prompt may hold (None: any); few-shot needs 5
+
+    def generate_items(self, prompts: list[Prompt], *, max_new_tokens: int = 128) -> list[str | ModelError]:
+        """One decoded answer or ModelError per prompt."""
+        ...
+
+    def score_items(self, prompts: list[Prompt], choices: tuple[str, ...]) -> list[np.ndarray | ModelError]:
+        """One (len(choices),) row of summed log-probabilities (each choice as the assistant's answer) or
+        ModelError per prompt."""
+        ...
+
+    def hidden_items(self, prompts: list[Prompt]) -> list[HiddenStates | ModelError]:
+        """One single-prompt HiddenStates (one forward pass, no generation) or ModelError per prompt."""
+        ...
 
     def generate(self, prompts: list[Prompt], *, max_new_tokens: int = 128) -> list[str]:
-        """One decoded answer per prompt."""
+        """One decoded answer per prompt; raises ItemErrors when any item failed."""
         ...
 
     def score_choices(self, prompts: list[Prompt], choices: tuple[str, ...]) -> np.ndarray:
-        """(B, len(choices)) summed log-probabilities of each choice as the assistant's answer."""
+        """(B, len(choices)) summed log-probabilities; raises ItemErrors when any item failed."""
         ...
 
     def hidden_states(self, prompts: list[Prompt]) -> HiddenStates:
-        """Hidden states of one forward pass over the prompts (no generation)."""
+        """Hidden states of the prompts, merged; raises ItemErrors when any item failed."""
         ...
+
+    def auto_batch(self, start: int) -> None:
+        """`--batch-size auto`: begin at `start`; out-of-memory back-off halves it to the largest that fits."""
+        ...
+
+    def set_seed(self, seed: int) -> None:
+        """The run's seed, for models whose answers are drawn (sampling runtimes, the random baseline)."""
+        ...
+
+    def load_adapter(self, path: str) -> None:
+        """Attach a LoRA adapter (a finetune/ output directory or Hub id); raises ModelError when unsupported."""
+        ...
+
+    def provenance(self) -> dict[str, Any]:
+        """What identifies the weights for results.json: model id, revision / commit, dtype, device, ..."""
+        ...
+
+
+@runtime_checkable
+class TrainableAudioLM(AudioLM, Protocol):
+    """An AudioLM whose transformers model LoRA fine-tuning can adapt in place (finetune/)."""
+
+    model: Any  # the torch.nn.Module (a transformers PreTrainedModel) that LoRA layers are injected into
+    model_id: str
+    dtype: Any  # torch.dtype the weights run in
+    decoder_path: str  # dotted path of the text decoder inside `model` ("all_linear" adapts its linears)
+    lm_head_path: str  # dotted path of the output head ("lm_head" scope)
+    family: str  # the family spec's name, for training records
+
+    def training_inputs(self, prompts: list[Prompt], answers: list[str], *,
+                        end_of_turn: bool = True) -> dict[str, Any]:
+        """Model inputs for prompt + assistant answer, `labels` -100 everywhere but the answer's tokens."""
+        ...
+
+    def base_revision(self) -> str | None:
+        """The commit the base weights came from (Hub-resolved), else the family's pinned revision."""
+        ...
+
+
+def missing_members(obj: Any, protocol: type) -> list[str]:
+    """Names of the protocol's attributes and methods that `obj` lacks (empty when it conforms)."""
+    names = [n for n in dir(protocol) if not n.startswith("_") and n not in dir(Protocol)]
+    names += list(getattr(protocol, "__annotations__", {}))
+    for base in protocol.__mro__[1:]:
+        names += list(getattr(base, "__annotations__", {}))
+    return sorted({n for n in names if not hasattr(obj, n)})

@@ -1,14 +1,81 @@
-"""Model registry: name -> lazy factory. Nothing heavy is imported until a model is actually built."""
+"""Model registry: name -> lazy factory. Nothing heavy is imported until a model is actually built.
+
+Three ways to name a model: a registry name (`harness list-models`), a per-family entry for any
+checkpoint (`hf-qwen2-audio` with `--model-arg pretrained=ORG/ID` or a local path), or
+`package.module:Factory` for a wrapper outside the registry. Third-party packages add their own names
+through the `vocalgrad.models` entry point group (each entry point names a ModelEntry or a callable
+returning a list of them).
+"""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .protocol import AudioLM
+from vocalgrad_dataset.plugins import entry_point_objects
+
+from .protocol import AudioLM, TrainableAudioLM, missing_members
+
+if TYPE_CHECKING:
+    from harness.settings import ModelSettings
+
+# Keywords a factory takes from the harness itself, never from --model-arg.
+_INTERNAL = frozenset({"name", "model", "processor", "family", "self"})
+# lm-evaluation-harness's word for the checkpoint, accepted beside ours.
+_ALIASES = {"pretrained": "model_id"}
+
+
+@dataclass(frozen=True)
+class LazyFactory:
+    """Builds `target` ("module:attr", relative to harness.models) with `fixed` keywords on first use.
+
+    `passthrough` names the class a `**kwargs` target forwards its remaining keywords to, so the accepted
+    arguments can be listed (and unknown ones refused) before anything is built.
+    """
+
+    target: str
+    fixed: dict[str, Any] = field(default_factory=dict)
+    passthrough: str | None = None
+    overridable: frozenset[str] = frozenset()  # fixed keywords a user may replace (model_id: any checkpoint)
+    exclude: frozenset[str] = frozenset()  # keywords the target sets itself (a tiny model's own model_id)
+
+    def __call__(self, **kwargs: Any) -> AudioLM:
+        return _import(self.target)(**{**self.fixed, **kwargs})
+
+    def accepted(self) -> list[str]:
+        """Keyword arguments a user may pass (sorted), from the target's (and passthrough's) signature."""
+        names: set[str] = set()
+        for target in filter(None, (self.target, self.passthrough)):
+            names |= _keywords(_import(target))
+        names = (names - _INTERNAL - self.exclude - set(self.fixed)) | set(self.overridable)
+        return sorted(names | {alias for alias, to in _ALIASES.items() if to in names})
+
+    def needs_checkpoint(self) -> bool:
+        """True for a per-family entry with no default checkpoint (`hf-<family>`)."""
+        return "model_id" in self.overridable and "model_id" not in self.fixed
+
+
+def _keywords(target: Callable[..., Any]) -> set[str]:
+    """Keyword names `target` takes; for a class whose __init__ forwards **kwargs, its bases' too."""
+    inits = [c.__init__ for c in target.__mro__ if "__init__" in vars(c)] if isinstance(target, type) else [target]
+    names: set[str] = set()
+    for fn in inits:
+        params = inspect.signature(fn).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
+def _import(target: str) -> Callable[..., Any]:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module, __package__), attr)
 
 
 @dataclass(frozen=True)
@@ -21,32 +88,24 @@ class ModelEntry:
     factory: Callable[..., AudioLM]
 
 
-def _hf(model_id: str, family: str) -> Callable[..., AudioLM]:
-    def build(**kwargs: Any) -> AudioLM:
-        from .hf import HFAudioLM
-
-        return HFAudioLM(model_id, family, **kwargs)
-
-    return build
+def _hf(model_id: str | None, family: str) -> LazyFactory:
+    fixed = {"family": family, **({"model_id": model_id} if model_id else {})}
+    return LazyFactory(".hf:HFAudioLM", fixed, overridable=frozenset({"model_id"}))
 
 
-def _tiny(family: str) -> Callable[..., AudioLM]:
-    def build(**kwargs: Any) -> AudioLM:
-        from .tiny import tiny_model
-
-        return tiny_model(family, **kwargs)
-
-    return build
+def _tiny(family: str) -> LazyFactory:
+    return LazyFactory(".tiny:tiny_model", {"family": family}, passthrough=".hf:HFAudioLM",
+                       exclude=frozenset({"model_id", "revision", "trust_remote_code"}))
 
 
-def _attr(module: str, cls: str) -> Callable[..., AudioLM]:
-    def build(**kwargs: Any) -> AudioLM:
-        import importlib
+def _attr(module: str, cls: str) -> LazyFactory:
+    return LazyFactory(f"{module}:{cls}")
 
-        return getattr(importlib.import_module(module, __package__), cls)(**kwargs)
 
-    return build
-
+# The transformers families a user can point at any checkpoint of (fine-tuned, merged, private).
+HF_FAMILIES: tuple[str, ...] = (
+    "qwen2-audio", "audio-flamingo-3", "qwen2.5-omni", "voxtral", "granite-speech", "phi-4-multimodal", "gemma-3n",
+)
 
 _ENTRIES = (
     ModelEntry("signal-oracle", "baseline", "reads the manipulated trajectory from the signal (upper bound)",
@@ -73,6 +132,8 @@ _ENTRIES = (
     ModelEntry("phi-4-multimodal", "hf", "microsoft/Phi-4-multimodal-instruct (transformers-native weights)",
                _hf("microsoft/Phi-4-multimodal-instruct", "phi-4-multimodal")),
     ModelEntry("gemma-3n-e4b", "hf", "google/gemma-3n-E4B-it", _hf("google/gemma-3n-E4B-it", "gemma-3n")),
+    *(ModelEntry(f"hf-{family}", "hf", f"any {family} checkpoint: --model-arg pretrained=ORG/ID or a local path "
+                 "[,revision=...]", _hf(None, family)) for family in HF_FAMILIES),
     ModelEntry("kimi-audio", "external", "moonshotai/Kimi-Audio-7B-Instruct via kimia_infer (remote code)",
                _attr(".external", "KimiAudio")),
     ModelEntry("mimo-audio", "external", "XiaomiMiMo/MiMo-Audio-7B-Instruct via its runtime (T 0.3, top-p 0.95)",
@@ -84,12 +145,65 @@ _ENTRIES = (
     ModelEntry("gpt-4o-audio", "api", "gpt-4o-audio-preview chat completions (OPENAI_API_KEY)",
                _attr(".api", "OpenAIAudioLM")),
 )
-REGISTRY: dict[str, ModelEntry] = {e.name: e for e in _ENTRIES}
+
+
+def _plugin_entries() -> list[ModelEntry]:
+    """ModelEntry objects third-party packages register under the `vocalgrad.models` entry point group."""
+    out: list[ModelEntry] = []
+    for where, obj in entry_point_objects("vocalgrad.models"):
+        items = obj() if callable(obj) and not isinstance(obj, ModelEntry) else obj
+        for entry in items if isinstance(items, Iterable) else [items]:
+            if not isinstance(entry, ModelEntry):
+                raise TypeError(f"entry point {where} gave {entry!r}, not a harness.models.registry.ModelEntry")
+            out.append(entry)
+    return out
+
+
+@cache
+def registry() -> dict[str, ModelEntry]:
+    """Every model name: the built-in entries, then those of installed plugins (built-ins win a clash)."""
+    out = {e.name: e for e in _plugin_entries()}
+    out.update({e.name: e for e in _ENTRIES})
+    return out
 
 
 def list_models() -> list[tuple[str, str, str]]:
     """(name, kind, description) rows for `harness list-models`, in registry order."""
-    return [(e.name, e.kind, e.description) for e in _ENTRIES]
+    return [(e.name, e.kind, e.description) for e in registry().values()]
+
+
+def get_entry(name: str) -> ModelEntry:
+    """The entry registered as `name`; KeyError with "did you mean" suggestions otherwise."""
+    entries = registry()
+    if name in entries:
+        return entries[name]
+    close = difflib.get_close_matches(name, entries, n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise KeyError(f"unknown model {name!r}{hint} (see `harness list-models`)")
+
+
+def accepted_arguments(name: str) -> list[str] | None:
+    """The --model-arg keys a registered model takes (None when its factory does not say)."""
+    factory = get_entry(name).factory
+    return factory.accepted() if isinstance(factory, LazyFactory) else None
+
+
+def check_model_args(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with aliases resolved (pretrained -> model_id); ValueError naming the accepted ones otherwise."""
+    accepted = accepted_arguments(name)
+    out = {_ALIASES.get(k, k): v for k, v in kwargs.items()}
+    for alias, to in _ALIASES.items():
+        if alias in kwargs and to in kwargs and kwargs[alias] != kwargs[to]:
+            raise ValueError(f"model {name!r}: --model-arg {alias} and {to} name different checkpoints; give one")
+    if accepted is not None:
+        unknown = sorted(k for k in kwargs if k not in accepted and _ALIASES.get(k, k) not in accepted)
+        if unknown:
+            raise ValueError(f"model {name!r} does not take --model-arg {', '.join(unknown)}; "
+                             f"it accepts: {', '.join(accepted)}")
+        factory = get_entry(name).factory
+        if isinstance(factory, LazyFactory) and factory.needs_checkpoint() and "model_id" not in out:
+            raise ValueError(f"model {name!r} needs a checkpoint: --model-arg pretrained=ORG/ID (or a local path)")
+    return out
 
 
 def get_model(name: str, *, adapter: str | None = None, **kwargs: Any) -> AudioLM:
@@ -97,18 +211,82 @@ def get_model(name: str, *, adapter: str | None = None, **kwargs: Any) -> AudioL
 
     `adapter`: a LoRA adapter (directory saved by finetune/train.py, or Hub repo id), attached unmerged.
     """
-    entry = REGISTRY.get(name)
-    if entry is None:
-        close = difflib.get_close_matches(name, REGISTRY, n=3, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        raise KeyError(f"unknown model {name!r}{hint} (see `harness list-models`)")
+    entry = get_entry(name)
+    kwargs = check_model_args(name, kwargs)
     # A local directory must hold an adapter; anything else is taken as a Hub repo id ("org/name").
     local = adapter is not None and (Path(adapter).exists() or adapter.startswith((".", "/", "~")))
     if local and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
         raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json there)")
     model = entry.factory(name=name, **kwargs)
     if adapter is not None:
-        if not hasattr(model, "load_adapter"):
+        if not model.supports_adapters:
             raise ValueError(f"model {name!r} ({entry.kind}) cannot take a LoRA adapter")
         model.load_adapter(adapter)
     return model
+
+
+# Capabilities a driver can require of the model it loads, and what to say when it lacks one.
+CAPABILITIES: dict[str, tuple[str, str]] = {
+    "choices": ("supports_choices", "cannot score answer choices (no token log-probabilities); use --mode generate"),
+    "hidden_states": ("supports_hidden_states", "does not expose hidden states; it cannot be probed"),
+    "adapters": ("supports_adapters", "cannot take a LoRA adapter"),
+}
+
+
+def load_model(settings: ModelSettings, *, require: Sequence[str] = ()) -> AudioLM:
+    """The model `settings` name, built once for every driver (eval, paper suite, probing, fine-tuning).
+
+    `settings.model` is a registry name or "package.module:Factory"; batch size, adapter, device and dtype
+    go to the factory with the --model-arg keywords. `require` lists capabilities the caller needs
+    ("choices", "hidden_states", "adapters", "training"); a model without one is refused by name.
+    """
+    kwargs = settings.model_kwargs()
+    batch = settings.batch_size
+    if ":" in settings.model:
+        module, _, attr = settings.model.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as err:
+            raise ValueError(f"cannot import model factory {settings.model!r}: {err}") from None
+        model = factory(**kwargs)
+    else:
+        try:
+            get_entry(settings.model)
+        except KeyError as err:  # the registry's "did you mean" message, as a user error
+            raise ValueError(err.args[0]) from None
+        accepted = accepted_arguments(settings.model)
+        if isinstance(batch, int) and "batch_size" not in kwargs and (accepted is None or "batch_size" in accepted):
+            kwargs["batch_size"] = batch
+        model = get_model(settings.model, **kwargs)
+    check_protocol(model, settings.model)
+    if batch == "auto":
+        from harness.settings import AUTO_BATCH_START
+
+        model.auto_batch(AUTO_BATCH_START)
+    check_capabilities(model, require)
+    return model
+
+
+def check_protocol(model: Any, name: str) -> None:
+    """ValueError naming what `model` lacks of the AudioLM protocol (a hand-written `module:Factory` wrapper)."""
+    missing = missing_members(model, AudioLM)
+    if missing:
+        raise ValueError(f"model {name!r} does not implement the AudioLM protocol (missing: {', '.join(missing)}); "
+                         "subclass harness.models.base.BaseAudioLM")
+
+
+def check_capabilities(model: AudioLM, require: Sequence[str]) -> None:
+    """ValueError naming the first capability in `require` that `model` lacks."""
+    for need in require:
+        if need == "training":
+            missing = missing_members(model, TrainableAudioLM)
+            if missing:
+                raise ValueError(f"model {model.name!r} cannot be fine-tuned here (not a transformers wrapper; "
+                                 f"missing {', '.join(missing)})")
+            if not model.supports_training:
+                raise ValueError(f"model {model.name!r} cannot be fine-tuned here: its family feeds audio through "
+                                 "apply_chat_template, which takes no assistant answer")
+            continue
+        flag, why = CAPABILITIES[need]
+        if not getattr(model, flag):
+            raise ValueError(f"model {model.name!r} {why} ({flag} is False)")

@@ -1,0 +1,200 @@
+"""The settings and command-line flags every model-driving command shares.
+
+`harness eval`, `vocalgrad-paper`, `probing.extract` and `finetune/train.py` each describe a run as one typed
+dataclass built from the pieces below (which model, which rows) instead of restating them, and build their
+command lines from the same argument groups, so a flag means the same thing with the same default and the
+same validation everywhere. Nothing here imports torch: `--help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from harness.sampling import parse_limit
+
+MODES: tuple[str, ...] = ("generate", "choices")
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+AUTO_BATCH_START = 64  # `--batch-size auto` starts here; the model's OOM back-off halves it until it fits
+S = TypeVar("S")
+
+
+@dataclass(kw_only=True)
+class ModelSettings:
+    """Which model to build and how (registry name or `package.module:Factory`, factory keywords)."""
+
+    model: str
+    model_args: dict[str, Any] = field(default_factory=dict)  # --model-arg KEY=VALUE, passed to the factory
+    batch_size: int | str = 8  # prompts per model call, or "auto" (start at AUTO_BATCH_START, halve on OOM)
+    adapter: str | None = None  # a LoRA adapter (finetune/ output or Hub id) attached to the model
+    device: str | None = None  # None: this process's accelerate device
+    dtype: str | None = None  # None: the family's choice (bfloat16 on GPU, float32 on CPU unless pinned)
+
+    def model_kwargs(self) -> dict[str, Any]:
+        """The factory keywords: --model-arg values plus --adapter / --device / --dtype when given."""
+        out = dict(self.model_args)
+        for name in ("adapter", "device", "dtype"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name in out and out[name] != value:
+                raise ValueError(f"--{name} {value!r} contradicts --model-arg {name}={out[name]!r}; give it once")
+            out[name] = value
+        return out
+
+
+@dataclass(kw_only=True)
+class SourceSettings:
+    """The generator source rows are rendered from (SPEC §1: vctk, or demo, folder, beep, ...)."""
+
+    source: str = "vctk"
+    data_dir: str | None = None  # corpus root for the source
+
+
+@dataclass(kw_only=True)
+class RowSettings(SourceSettings):
+    """Where benchmark rows come from: the generator's split, or a Parquet build / published release."""
+
+    split: str = "test"
+    dataset: str | None = None  # a Parquet build or published-release directory instead of generating
+
+    def open_rows(self) -> Any:
+        """The harness.data.RowSource these settings name."""
+        from harness.data import open_source
+
+        return open_source(self.split, self.source, self.data_dir, self.dataset)
+
+
+def settings_record(settings: Any) -> dict[str, Any]:
+    """A settings dataclass as a JSON-able dict for records, with secret model arguments redacted."""
+    from harness.redact import redact
+
+    out = dataclasses.asdict(settings)
+    if isinstance(out.get("model_args"), dict):
+        out["model_args"] = redact(out["model_args"])
+    return out
+
+
+def derive(cls: type[S], settings: Any, **overrides: Any) -> S:
+    """A `cls` settings object taking every field it shares with `settings`, then `overrides`."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    shared = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name in names}
+    return cls(**{**shared, **overrides})
+
+
+def settings_from_args(cls: type[S], ns: argparse.Namespace, **overrides: Any) -> S:
+    """A `cls` settings object from parsed arguments: every dataclass field found in the namespace."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values = {k: v for k, v in vars(ns).items() if k in names}
+    if isinstance(values.get("model_args"), list):  # --model-arg pairs, in order (a later one wins)
+        values["model_args"] = dict(values["model_args"])
+    return cls(**{**values, **overrides})
+
+
+# ---- argparse types ------------------------------------------------------------------------------------
+_NEXT_PAIR = re.compile(r",(?=\s*[A-Za-z_][\w.-]*=)")  # a comma that starts another KEY=
+
+
+def parse_model_arg(item: str) -> list[tuple[str, Any]]:
+    """(key, value) pairs from "KEY=VALUE" or lm-eval's "K1=V1,K2=V2"; values are read as JSON where they
+    parse (true, 8, "x", [1, 2]), else kept as text."""
+    pairs = []
+    for part in _NEXT_PAIR.split(item):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--model-arg expects KEY=VALUE, got {item!r}")
+        try:
+            pairs.append((key.strip(), json.loads(value)))
+        except json.JSONDecodeError:
+            pairs.append((key.strip(), value))
+    return pairs
+
+
+def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
+    """{key: value} from --model-arg strings (see parse_model_arg; a later key wins)."""
+    return {k: v for item in items for k, v in parse_model_arg(item)}
+
+
+def _argtype(parse: Any, name: str) -> Any:
+    """An argparse type from a parser that raises ValueError, keeping its message as argparse's one line."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    convert.__name__ = name
+    return convert
+
+
+def parse_batch_size(text: str) -> int | str:
+    """A batch size: an integer >= 1 or "auto"."""
+    if text.strip() == "auto":
+        return "auto"
+    if text.strip().isdigit() and int(text) >= 1:
+        return int(text)
+    raise ValueError(f"a number >= 1 or 'auto', got {text!r}")
+
+
+def parse_configs(text: str) -> list[str]:
+    """Comma-separated config names, e.g. "volume,noise" (checked against the registry where used)."""
+    configs = [c.strip() for c in text.split(",") if c.strip()]
+    if not configs:
+        raise ValueError(f"expected comma-separated config names, got {text!r}")
+    return configs
+
+
+model_arg_type = _argtype(parse_model_arg, "KEY=VALUE")
+batch_size_type = _argtype(parse_batch_size, "batch size")
+configs_type = _argtype(parse_configs, "configs")
+limit_type = _argtype(lambda t: parse_limit(t), "limit")
+
+
+# ---- argument groups -------------------------------------------------------------------------------------
+def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 8,
+                        batch_help: str = "prompts per model call") -> None:
+    """--model, --model-arg, --batch-size, --adapter, --device, --dtype (fields of ModelSettings).
+
+    batch_size=None leaves --batch-size to the caller (fine-tuning, where it is the recipe's batch)."""
+    g = p.add_argument_group("model")
+    g.add_argument("--model", required=True,
+                   help="registry name (see `harness list-models`) or package.module:Factory")
+    g.add_argument("--model-arg", "--model-args", dest="model_args", type=model_arg_type, action="extend", default=[],
+                   metavar="KEY=VALUE", help="keyword for the model factory, e.g. pretrained=ORG/ID or "
+                                             "revision=SHA (value read as JSON when it parses); repeatable")
+    if batch_size is not None:
+        g.add_argument("--batch-size", type=batch_size_type, default=batch_size,
+                       help=f"{batch_help}, or 'auto': start at {AUTO_BATCH_START} and halve on out-of-memory "
+                            "(default: %(default)s)")
+    g.add_argument("--adapter", default=None, help="LoRA adapter (finetune/ output directory or Hub id) to attach")
+    g.add_argument("--device", default=None, help="torch device (default: this process's accelerate device)")
+    g.add_argument("--dtype", default=None, choices=DTYPES,
+                   help="weights dtype (default: the family's; bfloat16 on GPU, float32 on CPU)")
+
+
+def add_source_arguments(p: argparse.ArgumentParser, *, what: str = "rows") -> argparse._ArgumentGroup:
+    """--source, --data-dir (fields of SourceSettings); returns the group for more row flags."""
+    g = p.add_argument_group("data")
+    g.add_argument("--source", default="vctk",
+                   help=f"generator source of the {what}: vctk (official), demo, folder, beep, loquacious, "
+                        "commonvoice-spontaneous or package.module:Factory (default: %(default)s)")
+    g.add_argument("--data-dir", default=None, help="corpus root for --source (e.g. the VCTK-Corpus folder)")
+    return g
+
+
+def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = False) -> None:
+    """--source, --data-dir, --split, --dataset (fields of RowSettings)."""
+    g = add_source_arguments(p)
+    if split_required:
+        g.add_argument("--split", required=True, choices=("train", "test"), help="which split's clips")
+    else:
+        g.add_argument("--split", default="test", choices=("train", "test"), help="(default: %(default)s)")
+    g.add_argument("--dataset", default=None,
+                   help="a Parquet build (vocalgrad-dataset build) or published-release folder instead of "
+                        "generating")
