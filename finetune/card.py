@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from harness.data import CONFIGS, PUBLISHED_NAME, attribute_word
-from harness.report import _pct, _table
 from harness.results import atomic_write_text
+from harness.tables import markdown_table, pct
 
 EVAL_RESULTS_FILE = ".eval_results/vocalgrad.yaml"
 
@@ -86,11 +86,11 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
         f"paper (SPEC §6) by `finetune/train.py`"
         + (f"; repository `{repo_id}`." if repo_id else "."),
         "## Base model",
-        _table(["registry name", "model id", "revision", "family", "dtype", "parameters"],
+        markdown_table(["registry name", "model id", "revision", "family", "dtype", "parameters"],
                [[base["registry_name"], f"`{base['model_id']}`", f"`{base.get('revision') or 'n/a'}`",
                  base["family"], base["dtype"], f"{base['params']:,}"]]),
         "## Recipe",
-        _table(["setting", "value"], [
+        markdown_table(["setting", "value"], [
             ["LoRA", f"r {s['lora_r']}, alpha {s['lora_alpha']}, dropout {s['lora_dropout']}"],
             ["scope", f"`{scope}`" + (" + audio encoder/projector" if lora.get("include_audio_tower") else "")
              + f" ({lora['n_target_modules']} linear modules, {lora['trainable_params']:,} trainable parameters)"],
@@ -115,14 +115,14 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
                 for t in aug["transforms"]]
         parts += ["### Augmentation (on)",
                   "Nuisance transforms from audiomentations that do not act on the trained attribute, drawn per "
-                  "clip from (seed, epoch, clip id):", _table(["name", "transform", "settings"], rows)]
+                  "clip from (seed, epoch, clip id):", markdown_table(["name", "transform", "settings"], rows)]
     else:
         parts.append("Augmentation: off.")
     val = info.get("validation") or {}
     parts += ["## Training",
-              _table(["first step loss", "final step loss", "validation loss", "validation accuracy", "validation clips"],
+              markdown_table(["first step loss", "final step loss", "validation loss", "validation accuracy", "validation clips"],
                      [[_num(info.get("first_loss")), _num(info.get("final_loss")), _num(val.get("loss")),
-                       _pct(val.get("accuracy")), str(val.get("n", 0))]])]
+                       pct(val.get("accuracy")), str(val.get("n", 0))]])]
     parts.append("## Results")
     if results is None:
         parts.append("Not evaluated yet.")
@@ -136,14 +136,14 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
                       f"`{EVAL_RESULTS_FILE}` entries for `{dataset_repo}`)")
         if category in res:
             r = res[category]
-            parts.append(f"In-domain (`{category}`): **{_pct(r['accuracy'])} %** accuracy over {r['n']} clips "
-                         f"(95 % CI {_pct(r['accuracy_ci_low'])}–{_pct(r['accuracy_ci_high'])}); {where}.")
+            parts.append(f"In-domain (`{category}`): **{pct(r['accuracy'])} %** accuracy over {r['n']} clips "
+                         f"(95 % CI {pct(r['accuracy_ci_low'])}–{pct(r['accuracy_ci_high'])}); {where}.")
         cols = [c for c in CONFIGS if c in res]
-        rows = [[f"{category} ({scope})", *(_pct(res[c]["accuracy"]) for c in cols)]]
+        rows = [[f"{category} ({scope})", *(pct(res[c]["accuracy"]) for c in cols)]]
         matrix = (info.get("eval") or {}).get("rows", {})
         if "base" in matrix:
-            rows.insert(0, ["base (adapter off)", *(_pct(matrix["base"].get(c)) for c in cols)])
-        parts += ["Cross-category accuracy (%), all clips:", _table(["trained on", *cols], rows),
+            rows.insert(0, ["base (adapter off)", *(pct(matrix["base"].get(c)) for c in cols)])
+        parts += ["Cross-category accuracy (%), all clips:", markdown_table(["trained on", *cols], rows),
                   "![cross-category accuracy](cross_category.png)"]
     adapter_ref = repo_id or "PATH/TO/adapter"
     parts += [

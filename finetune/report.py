@@ -20,8 +20,8 @@ from typing import Any
 
 from harness import plots  # sets the headless backend before pyplot loads
 from harness.data import CONFIGS
-from harness.report import _pct, _table
 from harness.results import atomic_write_text
+from harness.tables import markdown_table, pct
 
 MATRIX_STEM = "cross_category"
 
@@ -63,15 +63,15 @@ def plot_matrix(columns: Sequence[str], values: Mapping[str, Mapping[str, float]
     ax.set_ylabel("trained on")
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, label="accuracy (%)", fraction=0.04)
-    return plots._save(fig, path)
+    return plots.save_png(fig, path)
 
 
 def write_matrix(rows: Mapping[str, str | Path], out_dir: str | Path, title: str = "") -> dict[str, Any]:
     """Write cross_category.{md,csv,png} into out_dir; returns {"columns", "rows"} (accuracies as fractions)."""
     out = Path(out_dir)
     columns, values = matrix(rows)
-    body = [[label, *(_pct(v.get(c)) for c in columns), _pct(_mean(v, columns))] for label, v in values.items()]
-    text = f"# Cross-category accuracy (%)\n\n{title}\n\n" + _table(["trained on", *columns, "mean"], body) + "\n"
+    body = [[label, *(pct(v.get(c)) for c in columns), pct(_mean(v, columns))] for label, v in values.items()]
+    text = f"# Cross-category accuracy (%)\n\n{title}\n\n" + markdown_table(["trained on", *columns, "mean"], body) + "\n"
     atomic_write_text(out / f"{MATRIX_STEM}.md", text)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")

@@ -28,7 +28,6 @@ if __package__ in (None, ""):
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
-import hashlib  # noqa: E402
 import inspect  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -70,6 +69,7 @@ from harness.settings import (  # noqa: E402
     derive,
     settings_from_args,
 )
+from vocalgrad_dataset import grid  # noqa: E402
 
 SCOPES = ("lm_head", "all_linear")
 SCHEDULES = ("constant", "linear", "cosine")
@@ -316,10 +316,6 @@ def evaluate_clips(lm: Any, renderer: RowRenderer, ids: Sequence[str], prompt: s
 
 
 # ---- the run ----------------------------------------------------------------------------------------------
-def _ids_sha256(ids: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()
-
-
 def _accelerator() -> Any:
     from accelerate import Accelerator
 
@@ -500,7 +496,7 @@ def _train_loop(settings: TrainSettings, lm: Any, acc: Any, out: Path,
         "lora": {"scope": settings.scope, "include_audio_tower": settings.include_audio_tower,
                  "target_modules": targets, "n_target_modules": len(targets),
                  "trainable_params": sum(p.numel() for p in trainable)},
-        "data": _data_info(settings, renderer, split, train_ids),
+        "data": _data_info(settings, split, train_ids),
         "augmentation": _augment_info(settings),
         "steps": len(state["log"]), "total_steps": total_steps, "steps_per_epoch": per_epoch,
         "examples_per_step": examples_per_step, "world_size": world,
@@ -538,7 +534,7 @@ def _save_adapter(peft_model: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _data_info(settings: TrainSettings, renderer: RowRenderer, split: Any, train_ids: Sequence[str]) -> dict[str, Any]:
+def _data_info(settings: TrainSettings, split: Any, train_ids: Sequence[str]) -> dict[str, Any]:
     from vocalgrad_dataset.generate import GENERATOR_VERSION
 
     return {
@@ -547,7 +543,7 @@ def _data_info(settings: TrainSettings, renderer: RowRenderer, split: Any, train
         "n_split": len(split.train) + len(split.val), "n_train": len(train_ids), "n_val": len(split.val),
         "n_train_increase": sum(label_of(i) == "increase" for i in train_ids),
         "val_fraction": settings.val_fraction, "stratified_by": "label",
-        "train_ids_sha256": _ids_sha256(train_ids), "val_ids_sha256": _ids_sha256(split.val),
+        "train_ids_sha256": grid.ids_sha256(train_ids), "val_ids_sha256": grid.ids_sha256(split.val),
     }
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -248,8 +248,6 @@ class McNemarResult:
     n_only_in_a: int = 0
     n_only_in_b: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -37,7 +37,7 @@ from harness.data import CONFIGS, PUBLISHED_NAME, attribute_word, open_source
 from harness.metrics import CLIP_TYPES, Z95, binomial_interval, macro_f1, prediction_distribution, summarize
 from harness.prompts import FEW_SHOT_AUDIOS, PARAPHRASES, get_variant
 from harness.reference import MODEL_DISPLAY, camera_ready_rows, table2
-from harness.report import _pct, _table, load_samples
+from harness.report import load_samples
 from harness.results import atomic_write_text
 from harness.sampling import limited_count
 from harness.settings import (
@@ -51,6 +51,7 @@ from harness.settings import (
     settings_from_args,
     settings_record,
 )
+from harness.tables import markdown_table, pct
 from vocalgrad_dataset.argtypes import nonnegative_int
 from vocalgrad_dataset.generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, config_ids
 from vocalgrad_dataset.grid import CURVES, FORMAT_LABELS, TIERS
@@ -59,13 +60,6 @@ PARAPHRASE_CONFIGS: tuple[str, ...] = ("speed", "pitch", "volume")
 ALT_SOURCES: dict[str, str] = {"loquacious": "LoquaciousSet (clean test)", "commonvoice-spontaneous": "Common Voice Spontaneous 4.0"}
 # Human accuracy by trajectory (the paper's Table 5 human row, %), in CURVES order.
 HUMAN_BY_CURVE: dict[str, float] = {"linear": 93.73, "quad_first_flat": 92.02, "quad_last_flat": 93.83, "jump": 98.46}
-# Registry names of the published models -> their result-file stems.
-PUBLISHED_STEM: dict[str, str] = {
-    "gemini-3-flash": "gemini-3-flash", "kimi-audio": "kimi-audio", "mimo-audio": "mimo-audio",
-    "step-audio-2-mini": "step-audio-2-mini", "audio-flamingo-3": "audioflamingo3",
-}  # fmt: skip
-
-
 @dataclass(frozen=True)
 class SuiteRun:
     """One evaluation of the suite: a prompt variant over a set of configs from one source."""
@@ -278,10 +272,6 @@ def _ours_label(model: str) -> str:
     return f"**{model} (this run)**"
 
 
-def _stem(model: str) -> str | None:
-    return PUBLISHED_STEM.get(model)
-
-
 def _published_models(ref: dict, run: str, configs: Sequence[str]) -> list[str]:
     """Published model stems (Table 2 order) with a row for every config of a run."""
     return [m for m in MODEL_DISPLAY if all((run, c, m) in ref for c in configs)]
@@ -290,25 +280,25 @@ def _published_models(ref: dict, run: str, configs: Sequence[str]) -> list[str]:
 def _accuracy_rows(inputs: SuiteInputs, ref: dict, model: str, run: str, configs: Sequence[str]) -> list[list[str]]:
     """Ours then every published model: mean and per-config all-clip accuracy (%)."""
     ours = [inputs.metric(run, c, "accuracy") for c in configs]
-    body = [[_ours_label(model), _pct(_mean(ours)), *map(_pct, ours)]]
+    body = [[_ours_label(model), pct(_mean(ours)), *map(pct, ours)]]
     for m in _published_models(ref, run, configs):
         vals = [ref[(run, c, m)]["accuracy"] for c in configs]
-        body.append([MODEL_DISPLAY[m], _pct(mean(vals)), *map(_pct, vals)])
+        body.append([MODEL_DISPLAY[m], pct(mean(vals)), *map(pct, vals)])
     return body
 
 
 def table_main(inputs: SuiteInputs, ref: dict, model: str) -> str:
     """Table 2: accuracy per category (all clips), humans and the published models beside."""
     ours = [inputs.metric("main", c, "accuracy") for c in CONFIGS]
-    body = [[_ours_label(model), _pct(_mean(ours)), *map(_pct, ours)]]
+    body = [[_ours_label(model), pct(_mean(ours)), *map(pct, ours)]]
     body += [[name, f"{row['avg']:.1f}", *(f"{row[c]:.1f}" for c in CONFIGS)] for name, row in table2().items()]
-    return _table(["model", "avg", *CONFIGS], body)
+    return markdown_table(["model", "avg", *CONFIGS], body)
 
 
 def table_beep(inputs: SuiteInputs, ref: dict, model: str) -> str:
     """Table 3: beep ablation with the audio_ref prompt."""
     return (f"Prompt: `{BEEP_PROMPT_VARIANT}` (as published). 240 clips per category.\n\n"
-            + _table(["model", "avg", *BEEP_CATEGORIES], _accuracy_rows(inputs, ref, model, "beep", BEEP_CATEGORIES)))
+            + markdown_table(["model", "avg", *BEEP_CATEGORIES], _accuracy_rows(inputs, ref, model, "beep", BEEP_CATEGORIES)))
 
 
 def _by(inputs: SuiteInputs, run: str, config: str, key: str) -> dict[str, float] | None:
@@ -325,9 +315,9 @@ def table_trajectory(inputs: SuiteInputs, ref: dict, model: str) -> str:
     """Table 5: accuracy by trajectory, each category's curve accuracy averaged equally over categories."""
     per = [_by(inputs, "main", c, "curve") for c in CONFIGS]
     ours = [_mean([p.get(cv) if p else None for p in per]) for cv in CURVES]
-    body = [[_ours_label(model), *map(_pct, ours)], ["Human (paper)", *(f"{HUMAN_BY_CURVE[c]:.2f}" for c in CURVES)]]
+    body = [[_ours_label(model), *map(pct, ours)], ["Human (paper)", *(f"{HUMAN_BY_CURVE[c]:.2f}" for c in CURVES)]]
     return ("Published per-model trajectory accuracies are not in the shipped reference data; the human row is the "
-            "paper's.\n\n" + _table(["model", *CURVES], body))
+            "paper's.\n\n" + markdown_table(["model", *CURVES], body))
 
 
 def table_tiers(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -335,8 +325,8 @@ def table_tiers(inputs: SuiteInputs, ref: dict, model: str) -> str:
     body = []
     for c in CONFIGS:
         by = _by(inputs, "main", c, "tier") or {}
-        body.append([c, *(_pct(by.get(t)) for t in TIERS), _pct(inputs.metric("main", c, "accuracy"))])
-    return _table(["config", *TIERS, "all"], body)
+        body.append([c, *(pct(by.get(t)) for t in TIERS), pct(inputs.metric("main", c, "accuracy"))])
+    return markdown_table(["config", *TIERS, "all"], body)
 
 
 def table_intervals(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -345,17 +335,17 @@ def table_intervals(inputs: SuiteInputs, ref: dict, model: str) -> str:
     body = []
     for c in CONFIGS:
         s = inputs.summary("main", c)
-        ours = "—" if s is None else f"{_pct(s['accuracy'])} [{_pct(s['accuracy_ci_low'])}, {_pct(s['accuracy_ci_high'])}]"
-        cl = "—" if s is None or s["accuracy_cluster_stderr"] is None else f"±{_pct(Z95 * s['accuracy_cluster_stderr'])}"
+        ours = "—" if s is None else f"{pct(s['accuracy'])} [{pct(s['accuracy_ci_low'])}, {pct(s['accuracy_ci_high'])}]"
+        cl = "—" if s is None or s["accuracy_cluster_stderr"] is None else f"±{pct(Z95 * s['accuracy_cluster_stderr'])}"
         cells = []
         for m in models:
             r = ref[("main", c, m)]
             lo, hi = binomial_interval(r["n_correct"], r["n"])
-            cells.append(f"{_pct(r['accuracy'])} [{_pct(lo)}, {_pct(hi)}]")
+            cells.append(f"{pct(r['accuracy'])} [{pct(lo)}, {pct(hi)}]")
         body.append([c, ours, cl, *cells])
     return ("Wilson 95 % intervals (the paper bootstraps Binomial(n, p̂); at n = 2,400 the two agree to "
             "0.1 point). Clustered: the 24 clips of a source clip form one cluster.\n\n"
-            + _table(["config", f"{model} (this run)", "clustered CI", *(MODEL_DISPLAY[m] for m in models)], body))
+            + markdown_table(["config", f"{model} (this run)", "clustered CI", *(MODEL_DISPLAY[m] for m in models)], body))
 
 
 def table_parsing(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -364,11 +354,11 @@ def table_parsing(inputs: SuiteInputs, ref: dict, model: str) -> str:
     body = []
     for c in CONFIGS:
         s = inputs.summary("main", c)
-        ours = ["—"] * 4 if s is None else [str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]), _pct(s["exact_match_rate"])]
+        ours = ["—"] * 4 if s is None else [str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]), pct(s["exact_match_rate"])]
         body.append([c, *ours, *(f"{ref[('main', c, m)]['n_unparsed']} / {ref[('main', c, m)]['n_ambiguous']}" for m in models)])
     return ("Ours: unparsed, of which ambiguous (both answer families), errors, exact-match rate (%). Published: "
             "unparsed / ambiguous.\n\n"
-            + _table(["config", "unparsed", "ambiguous", "errors", "exact %", *(MODEL_DISPLAY[m] for m in models)], body))
+            + markdown_table(["config", "unparsed", "ambiguous", "errors", "exact %", *(MODEL_DISPLAY[m] for m in models)], body))
 
 
 def table_response_distribution(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -382,9 +372,9 @@ def table_response_distribution(inputs: SuiteInputs, ref: dict, model: str) -> s
         else:
             ours = inputs.metric("main", c, "increase_ratio")
             pub = [ref[("main", c, m)]["increase_ratio"] for m in models]
-        body.append([c, _pct(ours), *map(_pct, pub)])
+        body.append([c, pct(ours), *map(pct, pub)])
     return ('"increase" answers among parsed answers (%); 50 on a balanced split means no bias.\n\n'
-            + _table(["config", f"{model} (this run)", *(MODEL_DISPLAY[m] for m in models)], body))
+            + markdown_table(["config", f"{model} (this run)", *(MODEL_DISPLAY[m] for m in models)], body))
 
 
 def _extremes(values: dict[str, float | None]) -> list[str]:
@@ -393,7 +383,7 @@ def _extremes(values: dict[str, float | None]) -> list[str]:
     if len(vals) != len(values) or not vals:
         return ["—", "—", "—"]
     hi, lo = max(vals, key=lambda k: (vals[k], k)), min(vals, key=lambda k: (vals[k], k))
-    return [_pct(mean(vals.values())), f"{hi} ({_pct(vals[hi])})", f"{lo} ({_pct(vals[lo])})"]
+    return [pct(mean(vals.values())), f"{hi} ({pct(vals[hi])})", f"{lo} ({pct(vals[lo])})"]
 
 
 def table_source_bias(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -403,11 +393,11 @@ def table_source_bias(inputs: SuiteInputs, ref: dict, model: str) -> str:
              *_extremes({c: inputs.metric("source-bias", f"{c}-source", "increase_ratio") for c in CONFIGS})]]
     for m in _published_models(ref, "main", CONFIGS):
         body.append(["VocalGrad", MODEL_DISPLAY[m], *_extremes({c: ref[("main", c, m)]["increase_ratio"] for c in CONFIGS})])
-    detail = [[c, _pct(inputs.metric("main", c, "increase_ratio")),
-               _pct(inputs.metric("source-bias", f"{c}-source", "increase_ratio"))] for c in CONFIGS]
+    detail = [[c, pct(inputs.metric("main", c, "increase_ratio")),
+               pct(inputs.metric("source-bias", f"{c}-source", "increase_ratio"))] for c in CONFIGS]
     return ('"increase" among parsed answers (%), main prompt. The published source-clip rates are not in the shipped '
-            "reference data.\n\n" + _table(["clips", "model", "avg", "max category", "min category"], body)
-            + "\n\n" + _table(["config", "VocalGrad", "source clips"], detail))
+            "reference data.\n\n" + markdown_table(["clips", "model", "avg", "max category", "min category"], body)
+            + "\n\n" + markdown_table(["config", "VocalGrad", "source clips"], detail))
 
 
 PROMPT_VARIANT_RUNS: tuple[str, ...] = ("main", "swap_order", "audio_ref", "swap_order+audio_ref", "audio_first")
@@ -418,18 +408,18 @@ def table_prompt_variants(inputs: SuiteInputs, ref: dict, model: str) -> str:
     ours = []
     for run in PROMPT_VARIANT_RUNS:
         vals = [inputs.metric(run, c, "accuracy") for c in CONFIGS]
-        ours.append([get_variant(inputs.runs[run].prompt).name, _pct(_mean(vals)), *map(_pct, vals)])
+        ours.append([get_variant(inputs.runs[run].prompt).name, pct(_mean(vals)), *map(pct, vals)])
     pub_runs = [r for r in PROMPT_VARIANT_RUNS if any((r, c, m) in ref for c in CONFIGS for m in MODEL_DISPLAY)]
     pub = []
     for m in MODEL_DISPLAY:
         cells = []
         for run in pub_runs:
             vals = [ref[(run, c, m)]["accuracy"] for c in CONFIGS if (run, c, m) in ref]
-            cells.append(_pct(mean(vals)) + ("" if len(vals) == len(CONFIGS) else f" ({len(vals)} cat.)") if vals else "—")
+            cells.append(pct(mean(vals)) + ("" if len(vals) == len(CONFIGS) else f" ({len(vals)} cat.)") if vals else "—")
         pub.append([MODEL_DISPLAY[m], *cells])
-    return (f"### {model} (this run): accuracy (%)\n\n" + _table(["prompt", "mean", *CONFIGS], ours)
+    return (f"### {model} (this run): accuracy (%)\n\n" + markdown_table(["prompt", "mean", *CONFIGS], ours)
             + "\n\n### Published: mean accuracy over categories (%)\n\n"
-            + _table(["model", *(get_variant(inputs.runs[r].prompt).name for r in pub_runs)], pub))
+            + markdown_table(["model", *(get_variant(inputs.runs[r].prompt).name for r in pub_runs)], pub))
 
 
 def table_paraphrase_prompts(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -437,7 +427,7 @@ def table_paraphrase_prompts(inputs: SuiteInputs, ref: dict, model: str) -> str:
     body = [[c, f"paraphrase-{i}", q, f"{inc} / {dec}"] for c in PARAPHRASE_CONFIGS
             for i, (q, inc, dec) in enumerate(PARAPHRASES[c], start=1)]
     return ('Each question is followed by a blank line and `Answer with only one word: "{inc}" or "{dec}".` '
-            "All nine are parsed with the one synonym parser.\n\n" + _table(["config", "variant", "question", "words"], body))
+            "All nine are parsed with the one synonym parser.\n\n" + markdown_table(["config", "variant", "question", "words"], body))
 
 
 def table_paraphrase_metrics(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -447,15 +437,15 @@ def table_paraphrase_metrics(inputs: SuiteInputs, ref: dict, model: str) -> str:
     for c in PARAPHRASE_CONFIGS:
         for run in ("main", "paraphrase-1", "paraphrase-2", "paraphrase-3"):
             s = inputs.summary(run, c)
-            ours = ["—"] * 3 if s is None else [_pct(s["accuracy"]), _pct(s["increase_ratio"]), str(s["n_unparsed"])]
+            ours = ["—"] * 3 if s is None else [pct(s["accuracy"]), pct(s["increase_ratio"]), str(s["n_unparsed"])]
             pub = []
             for m in models:
                 r = ref.get((run, c, m))
-                pub.append("—" if r is None else f"{_pct(r['accuracy'])} / {_pct(r['increase_ratio'])} / {r['n_unparsed']}")
+                pub.append("—" if r is None else f"{pct(r['accuracy'])} / {pct(r['increase_ratio'])} / {r['n_unparsed']}")
             body.append([c, "main prompt" if run == "main" else run, *ours, *pub])
     return ("Ours: accuracy (%), increase ratio among parsed (%), unparsed. Published: the same three, "
             "`acc / inc / unparsed`.\n\n"
-            + _table(["config", "prompt", "acc", "inc.", "unparsed", *(MODEL_DISPLAY[m] for m in models)], body))
+            + markdown_table(["config", "prompt", "acc", "inc.", "unparsed", *(MODEL_DISPLAY[m] for m in models)], body))
 
 
 def table_few_shot(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -463,7 +453,7 @@ def table_few_shot(inputs: SuiteInputs, ref: dict, model: str) -> str:
     run = "few-shot+audio_ref"
     return ("4 labelled train clips of the same category per query (2 per label, seed 1234), interleaved with their "
             "audio, audio_ref wording, as published.\n\n"
-            + _table(["model", "avg", *CONFIGS], _accuracy_rows(inputs, ref, model, run, CONFIGS)))
+            + markdown_table(["model", "avg", *CONFIGS], _accuracy_rows(inputs, ref, model, run, CONFIGS)))
 
 
 def table_source_domain(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -474,13 +464,13 @@ def table_source_domain(inputs: SuiteInputs, ref: dict, model: str) -> str:
     body = []
     for run, label in runs.items():
         vals = [inputs.metric(run, c, "accuracy") for c in CONFIGS]
-        body.append([label, _ours_label(model), _pct(_mean(vals)), *map(_pct, vals)])
+        body.append([label, _ours_label(model), pct(_mean(vals)), *map(pct, vals)])
     for m in MODEL_DISPLAY:
         for run, label in runs.items():
             if all((r, c, m) in ref for r in ALT_SOURCES for c in CONFIGS):
                 vals = [ref[(run, c, m)]["accuracy"] for c in CONFIGS]
-                body.append([label, MODEL_DISPLAY[m], _pct(mean(vals)), *map(_pct, vals)])
-    return f"{noop_text()}\n\n" + _table(["source", "model", "avg", *CONFIGS], body)
+                body.append([label, MODEL_DISPLAY[m], pct(mean(vals)), *map(pct, vals)])
+    return f"{noop_text()}\n\n" + markdown_table(["source", "model", "avg", *CONFIGS], body)
 
 
 FORMAT_NAMES = {"yesno": "yes/no (change detection)", "ternary": "ternary (increase/decrease/constant)"}
@@ -491,10 +481,10 @@ def table_macro_f1(inputs: SuiteInputs, ref: dict, model: str) -> str:
     body = []
     for fmt, label in FORMAT_NAMES.items():
         vals = [None if (rows := inputs.rows(fmt, f"{c}-{fmt}")) is None else macro_f1(rows) for c in CONFIGS]
-        body.append([label, _pct(_mean(vals)), *map(_pct, vals)])
+        body.append([label, pct(_mean(vals)), *map(pct, vals)])
     return ("Macro-F1 (%) over the gold classes (2,400 yes / 100 no; 1,200 increase / 1,200 decrease / 100 constant "
             "per category); an unparsed answer is a miss of its true class, never a class of its own. The paper's "
-            "values are not in the shipped reference data.\n\n" + _table(["format", "mean", *CONFIGS], body))
+            "values are not in the shipped reference data.\n\n" + markdown_table(["format", "mean", *CONFIGS], body))
 
 
 def table_prediction_distribution(inputs: SuiteInputs, ref: dict, model: str) -> str:
@@ -507,8 +497,8 @@ def table_prediction_distribution(inputs: SuiteInputs, ref: dict, model: str) ->
                for c in CONFIGS]
         body = []
         for pred in [*labels, "unparsed"]:
-            body.append([pred, *(_pct(_mean([d[t][pred] if d and t in d else None for d in per])) for t in types)])
-        parts.append(f"### {label}\n\n" + _table(["prediction", *types], body))
+            body.append([pred, *(pct(_mean([d[t][pred] if d and t in d else None for d in per])) for t in types)])
+        parts.append(f"### {label}\n\n" + markdown_table(["prediction", *types], body))
     return ("Share of each answer within each clip type (%), per category, then averaged equally over categories.\n\n"
             + "\n\n".join(parts))
 
@@ -516,8 +506,8 @@ def table_prediction_distribution(inputs: SuiteInputs, ref: dict, model: str) ->
 def table_cross_attribute(inputs: SuiteInputs, ref: dict, model: str) -> str:
     """Figure 8 as a table: accuracy when the prompt asks about another category's attribute."""
     def matrix(get: Callable[[str, str], float | None]) -> str:
-        body = [[actual, *(_pct(get(actual, asked)) for asked in CONFIGS)] for actual in CONFIGS]
-        return _table(["audio \\ asked", *CONFIGS], body)
+        body = [[actual, *(pct(get(actual, asked)) for asked in CONFIGS)] for actual in CONFIGS]
+        return markdown_table(["audio \\ asked", *CONFIGS], body)
 
     parts = [f"### {model} (this run)\n\n" + matrix(lambda a, q: inputs.metric(f"cross-attribute:{q}", a, "accuracy"))]
     for m in MODEL_DISPLAY:
@@ -606,7 +596,7 @@ def _plan_markdown(model: str, entries: Sequence[dict[str, Any]]) -> str:
              ", ".join(e["tables"]), e.get("status", "planned")] for e in entries]
     total = sum(e["queries"] for e in entries)
     return (f"# VocalGrad paper suite for `{model}`\n\n{len(entries)} runs, {total:,} queries.\n\n"
-            + _table(["run", "prompt", "source", "configs", "queries", "audios/query", "tables", "status"], body) + "\n")
+            + markdown_table(["run", "prompt", "source", "configs", "queries", "audios/query", "tables", "status"], body) + "\n")
 
 
 def _write_plan(out: Path, settings: SuiteSettings, entries: Sequence[dict[str, Any]]) -> None:

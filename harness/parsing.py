@@ -46,14 +46,6 @@ class AnswerParser:
         """The labels this parser can return, in vocabulary order."""
         return tuple(label for label, _ in self.vocabulary)
 
-    @property
-    def increase_words(self) -> frozenset[str]:
-        return dict(self.vocabulary).get(INCREASE, frozenset())
-
-    @property
-    def decrease_words(self) -> frozenset[str]:
-        return dict(self.vocabulary).get(DECREASE, frozenset())
-
     @cached_property
     def _label_of(self) -> dict[str, str]:
         return {w: label for label, words in self.vocabulary for w in words}

@@ -27,15 +27,6 @@ PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#D
 FORMATS = ("png", "svg")
 
 
-def _save(fig: Any, path: str | Path) -> Path:
-    """Write one PNG (deterministic bytes: no software stamp) and close the figure."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
-
-
 def save_figure(fig: Any, stem: str | Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write `<stem>.png` and `<stem>.svg` (no date or software stamp, so reruns give the same bytes)."""
     paths = []
@@ -48,6 +39,12 @@ def save_figure(fig: Any, stem: str | Path, formats: Sequence[str] = FORMATS) ->
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def save_png(fig: Any, path: str | Path) -> Path:
+    """Write one PNG figure to `path` (a .png name) and close the figure."""
+    path = Path(path)
+    return save_figure(fig, path.with_suffix(""), formats=("png",))[0]
 
 
 def _wrap(title: str, width: int = 70) -> str:

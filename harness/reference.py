@@ -18,6 +18,11 @@ MODEL_DISPLAY: dict[str, str] = {
     "step-audio-2-mini": "Step-Audio 2 mini",
     "audioflamingo3": "Audio Flamingo 3",
 }
+# Registry names (and the per-family checkpoint entries' default ids) -> the published result-file stems.
+PUBLISHED_STEM: dict[str, str] = {
+    "gemini-3-flash": "gemini-3-flash", "kimi-audio": "kimi-audio", "mimo-audio": "mimo-audio",
+    "step-audio-2-mini": "step-audio-2-mini", "audio-flamingo-3": "audioflamingo3",
+}  # fmt: skip
 # The human row of Table 2 exists only in the paper (SPEC §7), in percent.
 HUMAN_TABLE2: dict[str, float] = dict(
     zip(CONFIGS, (95.3, 84.7, 100.0, 86.0, 99.3, 100.0, 94.7, 90.7, 99.3), strict=True)
@@ -63,6 +68,15 @@ def main_rows() -> tuple[ReferenceRow, ...]:
 def camera_ready_rows() -> tuple[dict[str, str], ...]:
     """Every row of camera_ready_direction_metrics.csv (one per published prediction file), as strings."""
     return tuple(csv.DictReader(io.StringIO(_text("camera_ready_direction_metrics.csv"))))
+
+
+def published_stem(model: str) -> str | None:
+    """The published result-file stem of a registry model name (None for models the paper did not run).
+
+    An exact mapping, not a substring match: "audio-flamingo-3" is the paper's "audioflamingo3", while a
+    fine-tuned "kimi-audio-lora" is not the published Kimi-Audio.
+    """
+    return PUBLISHED_STEM.get(model)
 
 
 def reference(config: str, model: str, variant: str = "default") -> ReferenceRow | None:

@@ -17,11 +17,12 @@ from typing import Any
 
 from harness import plots
 from harness.data import CONFIGS
-from harness.metrics import breakdowns, mcnemar
+from harness.metrics import Z95, breakdowns, mcnemar
 from harness.parsing import get_parser
-from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, reference, table2
+from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
 from harness.results import atomic_write_text, build_results, read_jsonl, samples_path
 from harness.sampling import describe_limit
+from harness.tables import markdown_table, pct
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import CURVES, TIERS
 
@@ -93,23 +94,6 @@ def limit_note(results: Mapping[str, Any]) -> str | None:
             f"{describe_limit(cfg.get('limit'))}; clips evaluated {counts}. Not comparable with full runs.")
 
 
-def _pct(x: Any, digits: int = 1) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A Markdown table (readable as plain text too)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _model_stem(model: str) -> str | None:
-    """The published model stem a registry name refers to, if any (e.g. "kimi-audio")."""
-    m = model.lower().replace("_", "-")
-    return next((s for s in MODEL_DISPLAY if s in m), None)
-
-
 def format_report(results: Mapping[str, Any]) -> str:
     """All tables of a run as Markdown text."""
     res, cfg = results["results"], results["config"]
@@ -131,17 +115,17 @@ def format_report(results: Mapping[str, Any]) -> str:
     for c, s in res.items():
         se = s.get("accuracy_cluster_stderr")
         body.append([
-            c, str(s["n"]), _pct(s["accuracy"]), f"[{_pct(s['accuracy_ci_low'])}, {_pct(s['accuracy_ci_high'])}]",
-            f"±{_pct(1.96 * se)}" if se is not None and not math.isnan(se) else "—",
-            _pct(s["parsed_accuracy"]), _pct(s["balanced_accuracy"]), _pct(s["increase_ratio"]),
-            _pct(s["exact_match_rate"]), str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]),
+            c, str(s["n"]), pct(s["accuracy"]), f"[{pct(s['accuracy_ci_low'])}, {pct(s['accuracy_ci_high'])}]",
+            f"±{pct(Z95 * se)}" if se is not None and not math.isnan(se) else "—",
+            pct(s["parsed_accuracy"]), pct(s["balanced_accuracy"]), pct(s["increase_ratio"]),
+            pct(s["exact_match_rate"]), str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]),
         ])
     complete = "" if group.get("complete") else " (incomplete: not all nine categories)"
-    body.append(["**mean**", "", _pct(group["accuracy"]),
-                 f"[{_pct(group.get('accuracy_ci_low'))}, {_pct(group.get('accuracy_ci_high'))}]",
-                 f"±{_pct(1.96 * group['accuracy_cluster_stderr'])}"
+    body.append(["**mean**", "", pct(group["accuracy"]),
+                 f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
+                 f"±{pct(Z95 * group['accuracy_cluster_stderr'])}"
                  if group.get("accuracy_cluster_stderr") is not None else "—", *[""] * 7])
-    parts += ["## This run" + complete, _table(head, body)]
+    parts += ["## This run" + complete, markdown_table(head, body)]
 
     ref = table2()
     cols = ["avg", *CONFIGS]
@@ -150,31 +134,31 @@ def format_report(results: Mapping[str, Any]) -> str:
         mean_all["avg"] = 100 * group["accuracy"]
     t2 = [[f"**{model} (this run)**", *(f"{mean_all[c]:.1f}" if c in mean_all else "—" for c in cols)]]
     t2 += [[name, *(f"{row[c]:.1f}" for c in cols)] for name, row in ref.items()]
-    parts += ["## Beside the paper's Table 2 (accuracy %, all clips)", _table(["model", *cols], t2)]
+    parts += ["## Beside the paper's Table 2 (accuracy %, all clips)", markdown_table(["model", *cols], t2)]
 
-    stem = _model_stem(model)
+    stem = published_stem(model)
     if stem and cfg.get("prompt_variant") == "default":
         rows = []
         for c, s in res.items():
             r = reference(c, stem)
             if r:
-                rows.append([c, _pct(s["accuracy"]), _pct(r.accuracy), _pct(s["increase_ratio"]),
-                             _pct(r.increase_ratio), f"{s['n_unparsed']} / {r.n_unparsed}"])
+                rows.append([c, pct(s["accuracy"]), pct(r.accuracy), pct(s["increase_ratio"]),
+                             pct(r.increase_ratio), f"{s['n_unparsed']} / {r.n_unparsed}"])
         if rows:
             parts += [f"## Published {MODEL_DISPLAY[stem]} (default prompt)",
-                      _table(["config", "acc", "paper acc", "inc. ratio", "paper inc. ratio",
+                      markdown_table(["config", "acc", "paper acc", "inc. ratio", "paper inc. ratio",
                               "unparsed (ours / paper)"], rows)]
 
-    fmt_rows = [[c, str(s["n"]), _pct(s.get("macro_f1")), _pct(s["balanced_accuracy"]), _pct(s["accuracy"]),
+    fmt_rows = [[c, str(s["n"]), pct(s.get("macro_f1")), pct(s["balanced_accuracy"]), pct(s["accuracy"]),
                  str(s["n_unparsed"])] for c, s in res.items() if parse_config(c).format in ("yesno", "ternary")]
     if fmt_rows:
         parts += ["## Problem formats (SPEC §4): macro-F1 over the gold classes, unparsed = miss of the true class",
-                  _table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], fmt_rows)]
+                  markdown_table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], fmt_rows)]
     for key in ("tier", "curve", "direction"):
         values = list(dict.fromkeys(v for c in res for v in results["breakdowns"][c][key]))
-        rows = [[c, *(_pct(results["breakdowns"][c][key].get(v, {}).get("accuracy")) for v in values)]
+        rows = [[c, *(pct(results["breakdowns"][c][key].get(v, {}).get("accuracy")) for v in values)]
                 for c in res]
-        parts += [f"## Accuracy by {key}", _table(["config", *values], rows)]
+        parts += [f"## Accuracy by {key}", markdown_table(["config", *values], rows)]
     return "\n\n".join(parts) + "\n"
 
 
@@ -208,8 +192,8 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
 
 
 def _row_cells(res: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
-    cells = ["—" if not group.get("complete") else _pct(group["accuracy"])]
-    return cells + [_pct(res[c]["accuracy"]) if c in res else "—" for c in CONFIGS]
+    cells = ["—" if not group.get("complete") else pct(group["accuracy"])]
+    return cells + [pct(res[c]["accuracy"]) if c in res else "—" for c in CONFIGS]
 
 
 def format_comparison(runs: Sequence[Run]) -> str:
@@ -223,16 +207,16 @@ def format_comparison(runs: Sequence[Run]) -> str:
         mark = " †" if r.results.get("limited") else ""
         body.append([f"**{r.label}**{mark}", *_row_cells(r.results["results"], r.results["groups"]["vocalgrad"])])
     body += [[f"{name} (paper)", *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
-    parts += ["## Models side by side (paper Table 2 layout)", _table(["model", *cols], body)]
+    parts += ["## Models side by side (paper Table 2 layout)", markdown_table(["model", *cols], body)]
     others = list(dict.fromkeys(c for r in runs for c in r.results["results"] if c not in CONFIGS))
     if others:
-        rows = [[r.label, *(_pct(r.results["results"].get(c, {}).get("macro_f1" if parse_config(c).format in
+        rows = [[r.label, *(pct(r.results["results"].get(c, {}).get("macro_f1" if parse_config(c).format in
                                                                          ("yesno", "ternary") else "accuracy"))
                             for c in others)] for r in runs]
-        parts += ["## Other configs (accuracy %; macro-F1 % for yes/no and ternary)", _table(["model", *others], rows)]
-    bias = [[r.label, *(_pct(r.results["results"][c]["increase_ratio"]) if c in r.results["results"] else "—"
+        parts += ["## Other configs (accuracy %; macro-F1 % for yes/no and ternary)", markdown_table(["model", *others], rows)]
+    bias = [[r.label, *(pct(r.results["results"][c]["increase_ratio"]) if c in r.results["results"] else "—"
                         for c in CONFIGS)] for r in runs]
-    parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', _table(["model", *CONFIGS], bias)]
+    parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', markdown_table(["model", *CONFIGS], bias)]
     for r in runs:
         notes = [n for n in [limit_note(r.results)] if n] + [f"Warning: {w}" for w in sample_warnings(r.results)]
         cfg = r.results["config"]
@@ -244,7 +228,7 @@ def format_comparison(runs: Sequence[Run]) -> str:
 
 def _published(run: Run, field: str) -> dict[str, float]:
     """A run's published values (%, default prompt only) by config, when its model is in the paper."""
-    stem = _model_stem(run.model)
+    stem = published_stem(run.model)
     if not stem or run.results["config"].get("prompt_variant") != "default":
         return {}
     return {c: 100 * getattr(ref, field) for c in run.results["results"] if (ref := reference(c, stem))}
@@ -264,7 +248,7 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
                       == "direction"} for r in runs}
     human = HUMAN_TABLE2 if any(c in HUMAN_TABLE2 for s in main.values() for c in s) else None
     published = {MODEL_DISPLAY[stem]: _published(r, "accuracy") for r in runs
-                 if (stem := _model_stem(r.model)) and _published(r, "accuracy")}
+                 if (stem := published_stem(r.model)) and _published(r, "accuracy")}
     figs["accuracy_by_category"] = plots.plot_accuracy(
         main, out / "accuracy_by_category", f"Accuracy by category: {title}", human=human, published=published)
     for key, order in (("tier", TIERS), ("curve", CURVES)):
@@ -272,7 +256,7 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
             {r.label: _pooled(r, key) for r in runs}, key, out / f"accuracy_by_{key}", order,
             f"Accuracy by {key} (all categories pooled): {title}")
     bias_pub = {MODEL_DISPLAY[stem]: _published(r, "increase_ratio") for r in runs
-                if (stem := _model_stem(r.model)) and _published(r, "increase_ratio")}
+                if (stem := published_stem(r.model)) and _published(r, "increase_ratio")}
     figs["increase_bias_by_category"] = plots.plot_increase_bias(
         main, out / "increase_bias_by_category", f'"increase" bias by category: {title}', published=bias_pub)
     formats = list(dict.fromkeys(c for r in runs for c in r.rows if parse_config(c).format in ("yesno", "ternary")))
@@ -315,7 +299,7 @@ def compare(dir_a: str | Path, dir_b: str | Path) -> str:
     rows = []
     for c in shared:
         m = mcnemar(a[c], b[c])
-        rows.append([c, str(m.n_pairs), _pct(m.accuracy_a), _pct(m.accuracy_b), str(m.only_a_correct),
+        rows.append([c, str(m.n_pairs), pct(m.accuracy_a), pct(m.accuracy_b), str(m.only_a_correct),
                      str(m.only_b_correct), f"{m.p_value:.4g}"])
     head = ["config", "pairs", "acc A", "acc B", "only A right", "only B right", "McNemar exact p"]
-    return f"A = {dir_a}\nB = {dir_b}\n\n" + _table(head, rows) + "\n"
+    return f"A = {dir_a}\nB = {dir_b}\n\n" + markdown_table(head, rows) + "\n"

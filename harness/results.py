@@ -207,7 +207,7 @@ _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", 
 
 
 def json_schema(tp: Any) -> dict[str, Any]:
-    """The JSON schema (the subset _schema_errors checks) of a TypedDict or type hint: one source of truth."""
+    """The JSON schema (the subset json_schema_errors checks) of a TypedDict or type hint: one source of truth."""
     if is_typeddict(tp):
         hints = get_type_hints(tp)
         props = {k: json_schema(v) for k, v in hints.items()}
@@ -234,7 +234,7 @@ def json_schema(tp: Any) -> dict[str, Any]:
 RESULTS_SCHEMA: dict[str, Any] = json_schema(ResultsJSON)
 
 
-def _schema_errors(obj: Any, schema: Mapping[str, Any], where: str) -> list[str]:
+def json_schema_errors(obj: Any, schema: Mapping[str, Any], where: str) -> list[str]:
     """Check the JSON-schema subset used above (type, required, properties, additionalProperties, items)."""
     types = schema.get("type")
     if types is not None:
@@ -252,16 +252,16 @@ def _schema_errors(obj: Any, schema: Mapping[str, Any], where: str) -> list[str]
         for k, v in obj.items():
             sub = props.get(k, schema.get("additionalProperties"))
             if isinstance(sub, Mapping):
-                errors += _schema_errors(v, sub, f"{where}.{k}")
+                errors += json_schema_errors(v, sub, f"{where}.{k}")
     if isinstance(obj, list) and isinstance(schema.get("items"), Mapping):
         for i, v in enumerate(obj):
-            errors += _schema_errors(v, schema["items"], f"{where}[{i}]")
+            errors += json_schema_errors(v, schema["items"], f"{where}[{i}]")
     return errors
 
 
 def validate_results(obj: Any) -> None:
     """Raise ValueError listing every way obj departs from RESULTS_SCHEMA."""
-    errors = _schema_errors(obj, RESULTS_SCHEMA, "results.json")
+    errors = json_schema_errors(obj, RESULTS_SCHEMA, "results.json")
     if errors:
         raise ValueError("invalid results.json:\n  " + "\n  ".join(errors))
 

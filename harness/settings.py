@@ -178,7 +178,7 @@ def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 
                    help="weights dtype (default: the family's; bfloat16 on GPU, float32 on CPU)")
 
 
-def add_source_arguments(p: argparse.ArgumentParser, *, what: str = "rows") -> argparse._ArgumentGroup:
+def add_source_arguments(p: argparse.ArgumentParser, *, what: str = "rows") -> Any:
     """--source, --data-dir (fields of SourceSettings); returns the group for more row flags."""
     g = p.add_argument_group("data")
     g.add_argument("--source", default="vctk",

@@ -130,32 +130,32 @@ def careless(result: Mapping[str, Any]) -> list[str]:
     return sorted({a for c in result.values() for a, v in c["attention"].items() if v["flagged"]})
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
 def format_analysis(result: Mapping[str, Any]) -> str:
     """The analysis as Markdown tables."""
-    from harness.report import _table
+    from harness.tables import markdown_table
 
     parts = ["# Listening test: human accuracy", "Wilson 95 % intervals; pooled = every answer."]
     for config, c in result.items():
         p = c["pooled"]
         cl = p.get("annotator_cluster_ci")
-        parts.append(f"## {config}\n\npooled accuracy {_pct(p['accuracy'])} % [{_pct(p['ci_low'])}, {_pct(p['ci_high'])}]"
-                     f" over {p['n']} answers" + (f"; clustered by annotator [{_pct(cl[0])}, {_pct(cl[1])}]" if cl else ""))
+        parts.append(f"## {config}\n\npooled accuracy {pct(p['accuracy'])} % [{pct(p['ci_low'])}, {pct(p['ci_high'])}]"
+                     f" over {p['n']} answers" + (f"; clustered by annotator [{pct(cl[0])}, {pct(cl[1])}]" if cl else ""))
         att = c["attention"]
-        parts.append(_table(["annotator", "n", "acc", "95% CI", f"{ATTENTION_TIER}-tier acc", "careless?"], [
-            [a, str(v["n"]), _pct(v["accuracy"]), f"[{_pct(v['ci_low'])}, {_pct(v['ci_high'])}]",
-             _pct(att[a]["accuracy"]), "FLAGGED" if att[a]["flagged"] else "ok"] for a, v in c["annotators"].items()]))
+        parts.append(markdown_table(["annotator", "n", "acc", "95% CI", f"{ATTENTION_TIER}-tier acc", "careless?"], [
+            [a, str(v["n"]), pct(v["accuracy"]), f"[{pct(v['ci_low'])}, {pct(v['ci_high'])}]",
+             pct(att[a]["accuracy"]), "FLAGGED" if att[a]["flagged"] else "ok"] for a, v in c["annotators"].items()]))
         for key, vals in c["by"].items():
-            parts.append(_table([key, "n", "acc", "95% CI"], [
-                [v, str(s["n"]), _pct(s["accuracy"]), f"[{_pct(s['ci_low'])}, {_pct(s['ci_high'])}]"]
+            parts.append(markdown_table([key, "n", "acc", "95% CI"], [
+                [v, str(s["n"]), pct(s["accuracy"]), f"[{pct(s['ci_low'])}, {pct(s['ci_high'])}]"]
                 for v, s in vals.items()]))
         ag = c["agreement"]
-        parts.append(f"agreement: mean pairwise {_pct(ag['mean_pairwise_agreement'])} %, Fleiss' kappa "
+        parts.append(f"agreement: mean pairwise {pct(ag['mean_pairwise_agreement'])} %, Fleiss' kappa "
                      f"{ag['fleiss_kappa']:.3f} over {ag['fleiss_items']} items")
         if ag["pairs"]:
-            parts.append(_table(["pair", "common items", "agreement", "Cohen's kappa"], [
-                [f"{p['a']}-{p['b']}", str(p["n"]), _pct(p["agreement"]), f"{p['cohen_kappa']:.3f}"] for p in ag["pairs"]]))
+            parts.append(markdown_table(["pair", "common items", "agreement", "Cohen's kappa"], [
+                [f"{p['a']}-{p['b']}", str(p["n"]), pct(p["agreement"]), f"{p['cohen_kappa']:.3f}"] for p in ag["pairs"]]))
     return "\n\n".join(parts) + "\n"

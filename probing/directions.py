@@ -65,7 +65,7 @@ def alignment(vectors: Mapping[str, np.ndarray], n_sources: Mapping[str, int] | 
 
 def plot_heatmap(record: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
     """Signed-cosine heatmap of one layer's category directions (PNG, atomic)."""
-    from harness.plots import _save, plt
+    from harness.plots import plt, save_png
 
     names = record["configs"]
     cos = np.array([[np.nan if v is None else v for v in row] for row in record["cosine"]], dtype=float)
@@ -82,4 +82,4 @@ def plot_heatmap(record: Mapping[str, Any], path: str | Path, title: str = "") -
     sub = (f"mean over {record.get('n_pairs', 0)} pair(s): signed {signed:.3f}, absolute {absolute:.3f}"
            if signed is not None else "fewer than two categories with a direction")
     ax.set_title(f"{title}\n{sub}" if title else sub, fontsize=9)
-    return _save(fig, path)
+    return save_png(fig, path)

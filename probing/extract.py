@@ -84,10 +84,10 @@ def mel_frames(audio: np.ndarray, sampling_rate: int) -> np.ndarray:
     """(frames, 128) mel power in dB relative to the clip's maximum (SPEC §6 reference features)."""
     import librosa
 
-    from harness.models.hf import _resample
+    from harness.audio import mono_at
     from harness.models.protocol import AudioClip
 
-    y = _resample(AudioClip(audio, sampling_rate), MEL["sr"])
+    y = mono_at(AudioClip(audio, sampling_rate), MEL["sr"])
     spec = librosa.feature.melspectrogram(y=y, sr=MEL["sr"], n_fft=MEL["n_fft"], hop_length=MEL["hop_length"],
                                           n_mels=MEL["n_mels"], fmax=MEL["fmax"], power=2.0)
     return librosa.power_to_db(spec, ref=np.max).T.astype(np.float32)

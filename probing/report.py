@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.plots import _save, plt
-from harness.report import _pct, _table
+from harness.plots import plt, save_png
 from harness.results import atomic_write_text
+from harness.tables import markdown_table, pct
 from probing.directions import plot_heatmap
 from probing.train import rep_sort_key
 
@@ -159,7 +159,7 @@ def plot_stages(results: Mapping[str, Any], end_to_end: Mapping[str, Any], path:
         ax.set_ylabel("test accuracy (%)")
     fig.suptitle(f"{results.get('model')}: where the direction is decodable (95 % CI; dashed: chance)", fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def layer_family(probes: Mapping[str, Any]) -> str | None:
@@ -192,7 +192,7 @@ def plot_layers(results: Mapping[str, Any], path: str | Path) -> Path | None:
     where = "text-prediction state (output position)" if family == "text" else "encoder states, 16-segment pooled"
     ax.set_title(f"{results.get('model')}: {where}", fontsize=9)
     ax.legend(fontsize=7, ncol=3, frameon=False, loc="lower left")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def position_table(probes: Mapping[str, Any], configs: Sequence[str]) -> tuple[list[int], dict[str, dict[int, dict[str, float]]]]:
@@ -234,7 +234,7 @@ def plot_positions(layers: Sequence[int], table: Mapping[str, Any], path: str | 
     ax.set_xlabel("layer")
     fig.colorbar(im, ax=ax, label="mean test accuracy (%)")
     ax.set_title(title, fontsize=9)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def _csv(rows: Sequence[Sequence[Any]]) -> str:
@@ -276,7 +276,7 @@ def make_report(run: str | Path, harness_run: str | Path | None = None, out: str
                              m["n"]])
     atomic_write_text(out_dir / "probe_accuracy.csv", _csv(acc_rows))
     parts += ["## Probe accuracy (representation/layer × category)",
-              _table(["probe", *configs], [[k, *(_pct(per[c]["accuracy"]) if c in per else "—" for c in configs)]
+              markdown_table(["probe", *configs], [[k, *(pct(per[c]["accuracy"]) if c in per else "—" for c in configs)]
                                            for k, per in probes.items()])]
 
     # Knows vs says: the best probe of each category beside the model's own answers.
@@ -291,13 +291,13 @@ def make_report(run: str | Path, harness_run: str | Path | None = None, out: str
         mel = probes.get("mel/0", {}).get(c, {}).get("accuracy", float("nan"))
         lt = probes[last_text[0]][c]["accuracy"] if last_text and c in probes[last_text[0]] else float("nan")
         kvs.append([c, e, mel, best_key, best_acc, lt, best_acc - e])
-        md.append([c, _pct(e), _pct(mel), f"{_pct(best_acc)} ({best_key})", _pct(lt),
-                   _pct(best_acc - e) if not math.isnan(e) else "—"])
+        md.append([c, pct(e), pct(mel), f"{pct(best_acc)} ({best_key})", pct(lt),
+                   pct(best_acc - e) if not math.isnan(e) else "—"])
     atomic_write_text(out_dir / "knows_vs_says.csv", _csv(kvs))
     parts += ["## Knows but doesn't say: best probe vs the model's answers"
               + ("" if e2e else " (no harness run given: pass --harness RUN_DIR)"),
               "The best probe is chosen on test accuracy (optimistic); mel is the model-free reference.",
-              _table(["config", "end-to-end", "mel probe", "best model-internal probe", "last layer", "gap (pp)"], md)]
+              markdown_table(["config", "end-to-end", "mel probe", "best model-internal probe", "last layer", "gap (pp)"], md)]
 
     plot_stages(results, e2e, out_dir / "fig2_stages.png")
     figures = ["fig2_stages.png"]
@@ -314,8 +314,8 @@ def make_report(run: str | Path, harness_run: str | Path | None = None, out: str
                        "(mean over categories)")
         figures.append("positions.png")
         parts += ["## Position-wise accuracy (mean over categories)",
-                  _table(["position", *(f"L{k}" for k in layers)],
-                         [[p, *(_pct(table[p].get(k, {}).get("mean")) for k in layers)] for p in table])]
+                  markdown_table(["position", *(f"L{k}" for k in layers)],
+                         [[p, *(pct(table[p].get(k, {}).get("mean")) for k in layers)] for p in table])]
     key = layer or default_heatmap_key(directions)
     if key:
         if key not in directions:
@@ -330,7 +330,7 @@ def make_report(run: str | Path, harness_run: str | Path | None = None, out: str
                 for k, v in sorted(directions.items(), key=lambda kv: rep_sort_key(kv[0]))
                 if not k.startswith("pos_")]
         parts += ["## Direction alignment (train split): mean cosine over category pairs",
-                  _table(["representation/layer", "categories", "pairs", "signed", "absolute"], rows)]
+                  markdown_table(["representation/layer", "categories", "pairs", "signed", "absolute"], rows)]
     parts += ["## Figures", *(f"![{f}]({f})" for f in figures)]
     text = "\n\n".join(parts) + "\n"
     atomic_write_text(out_dir / "report.md", text)

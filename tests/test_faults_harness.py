@@ -368,9 +368,9 @@ def test_baselines_answer_in_the_configs_words(tmp_path: Path, fmt: str) -> None
 # ---- item 9: probes and answers of one model -----------------------------------------------------------------
 def test_probing_report_refuses_answers_of_another_model(tmp_path: Path, capsys) -> None:
     from probing import report, train
-    from tests.test_probing_extract import _synthetic_extraction
+    from tests.test_probing_extract import synthetic_extraction
 
-    _synthetic_extraction(tmp_path)
+    synthetic_extraction(tmp_path)
     assert train.main([str(tmp_path), "--epochs", "2", "--representations", "mel/*"]) == 0
     other = tmp_path / "eval"
     other.mkdir()

@@ -108,7 +108,8 @@ def test_all_linear_learns_and_fits_its_training_clips(all_linear: SimpleNamespa
     losses = _log(all_linear.out)
     assert len(losses) == 20 and _falls_by_half(losses), losses
     renderer, train_ids = _train_ids(16)
-    assert hashlib.sha256("\n".join(train_ids).encode()).hexdigest() == all_linear.info["data"]["train_ids_sha256"]
+    # the set of training clips, as SPEC §2 hashes id sets: sorted, newline-joined
+    assert hashlib.sha256("\n".join(sorted(train_ids)).encode()).hexdigest() == all_linear.info["data"]["train_ids_sha256"]
     fit = evaluate_clips(all_linear.lm, renderer, train_ids, "default")
     assert fit["n"] == 16 and fit["accuracy"] >= 0.9, fit
     assert all_linear.info["validation"]["n"] == 4

@@ -75,7 +75,8 @@ def test_synthetic_noise_ramp_is_increase() -> None:
 
 
 def test_short_span_and_bad_input() -> None:
-    assert predict("volume", np.zeros(SR, np.float32), SR, 100, 200) == ("decrease", 0.0)
+    with pytest.raises(ValueError, match=r"speech span of 0\.00\d s is too short .* at least 0\.3 s"):
+        predict("volume", np.zeros(SR, np.float32), SR, 100, 200)  # refused, never a silent "decrease"
     with pytest.raises(KeyError, match="no oracle"):
         predict("loudness", np.zeros(SR, np.float32), SR, 0, SR)
     with pytest.raises(ValueError, match="mono"):

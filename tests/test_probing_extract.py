@@ -146,7 +146,7 @@ def test_adapter_extraction_records_and_changes_features(tmp_path: Path, tiny_qw
     assert np.abs(tuned.load("text/2")[:2] - plain_text).max() > 1e-2  # the adapter changed the model
 
 
-def _synthetic_extraction(root: Path) -> None:
+def synthetic_extraction(root: Path) -> None:
     """Train/test feature sets for two configs with direction signal in some representations only."""
     from vocalgrad_dataset import grid
 
@@ -179,7 +179,7 @@ def _synthetic_extraction(root: Path) -> None:
 def test_train_and_report_clis(tmp_path: Path, capsys) -> None:
     from probing import report, train
 
-    _synthetic_extraction(tmp_path)
+    synthetic_extraction(tmp_path)
     assert train.main([str(tmp_path), "--epochs", "60", "--batch-size", "16"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     summary = json.loads(last)

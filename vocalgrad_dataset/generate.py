@@ -109,11 +109,6 @@ def expand_config(name: str) -> list[ConfigSpec]:
     return [parse_config(name)]
 
 
-def config_categories(config: str) -> list[Category]:
-    """Categories of a config name, one per expanded config."""
-    return [s.category for s in expand_config(config)]
-
-
 def resolve_source(config: str, source: str | None) -> str:
     """The source a config is generated from: its bound source (beep), else `source` (default vctk)."""
     bound = {s.source for s in expand_config(config)} - {None}

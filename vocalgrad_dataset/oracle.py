@@ -315,6 +315,9 @@ def _speed(x: np.ndarray, sr: int) -> float:
 # ------------------------------------------------------------------------------------------------- API
 
 
+MIN_SPAN_SEC = 0.3  # the measurements compare the first and last part of the speech span
+
+
 def predict(category: str, audio: np.ndarray, sr: int, onset: int, offset: int) -> tuple[str, float]:
     """Direction ("increase"/"decrease") and signed score (positive = increase) of one clip's speech span."""
     if category not in ORACLES:
@@ -327,8 +330,10 @@ def predict(category: str, audio: np.ndarray, sr: int, onset: int, offset: int) 
     onset = int(min(max(onset, 0), len(x)))
     offset = int(min(max(offset, onset), len(x)))
     span = x[onset:offset].astype(np.float64)
-    if len(span) < int(0.3 * sr):  # too short for a first/last comparison
-        return "decrease", 0.0
+    if len(span) < int(MIN_SPAN_SEC * sr):
+        # Refused rather than guessed: a silent default answer would count as a real prediction.
+        raise ValueError(f"speech span of {len(span) / sr:.3f} s is too short for the signal oracle (it compares "
+                         f"the start and end of the span and needs at least {MIN_SPAN_SEC} s)")
     score = ORACLES[category].measure(span, sr)
     return ("increase" if score > 0 else "decrease"), float(score)
 
@@ -353,7 +358,10 @@ def evaluate_oracle(
         audio = row["audio"]
         sr = int(audio["sampling_rate"])
         onset, offset = int(round(row["onset_sec"] * sr)), int(round(row["offset_sec"] * sr))
-        label, _ = predict(row["category"], audio["array"], sr, onset, offset)
+        try:
+            label, _ = predict(row["category"], audio["array"], sr, onset, offset)
+        except ValueError as err:
+            raise ValueError(f"{row['benchmark_clip_id']}: {err}") from None
         ok = label == row["label"]
         hits.append(ok)
         for key in by:

@@ -22,8 +22,8 @@ from typing import Any
 from harness.data import CONFIGS
 from harness.leaderboard.validate import validate_file
 from harness.reference import table2
-from harness.report import _table
 from harness.results import atomic_write_text
+from harness.tables import markdown_table
 
 TITLE = "VocalGrad leaderboard"
 
@@ -150,7 +150,7 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     """leaderboard.md."""
     header = [name for name, _ in COLUMNS]
     cells = [[html.escape(t, quote=False).replace("|", "\\|") for t, _ in _cells(r)] for r in rows]  # no raw HTML
-    return f"# {TITLE}\n\n" + _table(header, cells) + f"\n\n{notes}\n"
+    return f"# {TITLE}\n\n" + markdown_table(header, cells) + f"\n\n{notes}\n"
 
 
 def render_csv(rows: Sequence[Row]) -> str:

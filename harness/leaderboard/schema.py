@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.results import RESULTS_SCHEMA, _schema_errors
+from harness.results import RESULTS_SCHEMA, json_schema_errors
 
 # Bump when a field is added, removed or changes meaning; validate refuses versions it does not know.
 SUBMISSION_SCHEMA_VERSION = "1"
@@ -53,7 +53,7 @@ SUBMISSION_SCHEMA: dict[str, Any] = {
 
 def schema_errors(obj: Any) -> list[str]:
     """Structural problems of a submission (types, required fields); [] when it has the right shape."""
-    errors = _schema_errors(obj, SUBMISSION_SCHEMA, "submission")
+    errors = json_schema_errors(obj, SUBMISSION_SCHEMA, "submission")
     if isinstance(obj, dict) and obj.get("schema_version") not in (None, SUBMISSION_SCHEMA_VERSION):
         errors.insert(0, f"submission: schema version {obj.get('schema_version')!r} is not supported "
                          f"(this harness reads version {SUBMISSION_SCHEMA_VERSION})")

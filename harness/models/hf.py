@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.audio import mono_at
+
 from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
 from .families import FamilySpec, get_family
 from .fast_encoder import build_fast_audio
@@ -49,17 +51,6 @@ def _audio_token_id(config: Any, processor: Any) -> int:
     if isinstance(value, int):
         return value
     return int(processor.tokenizer.convert_tokens_to_ids(processor.audio_token))
-
-
-def _resample(clip: AudioClip, sr: int) -> np.ndarray:
-    x = np.asarray(clip.array, dtype=np.float32)
-    if x.ndim > 1:  # the protocol says mono; tolerate (channels, samples) by averaging
-        x = x.mean(axis=0)
-    if clip.sampling_rate != sr:
-        import librosa
-
-        x = librosa.resample(x, orig_sr=clip.sampling_rate, target_sr=sr, res_type="soxr_hq").astype(np.float32)
-    return x
 
 
 class HFAudioLM(BaseAudioLM):
@@ -173,7 +164,7 @@ class HFAudioLM(BaseAudioLM):
     def _audio_item(self, clip: AudioClip) -> dict:
         if self.spec.input_style == "render":
             return {"type": "audio", "audio": _AUDIO_STUB}
-        x = _resample(clip, self.spec.sampling_rate)
+        x = mono_at(clip, self.spec.sampling_rate)
         if self.spec.chat_audio_field == "base64":
             return {"type": "audio", "base64": wav_base64(x, self.spec.sampling_rate)}
         return {"type": "audio", "audio": x}
@@ -210,7 +201,7 @@ class HFAudioLM(BaseAudioLM):
             if bos and all(t.startswith(bos) for t in texts):
                 text_kwargs["add_special_tokens"] = False  # the template already wrote BOS
             kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "text_kwargs": text_kwargs}
-            audios = [_resample(a, self.spec.sampling_rate) for p in prompts for a in p.audios]
+            audios = [mono_at(a, self.spec.sampling_rate) for p in prompts for a in p.audios]
             if audios:
                 kwargs[self.spec.audio_kwarg] = audios
                 kwargs["sampling_rate"] = self.spec.sampling_rate

@@ -314,9 +314,9 @@ class WhisperTinyEn(BaseAudioLM):
 
     def _inputs(self, prompts: list[Prompt]) -> tuple[Any, list[int]]:
         """Log-mel features of each prompt's last clip (padded to 30 s) and its count of valid encoder frames."""
-        from .hf import _resample
+        from harness.audio import mono_at
 
-        audios = [_resample(query_audio(p), SAMPLING_RATE) for p in prompts]
+        audios = [mono_at(query_audio(p), SAMPLING_RATE) for p in prompts]
         for p, a in zip(prompts, audios, strict=True):
             if len(a) > 30 * SAMPLING_RATE:
                 log.warning("%s: clip %s is longer than 30 s; Whisper sees its first 30 s", self.name, p.clip_id)
