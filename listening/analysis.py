@@ -10,6 +10,7 @@
   p_j = sum_i n_ij / sum_i n_i, kappa = (mean P_i - sum_j p_j^2) / (1 - sum_j p_j^2).
 - Attention check: the 'high' tier items are the easiest; an annotator below the threshold on them is
   flagged as careless (default 0.75; humans score 86-100 % on whole categories in the paper).
+- Confusion: gold x answer counts per config (for ternary tests: which way the misses go).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from itertools import combinations
 from typing import Any
 
 from harness.metrics import Z95, cluster_stderr
+from harness.tables import markdown_table, pct
 
 ATTENTION_TIER = "high"
 ATTENTION_THRESHOLD = 0.75
+LABEL_ORDER = ("increase", "decrease", "constant", "yes", "no")  # the buttons' order
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -91,6 +94,15 @@ def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def confusion(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """gold -> answer -> count, every label of the rows on both axes (a ternary test's "constant" bias shows
+    here, where accuracy alone hides which way the misses go)."""
+    seen = {r["gold"] for r in rows} | {r["answer"] for r in rows}
+    labels = [lab for lab in LABEL_ORDER if lab in seen] + sorted(seen - set(LABEL_ORDER))
+    counts = Counter((r["gold"], r["answer"]) for r in rows)
+    return {g: {a: counts[(g, a)] for a in labels} for g in labels}
+
+
 def attention(rows: Sequence[Mapping[str, Any]], threshold: float = ATTENTION_THRESHOLD) -> dict[str, dict[str, Any]]:
     """Per annotator: accuracy on the 'high' tier items and whether it falls below the threshold."""
     out = {}
@@ -119,6 +131,7 @@ def analyze(rows: Sequence[Mapping[str, Any]], threshold: float = ATTENTION_THRE
             "annotators": {a: accuracy([r for r in cr if r["annotator"] == a]) for a in sorted({r["annotator"] for r in cr})},
             "by": {key: {v: accuracy([r for r in cr if r[key] == v]) for v in dict.fromkeys(r[key] for r in cr)}
                    for key in ("tier", "curve", "direction")},
+            "confusion": confusion(cr),
             "agreement": agreement(cr),
             "attention": attention(cr, threshold),
         }
@@ -130,14 +143,12 @@ def careless(result: Mapping[str, Any]) -> list[str]:
     return sorted({a for c in result.values() for a, v in c["attention"].items() if v["flagged"]})
 
 
-def pct(x: float) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+def _kappa(x: float) -> str:
+    return "—" if math.isnan(x) else f"{x:.3f}"
 
 
 def format_analysis(result: Mapping[str, Any]) -> str:
     """The analysis as Markdown tables."""
-    from harness.tables import markdown_table
-
     parts = ["# Listening test: human accuracy", "Wilson 95 % intervals; pooled = every answer."]
     for config, c in result.items():
         p = c["pooled"]
@@ -152,10 +163,12 @@ def format_analysis(result: Mapping[str, Any]) -> str:
             parts.append(markdown_table([key, "n", "acc", "95% CI"], [
                 [v, str(s["n"]), pct(s["accuracy"]), f"[{pct(s['ci_low'])}, {pct(s['ci_high'])}]"]
                 for v, s in vals.items()]))
+        conf = c["confusion"]
+        parts.append(markdown_table(["gold \\ answer", *conf], [[g, *(str(k) for k in row.values())] for g, row in conf.items()]))
         ag = c["agreement"]
         parts.append(f"agreement: mean pairwise {pct(ag['mean_pairwise_agreement'])} %, Fleiss' kappa "
-                     f"{ag['fleiss_kappa']:.3f} over {ag['fleiss_items']} items")
+                     f"{_kappa(ag['fleiss_kappa'])} over {ag['fleiss_items']} items")
         if ag["pairs"]:
             parts.append(markdown_table(["pair", "common items", "agreement", "Cohen's kappa"], [
-                [f"{p['a']}-{p['b']}", str(p["n"]), pct(p["agreement"]), f"{p['cohen_kappa']:.3f}"] for p in ag["pairs"]]))
+                [f"{p['a']}-{p['b']}", str(p["n"]), pct(p["agreement"]), _kappa(p["cohen_kappa"])] for p in ag["pairs"]]))
     return "\n\n".join(parts) + "\n"

@@ -8,17 +8,35 @@ import sys
 import threading
 from pathlib import Path
 
+from listening.analysis import ATTENTION_THRESHOLD
+from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int
+from vocalgrad_dataset.generate import SPLITS
+
 DEFAULT_DB = "listening-study.sqlite"
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """--help adds "(default: ...)" to every option that has a meaningful default (not None, False or [])."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text, default = action.help or "", action.default
+        if "%(default)" in text or action.required or default is None or default is False or default == [] \
+                or default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="config(s): volume, pitch-ternary, volume,pitch, all, ...")
-    p.add_argument("--n", type=int, default=48, help="items per config (default 48: 2 per tier x curve x direction)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split", default="test")
-    p.add_argument("--source", default=None, help="generator source (default vctk; demo, folder, beep, pkg.mod:Factory)")
+    p.add_argument("--n", type=positive_int, default=48,
+                   help="items per config (48 = 2 per tier x curve x direction; even for direction configs)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="sampling seed (same seed, same items)")
+    p.add_argument("--split", default="test", choices=list(SPLITS), help="split the items come from")
+    p.add_argument("--source", default=None,
+                   help="generator source: vctk (default; beep configs: beep), demo, folder, loquacious, "
+                        "commonvoice-spontaneous, pkg.mod:Factory")
     p.add_argument("--data-dir", default=None, help="corpus root for the source (vctk, folder, ...)")
-    p.add_argument("--dataset", default=None, help="a Parquet build instead of generating")
+    p.add_argument("--dataset", default=None, help="a Parquet build (or release folder) to read instead of generating")
 
 
 def _sample(ns: argparse.Namespace) -> int:
@@ -133,44 +151,68 @@ def _analyze(ns: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    p = argparse.ArgumentParser(prog="vocalgrad-listen", description="A listening test for VocalGrad's human baseline.")
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("sample", help="print a balanced sample, one JSON line per item")
+    """The argument parser of every subcommand (each with a description; --help shows every default)."""
+    fmt = DefaultsHelpFormatter
+    p = argparse.ArgumentParser(prog="vocalgrad-listen", formatter_class=fmt,
+                                description="A listening test for the human baseline of VocalGrad: balanced sampling, "
+                                "a web app for annotators, export beside the models and analysis.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=helptext, description=description, formatter_class=fmt)
+
+    def server_args(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--host", default="127.0.0.1", help="address the login links (and the server) use")
+        q.add_argument("--port", type=int_range(1, 65535), default=8000, help="port the login links (and the server) use")
+
+    s = command("sample", "print a balanced sample, one JSON line per item",
+                "Print the items a study of --config would use, one JSON line each (benchmark_clip_id, tier, curve, "
+                "direction, gold, speaker, source clip): in every tier x curve cell the directions split evenly.")
     _add_data_args(s)
     s.set_defaults(func=_sample)
-    for name, func, helptext in (("init", _init, "create a study database (sample + training examples)"),
-                                 ("serve", _serve, "serve the listening test (creates the study if --db is new)")):
-        q = sub.add_parser(name, help=helptext)
+    for name, func, helptext, description in (
+            ("init", _init, "create a study database (sample + training examples)",
+             "Sample --n items per config plus two training examples into a new SQLite study database and "
+             "print login links for the first annotators."),
+            ("serve", _serve, "serve the listening test (creates the study if --db is new)",
+             "Serve the listening test on --host:--port: creates the study first when --db does not exist, "
+             "resumes it otherwise, and prints a fresh admin token for the admin page.")):
+        q = command(name, helptext, description)
         _add_data_args(q)
-        q.add_argument("--db", default=DEFAULT_DB, help=f"study database (default {DEFAULT_DB})")
-        q.add_argument("--annotators", type=int, default=2, help="annotators to create with a new study")
-        q.add_argument("--host", default="127.0.0.1")
-        q.add_argument("--port", type=int, default=8000)
+        q.add_argument("--db", default=DEFAULT_DB, help="study database")
+        q.add_argument("--annotators", type=nonnegative_int, default=2, help="annotators to create with a new study")
+        server_args(q)
         q.set_defaults(func=func)
         if name == "serve":
             q.add_argument("--no-prerender", action="store_true", help="render clips only when first requested")
-            q.add_argument("--log-level", default="warning")
-    a = sub.add_parser("annotators", help="add annotators to a study and print their login links")
-    a.add_argument("--db", default=DEFAULT_DB)
-    a.add_argument("--add", type=int, default=1, help="how many (named A01, A02, ...)")
+            q.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
+                           help="uvicorn's log level")
+    a = command("annotators", "add annotators to a study and print their login links",
+                "Add annotators (pseudonyms) to a study; each gets a token, shown once and stored hashed.")
+    a.add_argument("--db", default=DEFAULT_DB, help="study database")
+    a.add_argument("--add", type=positive_int, default=1, help="how many (named A01, A02, ...) when no --name is given")
     a.add_argument("--name", action="append", default=[], help="explicit pseudonym (repeatable)")
-    a.add_argument("--host", default="127.0.0.1")
-    a.add_argument("--port", type=int, default=8000)
+    server_args(a)
     a.set_defaults(func=_annotators)
-    e = sub.add_parser("export", help="answers -> harness run dir (samples + results.json), CSV, submission")
-    e.add_argument("--db", default=DEFAULT_DB)
+    e = command("export", "answers -> harness run dir (samples + results.json), CSV, submission",
+                "Write the answers as a harness run (samples_<config>.jsonl + results.json, readable by `harness "
+                "report` and `harness leaderboard submit`), as answers.csv, and optionally as a leaderboard submission.")
+    e.add_argument("--db", default=DEFAULT_DB, help="study database")
     e.add_argument("--out", required=True, help="run directory to write")
     e.add_argument("--exclude", action="append", default=[], help="leave an annotator out (repeatable)")
     e.add_argument("--drop-careless", action="store_true", help="leave out annotators the attention check flags")
-    e.add_argument("--attention-threshold", type=float, default=0.75)
+    e.add_argument("--attention-threshold", type=fraction, default=ATTENTION_THRESHOLD,
+                   help="high-tier accuracy below which an annotator counts as careless")
     e.add_argument("--submission", default=None, help="also write a leaderboard submission here")
-    e.add_argument("--model-name", default="Human (our annotators)")
-    e.add_argument("--notes", default=None)
+    e.add_argument("--model-name", default="Human (our annotators)", help="name of the human row on the leaderboard")
+    e.add_argument("--notes", default=None, help="notes for the submission")
     e.set_defaults(func=_export)
-    z = sub.add_parser("analyze", help="accuracy, breakdowns, agreement and the attention check")
-    z.add_argument("--db", default=DEFAULT_DB)
-    z.add_argument("--attention-threshold", type=float, default=0.75)
+    z = command("analyze", "accuracy, breakdowns, agreement and the attention check",
+                "Print per-annotator and pooled accuracy (Wilson 95 % intervals) by tier, curve and direction, "
+                "pairwise agreement, Fleiss' kappa and the attention check, as Markdown.")
+    z.add_argument("--db", default=DEFAULT_DB, help="study database")
+    z.add_argument("--attention-threshold", type=fraction, default=ATTENTION_THRESHOLD,
+                   help="high-tier accuracy below which an annotator counts as careless")
     z.set_defaults(func=_analyze)
     return p
 

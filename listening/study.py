@@ -69,6 +69,11 @@ def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int
                  source: str | None = None, data_dir: str | None = None, dataset: str | None = None) -> Store:
     """Sample n items per config (plus two training examples each) into a new study database."""
     names = configs_of(configs)
+    for config in names:
+        if parse_config(config).format == "source":  # gold "constant" is not among its two buttons
+            base = config.removesuffix("-source")
+            raise ValueError(f"{config} holds unmodified clips only and its question has no right answer among "
+                             f"the buttons; a listening test uses {base}, {base}-yesno or {base}-ternary")
     items: list[SampleItem] = []
     training: list[SampleItem] = []
     pool_sizes = {}

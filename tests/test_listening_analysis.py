@@ -16,7 +16,7 @@ import pytest
 from harness.cli import main as harness
 from harness.leaderboard.build import build
 from harness.report import compute
-from listening.analysis import analyze, careless, cohen_kappa, fleiss_kappa, wilson_interval
+from listening.analysis import analyze, careless, cohen_kappa, fleiss_kappa, format_analysis, wilson_interval
 from listening.cli import main as listen
 from listening.store import Store
 from listening.study import answer_options, create_study
@@ -103,9 +103,29 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     with (run / "answers.csv").open(newline="") as f:
         assert len(list(csv.DictReader(f))) == 72
     assert harness(["leaderboard", "validate", str(sub)]) == 0
+    # a model's run on the same source beside it: `harness report RUNS...` and the leaderboard page show both
+    model_run = tmp_path / "model"
+    assert harness(["eval", "--model", "always-increase", "--configs", "volume", "--source", "demo",
+                    "--out", str(model_run)]) == 0  # the 72 demo clips (a limited run cannot be submitted)
+    assert harness(["leaderboard", "submit", str(model_run), "--model-name", "Always increase",
+                    "--out", str(sub.parent / "model.json")]) == 0
+    capsys.readouterr()
+    assert harness(["report", str(model_run), str(run), "--no-figures"]) == 0
+    side_by_side = capsys.readouterr().out.split("## Models side by side")[1].split("\n## ")[0]
+    assert "| **always-increase** | — | — | — | 50.0 |" in side_by_side
+    assert "| **human** | — | — | — | 72.2 |" in side_by_side and "| Human (paper) | 94.4 |" in side_by_side
     site = build(sub.parent, tmp_path / "site")
     human = next(r for r in site if r.model == "Human (our annotators)")
     assert human.kind == "human" and human.accuracy == {"volume": pytest.approx(100 * 52 / 72)}
+    assert next(r for r in site if r.model == "Always increase").kind == "submission"
+    page = (tmp_path / "site" / "index.html").read_text()
+    row = page.split('<tr class="human" data-model="Human (our annotators)">')[1].split("</tr>")[0]
+    assert '<td class="text">Human (our annotators)</td>' in row and ">72.2*</td>" in row and ">listening</td>" in row
+    assert '<tr class="submission" data-model="Always increase">' in page
+    md = (tmp_path / "site" / "leaderboard.md").read_text()
+    assert "| — | Human (our annotators) | demo test (not comparable) | 72.2* |" in md
+    assert harness(["leaderboard", "build", str(sub.parent), "--out", str(tmp_path / "site2")]) == 0
+    assert "(1 submission(s), 1 human baseline(s), 6 reference rows)" in capsys.readouterr().out
     capsys.readouterr()
     assert listen(["export", "--db", str(study.path), "--out", str(tmp_path / "run2"), "--drop-careless"]) == 0
     assert "left out: A03" in capsys.readouterr().out
@@ -129,6 +149,11 @@ def test_ternary_study_three_buttons_and_export(tmp_path: Path) -> None:
     _fill(store, {"T1": lambda it: "increase" if it["direction"] == "none" else
                   "constant" if it["position"] == first_up else it["gold"]})
     assert {a["answer"] for a in store.answers()} == {"increase", "decrease", "constant"}
+    conf = analyze(store.answers())["volume-ternary"]["confusion"]
+    assert conf == {"increase": {"increase": 4, "decrease": 0, "constant": 1}, "decrease": {"increase": 0, "decrease": 5,
+                    "constant": 0}, "constant": {"increase": 2, "decrease": 0, "constant": 0}}
+    text = format_analysis(analyze(store.answers()))
+    assert "| gold \\ answer | increase | decrease | constant |\n|---|---|---|---|\n| increase | 4 | 0 | 1 |" in text
     rows = samples_rows(store)["volume-ternary"]
     assert {r["parser"] for r in rows} == {"ternary-unique-answer-v1"} and len(rows) == 12
     run = tmp_path / "run"

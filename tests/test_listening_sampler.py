@@ -14,7 +14,8 @@ from listening.cli import main as listen
 from listening.sampler import balance_problems, balanced_sample, candidate_pool, direction_split, draw
 from tests.fixtures_sources import build_folder
 
-PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "human_eval" / "volume_shared_annotation_50.csv"
+# the published tool's sampled volume items, copied unchanged from the release (shared/reference/human_eval/)
+PUBLISHED = Path(__file__).parent / "data" / "published_human_eval" / "volume_shared_annotation_50.csv"
 TIERS, CURVES = ("low", "mid", "high"), ("linear", "quad_first_flat", "quad_last_flat", "jump")
 
 
@@ -54,7 +55,9 @@ def test_published_sample_is_coupled_and_ours_cannot_be() -> None:
         for seed in range(3):
             items = [i.as_dict() for i in balanced_sample(pool, "volume", n, seed)]
             assert len(items) == n and balance_problems(items) == []
-            assert all(k["up"] == k["down"] for k in direction_split(items).values()), (n, seed)
+            cells = Counter((i["tier"], i["curve"], i["direction"]) for i in items)  # counted here, not by our code
+            assert all(cells[(t, c, "up")] == cells[(t, c, "down")] for t in TIERS for c in CURVES), (n, seed)
+            assert all({d for (_, c2, d) in cells if c2 == c} in ({"up", "down"}, set()) for c in CURVES)
             tiers = Counter(i["tier"] for i in items)
             curves = Counter(i["curve"] for i in items)
             assert max(tiers.values()) - min(tiers[t] for t in TIERS) <= 2  # one extra pair at most
@@ -102,3 +105,43 @@ def test_own_folder_source_and_beep(tmp_path: Path) -> None:
     assert balance_problems([i.as_dict() for i in items]) == []
     beep = draw("beep-pitch", 24, 0)
     assert len({i.source_item_id for i in beep}) == 10 and all(i.config == "beep-pitch" for i in beep)
+
+
+def test_every_subcommand_has_a_description_and_shows_its_defaults(capsys: pytest.CaptureFixture) -> None:
+    from listening.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) == {"sample", "init", "serve", "annotators", "export", "analyze"}
+    for name, parser in sub.choices.items():
+        assert parser.description and len(parser.description) > 40, name
+        with pytest.raises(SystemExit):
+            listen([name, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        for action in parser._actions:
+            if action.default not in (None, False, [], "==SUPPRESS==") and not action.required:
+                assert f"{action.option_strings[-1]}" in text and f"(default: {action.default})" in text, (name, action.dest)
+    with pytest.raises(SystemExit):
+        listen(["sample", "--help"])
+    assert "--n N items per config" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["sample", "--config", "volume", "--n", "47"], "error: --n must be even for 'volume'"),
+    (["sample", "--config", "volum"], "error: unknown VocalGrad config 'volum'"),
+    (["sample"], "error: --config is required"),
+    (["sample", "--config", "volume", "--n", "0"], "argument --n: 0 is not a positive integer"),
+    (["sample", "--config", "volume", "--split", "val"], "argument --split: invalid choice: 'val'"),
+    (["sample", "--config", "volume", "--source", "nosuch"], "error: unknown source 'nosuch'"),
+    (["analyze", "--db", "/nonexistent/s.sqlite"], "error: no study database /nonexistent/s.sqlite"),
+    (["export", "--db", str(Path(__file__)), "--out", "/nonexistent/o"], "not a listening-study database"),
+    (["init", "--config", "volume-source", "--source", "demo", "--db", "/nonexistent/s.sqlite"],
+     "error: volume-source holds unmodified clips only"),
+])
+def test_errors_are_one_line(args: list[str], says: str, capsys: pytest.CaptureFixture) -> None:
+    try:
+        rc = listen(args)
+    except SystemExit as stop:  # argparse: usage + one error line
+        rc = stop.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and says in err[-1] and "Traceback" not in "".join(err), err
+    assert len(err) == 1 or err[0].startswith("usage:"), err

@@ -42,8 +42,9 @@ def _build(ns: argparse.Namespace) -> int:
 
     rows = build(ns.subs_dir, ns.out, skip_invalid=ns.skip_invalid)
     n = sum(r.kind == "submission" for r in rows)
+    humans = sum(r.kind == "human" and bool(r.file) for r in rows)  # `vocalgrad-listen export` submissions
     print(f"wrote {ns.out}/index.html, leaderboard.md, leaderboard.csv ({n} submission(s), "
-          f"{len(rows) - n} reference rows)")
+          f"{humans} human baseline(s), {len(rows) - n - humans} reference rows)")
     return 0
 
 
