@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import logging
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -245,15 +246,17 @@ def test_key_never_appears_in_errors_logs_repr_or_provenance(server, caplog):
 
 
 def test_connection_errors_and_credentials_in_urls_stay_secret(caplog):
-    # Nothing listens on port 9 of localhost: a connection error whose text must not carry the key.
-    lm = OpenAIAudioLM(base_url=f"http://user:{KEY}@127.0.0.1:9/v1", api_key=KEY, max_retries=1)
+    with socket.socket() as s:  # a port nothing listens on: a connection error whose text must not carry the key
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lm = OpenAIAudioLM(base_url=f"http://user:{KEY}@127.0.0.1:{port}/v1", api_key=KEY, max_retries=1)
     _recording(lm)
     with caplog.at_level(logging.DEBUG):
         (item,) = lm.generate_items([_prompt("a")])
     assert isinstance(item, ModelError) and "gave up after 2 attempts" in item.message
     for text in (item.message, caplog.text, repr(lm), json.dumps(lm.provenance())):
         assert KEY not in text
-    assert lm.provenance()["endpoint"] == "http://127.0.0.1:9/v1"
+    assert lm.provenance()["endpoint"] == f"http://127.0.0.1:{port}/v1"
 
 
 def test_a_key_with_control_characters_is_refused_without_echoing_it(server):
