@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
+import logging
+import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -78,11 +80,24 @@ def _decode_wav(b64: str) -> tuple[np.ndarray, int]:
 
 def _gemini_ok(text: str) -> dict:
     return {"candidates": [{"content": {"parts": [{"text": "thinking...", "thought": True}, {"text": text}]},
-                            "finishReason": "STOP"}]}
+                            "finishReason": "STOP"}], "modelVersion": "gemini-3-flash-preview-11-2025"}
 
 
 def _openai_ok(text: str) -> dict:
-    return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+    return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "model": "gpt-4o-audio-preview-2025-06-03", "system_fingerprint": "fp_abc"}
+
+
+def _seed(seed: int, clip_id: str, budget: int) -> int:
+    """The documented per-answer seed, computed here independently of the wrapper."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{clip_id}:{budget}".encode()).digest()[:8], "big") % 2**31
+
+
+def _recording(lm):
+    """Replace the model's back-off sleep by a recorder: delays are checked exactly, not timed."""
+    delays: list[float] = []
+    lm.sleep = delays.append
+    return delays
 
 
 def test_gemini_wire_format(server):
@@ -90,13 +105,26 @@ def test_gemini_wire_format(server):
     lm = GeminiAudioLM(base_url=_url(server), api_key=KEY)
     assert lm.generate([_prompt("a", sr=48000)]) == ["increase"]  # the thought part is not the answer
     (req,) = server.requests
-    assert req["path"] == "/v1beta/models/gemini-3-flash-preview:generateContent"
-    assert req["headers"]["x-goog-api-key"] == KEY
+    assert req["path"] == "/v1beta/models/gemini-3-flash-preview:generateContent"  # no ?key= in the URL
+    assert req["headers"]["x-goog-api-key"] == KEY and "authorization" not in req["headers"]
     parts = req["body"]["contents"][0]["parts"]
     assert parts[0] == {"text": QUESTION + "\n\n"}
     audio, sr = _decode_wav(parts[1]["inlineData"]["data"])
     assert parts[1]["inlineData"]["mimeType"] == "audio/wav" and sr == 48000 and len(audio) == 24000
-    assert req["body"]["generationConfig"] == {"temperature": 1.0, "thinkingConfig": {"thinkingLevel": "low"}}
+    # no maxOutputTokens: thinking tokens would count against the runner's 128
+    assert req["body"]["generationConfig"] == {"temperature": 1.0, "thinkingConfig": {"thinkingLevel": "low"},
+                                               "seed": _seed(1234, "a", 128)}
+
+
+def test_gemini_retry_draws_a_new_reproducible_sample(server):
+    server.script = lambda req, n: (200, {}, _gemini_ok("increase"))
+    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, seed=7)
+    lm.generate([_prompt("a")], max_new_tokens=128)
+    lm.generate([_prompt("a")], max_new_tokens=256)  # the runner's retry
+    GeminiAudioLM(base_url=_url(server), api_key=KEY, seed=7).generate([_prompt("a")], max_new_tokens=128)
+    seeds = [r["body"]["generationConfig"]["seed"] for r in server.requests]
+    assert seeds == [_seed(7, "a", 128), _seed(7, "a", 256), _seed(7, "a", 128)]
+    assert seeds[0] != seeds[1]
 
 
 def test_openai_wire_format(server):
@@ -107,8 +135,9 @@ def test_openai_wire_format(server):
     assert req["path"] == "/v1/chat/completions"
     assert req["headers"]["authorization"] == f"Bearer {KEY}"
     body = req["body"]
+    assert set(body) == {"model", "modalities", "temperature", "max_completion_tokens", "messages"}
     assert body["model"] == "gpt-4o-audio-preview" and body["modalities"] == ["text"]
-    assert body["max_tokens"] == 128 and body["temperature"] == 0.0
+    assert body["max_completion_tokens"] == 128 and body["temperature"] == 0.0
     text, audio = body["messages"][0]["content"]
     assert text == {"type": "text", "text": QUESTION + "\n\n"}
     assert audio["type"] == "input_audio" and audio["input_audio"]["format"] == "wav"
@@ -116,14 +145,49 @@ def test_openai_wire_format(server):
     assert sr == 16000 and len(samples) == 8000
 
 
+def test_provenance_records_the_served_model_version(server):
+    server.script = lambda req, n: (200, {}, _openai_ok("decrease"))
+    lm = OpenAIAudioLM(base_url=_url(server), api_key=KEY)
+    lm.generate([_prompt("a"), _prompt("b")])
+    info = lm.provenance()
+    assert info["model_id"] == "gpt-4o-audio-preview"
+    assert info["api_model_versions"] == ["model=gpt-4o-audio-preview-2025-06-03, system_fingerprint=fp_abc"]
+    assert info["generation"] == {"modalities": ["text"], "temperature": 0.0}
+    json.dumps(info)  # goes into results.json as is
+    gem = GeminiAudioLM(base_url=_url(server), api_key=KEY, thinking_level="high")
+    server.script = lambda req, n: (200, {}, _gemini_ok("increase"))
+    gem.generate([_prompt("a")])
+    assert gem.provenance()["api_model_versions"] == ["modelVersion=gemini-3-flash-preview-11-2025"]
+    assert gem.provenance()["generation"] == {"temperature": 1.0, "thinkingConfig": {"thinkingLevel": "high"}}
+
+
 def test_429_backs_off_honouring_retry_after(server):
     server.script = lambda req, n: (429, {"Retry-After": "0.3"}, {"error": "slow down"}) if n == 1 else (
         200, {}, _gemini_ok("increase"))
     lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, backoff_s=0.001)
-    start = time.monotonic()
+    delays = _recording(lm)
     assert lm.generate([_prompt("a")]) == ["increase"]
-    assert time.monotonic() - start >= 0.3  # waited what the server asked, not the 1 ms back-off
+    assert delays == [0.3]  # what the server asked, not the 1 ms back-off
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("retry_after", ["3600", "Wed, 21 Oct 2099 07:28:00 GMT"])
+def test_retry_after_is_capped_by_max_backoff(server, retry_after):
+    server.script = lambda req, n: (429, {"Retry-After": retry_after}, {"error": "slow down"}) if n == 1 else (
+        200, {}, _gemini_ok("increase"))
+    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, max_backoff_s=2.5)
+    delays = _recording(lm)
+    assert lm.generate([_prompt("a")]) == ["increase"]
+    assert delays == [2.5]  # an hour (or 2099) asked, the cap waited
+
+
+def test_backoff_without_retry_after_grows_and_stays_under_the_cap(server):
+    server.script = lambda req, n: (503, {}, {"error": "busy"}) if n <= 5 else (200, {}, _gemini_ok("increase"))
+    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, backoff_s=1.0, max_backoff_s=4.0)
+    delays = _recording(lm)
+    assert lm.generate([_prompt("a")]) == ["increase"]
+    ceilings = [1.0, 2.0, 4.0, 4.0, 4.0]  # backoff_s * 2**attempt, capped; jitter keeps 50-100 % of it
+    assert len(delays) == 5 and all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True))
 
 
 def test_persistent_500_becomes_an_error_row(server):
@@ -133,36 +197,75 @@ def test_persistent_500_becomes_an_error_row(server):
 
     server.script = script
     lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, backoff_s=0.001, max_retries=3)
+    delays = _recording(lm)
     bad = Prompt(("fail " + QUESTION, _prompt("x").audios[0]), clip_id="bad")
     items = lm.generate_items([_prompt("ok1"), bad, _prompt("ok2")])
     assert items[0] == "decrease" and items[2] == "decrease"
     assert isinstance(items[1], ModelError) and items[1].clip_id == "bad" and "HTTP 500" in items[1].message
     assert sum("fail" in r["body"]["contents"][0]["parts"][0]["text"] for r in server.requests) == 4
+    assert len(delays) == 3
     with pytest.raises(ItemErrors):
         lm.generate([bad])
 
 
 def test_results_keep_input_order_under_concurrency(server):
+    everyone_in = threading.Barrier(5, timeout=10)  # passes only when all 5 requests are in flight at once
+
     def script(req, n):
         idx = int(req["body"]["messages"][0]["content"][0]["text"])
-        time.sleep(0.05 * (5 - idx))  # later prompts finish first
+        try:
+            everyone_in.wait()
+        except threading.BrokenBarrierError:
+            return 400, {}, {"error": "requests were not concurrent"}
         return 200, {}, _openai_ok(f"answer {idx}")
 
     server.script = script
     lm = OpenAIAudioLM(base_url=_url(server), api_key=KEY, concurrency=5)
     prompts = [Prompt((str(i), _prompt("x").audios[0]), clip_id=str(i)) for i in range(5)]
-    start = time.monotonic()
     assert lm.generate(prompts) == [f"answer {i}" for i in range(5)]
-    assert time.monotonic() - start < 0.5  # concurrent, not 0.75 s of serial sleeps
+    lm.auto_batch(64)  # --batch-size auto sizes GPU batches; it must not open 64 connections
+    assert lm.concurrency == lm.batch_size == 5
+    with pytest.raises(ValueError, match="concurrency"):
+        OpenAIAudioLM(api_key=KEY, concurrency=0)
 
 
-def test_key_never_appears_in_errors(server):
-    server.script = lambda req, n: (400, {}, {"error": f"bad key {KEY}"})
-    lm = OpenAIAudioLM(base_url=_url(server), api_key=KEY)
-    (item,) = lm.generate_items([_prompt("a")])
-    assert isinstance(item, ModelError) and "HTTP 400" in item.message and KEY not in item.message
-    assert len(server.requests) == 1  # a 400 is not retried
-    assert KEY not in repr(lm)
+def test_key_never_appears_in_errors_logs_repr_or_provenance(server, caplog):
+    # The server echoes the key in every error body; the wrapper must not pass it on anywhere.
+    server.script = lambda req, n: (503, {}, {"error": f"bad key {KEY}"}) if n == 1 else (
+        400, {}, {"error": f"bad key {KEY}"})
+    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY)
+    _recording(lm)
+    with caplog.at_level(logging.DEBUG):
+        (item,) = lm.generate_items([_prompt("a")])
+    assert isinstance(item, ModelError) and "HTTP 400" in item.message and "***" in item.message
+    assert len(server.requests) == 2  # the 503 is retried, the 400 is not
+    assert "HTTP 503" in caplog.text  # the retry was logged...
+    for text in (item.message, repr(item), str(item), caplog.text, repr(lm), str(lm), json.dumps(lm.provenance())):
+        assert KEY not in text  # ...without the key
+    assert all(KEY not in r["path"] for r in server.requests)
+
+
+def test_connection_errors_and_credentials_in_urls_stay_secret(caplog):
+    with socket.socket() as s:  # a port nothing listens on: a connection error whose text must not carry the key
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lm = OpenAIAudioLM(base_url=f"http://user:{KEY}@127.0.0.1:{port}/v1", api_key=KEY, max_retries=1)
+    _recording(lm)
+    with caplog.at_level(logging.DEBUG):
+        (item,) = lm.generate_items([_prompt("a")])
+    assert isinstance(item, ModelError) and "gave up after 2 attempts" in item.message
+    for text in (item.message, caplog.text, repr(lm), json.dumps(lm.provenance())):
+        assert KEY not in text
+    assert lm.provenance()["endpoint"] == f"http://127.0.0.1:{port}/v1"
+
+
+def test_a_key_with_control_characters_is_refused_without_echoing_it(server):
+    with pytest.raises(ModelError) as err:
+        GeminiAudioLM(api_key="sk-secret-part\nx")
+    assert "control characters" in err.value.message and "sk-secret-part" not in str(err.value)
+    server.script = lambda req, n: (200, {}, _gemini_ok("increase"))
+    GeminiAudioLM(base_url=_url(server), api_key=f"  {KEY}\n").generate([_prompt("a")])  # e.g. read from a file
+    assert server.requests[0]["headers"]["x-goog-api-key"] == KEY  # the stray whitespace is trimmed
 
 
 def test_empty_answer_is_an_error_not_a_blank(server):

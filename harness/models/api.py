@@ -1,8 +1,12 @@
 """Hosted audio models over their REST wire formats (no SDK needed): Gemini and OpenAI chat completions.
 
 Bounded concurrency (a thread pool), exponential back-off on 429/5xx/connection errors honouring
-Retry-After, answers in input order, and a ModelError row for anything that still fails. API keys come
-from the environment, are sent only in request headers and are scrubbed from every error message.
+Retry-After (never longer than max_backoff_s), answers in input order, and a ModelError row for anything
+that still fails. What each provider's request holds is data in its APISpec, with the documentation it
+follows.
+
+API keys come from the environment (or api_key=), are sent only in a request header (never in a URL),
+and are scrubbed from every error message and log line; repr() and provenance() never show them.
 """
 
 from __future__ import annotations
@@ -12,19 +16,80 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from .base import BaseAudioLM, ModelError, wav_base64
+from .external import answer_seed
 from .protocol import Prompt
 
 log = logging.getLogger(__name__)
 
 
-class _Retryable(Exception):
+@dataclass(frozen=True)
+class APISpec:
+    """How one provider's endpoint is called: authentication, fixed generation settings, token budget."""
+
+    name: str
+    model: str  # default model id
+    default_base_url: str
+    base_url_env: str
+    key_env: str
+    auth_header: str  # the one header that carries the key
+    auth_scheme: str  # prefix of the header value ("Bearer " or "")
+    generation: dict[str, Any] = field(default_factory=dict)  # sent with every request
+    budget_field: str | None = None  # request field carrying max_new_tokens; None: the budget is not sent
+    samples: bool = False  # answers are sampled: each request carries answer_seed(...) as its seed
+    version_fields: tuple[str, ...] = ()  # response fields naming the model version that answered
+    source: str = ""  # the official documentation these settings follow
+
+
+GEMINI = APISpec(
+    name="gemini",
+    model="gemini-3-flash-preview",
+    default_base_url="https://generativelanguage.googleapis.com",
+    base_url_env="GEMINI_BASE_URL",
+    key_env="GEMINI_API_KEY",
+    auth_header="x-goog-api-key",  # the documented REST header; a ?key= query would put the key in URLs
+    auth_scheme="",
+    # The published setup: thinking level "low", temperature 1.0 (also Gemini 3's documented default; the
+    # docs advise against lowering it). No maxOutputTokens: thinking tokens count against it, so the
+    # runner's 128-token budget would cut answers off before they start.
+    generation={"temperature": 1.0, "thinkingConfig": {"thinkingLevel": "low"}},
+    budget_field=None,
+    samples=True,  # generationConfig.seed makes the sample reproducible (best effort, server side)
+    version_fields=("modelVersion",),
+    source="ai.google.dev/api/generate-content (POST v1beta/models/{model}:generateContent, contents[].parts[] "
+    "of text and inlineData {mimeType, data}; GenerationConfig temperature, seed, thinkingConfig.thinkingLevel; "
+    "x-goog-api-key header); ai.google.dev/gemini-api/docs/audio (audio/wav inline data)",
+)
+
+OPENAI = APISpec(
+    name="openai",
+    model="gpt-4o-audio-preview",
+    default_base_url="https://api.openai.com/v1",
+    base_url_env="OPENAI_BASE_URL",
+    key_env="OPENAI_API_KEY",
+    auth_header="Authorization",
+    auth_scheme="Bearer ",
+    # Text answers only; temperature 0 answers greedily like the open models (not a model in the paper).
+    generation={"modalities": ["text"], "temperature": 0.0},
+    budget_field="max_completion_tokens",  # the current name; max_tokens is deprecated
+    samples=False,
+    version_fields=("model", "system_fingerprint"),
+    source="platform.openai.com/docs/api-reference/chat/create (messages[].content parts {type: text} and "
+    "{type: input_audio, input_audio: {data: base64, format: wav}}, modalities, max_completion_tokens) and "
+    "platform.openai.com/docs/guides/audio",
+)
+
+
+class RetryableError(Exception):
     """A failure worth retrying (rate limit, server error, network), with the server's Retry-After if any."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
@@ -32,7 +97,7 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after_seconds(value: str | None) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
     if not value:
         return None
@@ -47,20 +112,27 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def without_credentials(url: str) -> str:
+    """`url` without user:password@ and without a query string (either may hold a secret)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 class APIAudioLM(BaseAudioLM):
     """Shared retry/concurrency machinery; subclasses build one request and read one response."""
 
     kind = "api"
     supports_choices = False  # no token log-probabilities for audio prompts
-    key_env = ""
-    base_url_env = ""
-    default_base_url = ""
+    spec: APISpec
+    sleep = staticmethod(time.sleep)  # how back-off waits (tests record the delays instead)
 
     def __init__(
         self,
         name: str | None = None,
         *,
-        model: str,
+        model: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         concurrency: int = 8,
@@ -68,25 +140,42 @@ class APIAudioLM(BaseAudioLM):
         backoff_s: float = 1.0,
         max_backoff_s: float = 60.0,
         timeout_s: float = 120.0,
+        seed: int = 1234,
     ) -> None:
-        super().__init__(name, batch_size=max(1, concurrency))
-        self.model = model
-        self.base_url = (base_url or os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
-        self._key = api_key if api_key is not None else os.environ.get(self.key_env, "")
-        if not self._key:
-            raise ModelError(f"{self.name}: set {self.key_env} to call {self.model}")
-        self.concurrency = concurrency
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        # Requests in flight at once; the base class's batch is the same number (one call = one pool).
+        super().__init__(name, batch_size=concurrency)
+        self.model = model or self.spec.model
+        self.base_url = (base_url or os.environ.get(self.spec.base_url_env) or self.spec.default_base_url).rstrip("/")
+        key = (api_key if api_key is not None else os.environ.get(self.spec.key_env, "")).strip()
+        if not key:
+            raise ModelError(f"{self.name}: set {self.spec.key_env} to call {self.model}")
+        if any(c.isspace() or not c.isprintable() for c in key):
+            # http.client would refuse the header with the key's repr in its message; say it without the key
+            raise ModelError(f"{self.name}: {self.spec.key_env} holds whitespace or control characters")
+        self._key = key
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.timeout_s = timeout_s
+        self.seed = seed
+        self._versions: set[str] = set()  # model versions the server reported answering with
+        self._versions_lock = threading.Lock()
+
+    @property
+    def concurrency(self) -> int:
+        return self.batch_size
 
     def __repr__(self) -> str:  # never show the key
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        return f"{type(self).__name__}(model={self.model!r}, base_url={without_credentials(self.base_url)!r})"
+
+    def auto_batch(self, start: int) -> None:
+        """`--batch-size auto` sizes GPU batches; an API call's width is `concurrency`, so it is kept."""
 
     # ---- subclass hooks -----------------------------------------------------------------------------
-    def _request(self, prompt: Prompt, max_new_tokens: int) -> tuple[str, dict[str, str], dict]:
-        """(url, headers, JSON body) for one prompt."""
+    def _request(self, prompt: Prompt, max_new_tokens: int) -> tuple[str, dict]:
+        """(url, JSON body) for one prompt."""
         raise NotImplementedError
 
     def _answer(self, data: dict) -> str:
@@ -95,35 +184,53 @@ class APIAudioLM(BaseAudioLM):
 
     # ---- machinery ----------------------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        """`text` without the key (a server may echo it in an error body)."""
+        return text.replace(self._key, "***")
 
-    def _post(self, url: str, headers: dict[str, str], body: dict) -> dict:
-        request = urllib.request.Request(
-            url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers}
-        )
+    def _headers(self) -> dict[str, str]:
+        return {"Content-Type": "application/json", self.spec.auth_header: self.spec.auth_scheme + self._key}
+
+    def _post(self, url: str, body: dict) -> dict:
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=self._headers())
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read())
+                data = json.loads(response.read())
         except urllib.error.HTTPError as e:
             detail = self._scrub(e.read().decode("utf-8", "replace")[:500])
             if e.code == 429 or e.code >= 500:
-                raise _Retryable(f"HTTP {e.code}: {detail}", _retry_after(e.headers.get("Retry-After"))) from None
+                raise RetryableError(f"HTTP {e.code}: {detail}", retry_after_seconds(e.headers.get("Retry-After"))) from None
             raise ModelError(f"HTTP {e.code}: {detail}") from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise _Retryable(self._scrub(f"{type(e).__name__}: {e}")) from None
+            raise RetryableError(self._scrub(f"{type(e).__name__}: {e}")) from None
+        self._record_version(data)
+        return data
+
+    def _record_version(self, data: Any) -> None:
+        if not isinstance(data, dict):
+            return
+        found = [f"{k}={data[k]}" for k in self.spec.version_fields if isinstance(data.get(k), str)]
+        if found:
+            with self._versions_lock:
+                self._versions.add(", ".join(found))
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds before retry `attempt` + 1: the server's Retry-After, else jittered exponential back-off;
+        never more than max_backoff_s (a Retry-After of an hour must not stall a run for an hour)."""
+        if retry_after is not None:
+            return min(self.max_backoff_s, retry_after)
+        return min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
 
     def _call(self, prompt: Prompt, max_new_tokens: int) -> str:
-        url, headers, body = self._request(prompt, max_new_tokens)
+        url, body = self._request(prompt, max_new_tokens)
         for attempt in range(self.max_retries + 1):
             try:
-                return self._answer(self._post(url, headers, body))
-            except _Retryable as e:
+                return self._answer(self._post(url, body))
+            except RetryableError as e:
                 if attempt == self.max_retries:
                     raise ModelError(f"gave up after {attempt + 1} attempts: {e}") from None
-                backoff = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
-                delay = e.retry_after if e.retry_after is not None else backoff
+                delay = self._delay(attempt, e.retry_after)
                 log.info("%s: %s; retry %d in %.2fs", self.name, e, attempt + 1, delay)
-                time.sleep(delay)
+                self.sleep(delay)
         raise AssertionError("unreachable")
 
     def _call_safe(self, prompt: Prompt, max_new_tokens: int) -> str | ModelError:
@@ -144,44 +251,62 @@ class APIAudioLM(BaseAudioLM):
     def score_items(self, prompts: list[Prompt], choices: tuple[str, ...]) -> list:
         raise ModelError(f"{self.name} is an API model without log-probabilities: use --mode generate")
 
+    def provenance(self) -> dict[str, Any]:
+        """results.json model_info: the model asked for, the versions the server answered with, the
+        endpoint (without credentials) and every fixed request setting. Never the key."""
+        with self._versions_lock:
+            versions = sorted(self._versions)
+        return {
+            "model_id": self.model,
+            "revision": None,
+            "commit": None,
+            "api_model_versions": versions,
+            "dtype": None,
+            "device": "api",
+            "endpoint": without_credentials(self.base_url),
+            "api": self.spec.name,
+            "generation": self._generation(),
+            "budget_field": self.spec.budget_field,
+            "seed": self.seed if self.spec.samples else None,
+            "seeding": "per request: sha256(seed:clip_id:max_new_tokens)" if self.spec.samples else "not sampled",
+            "source": self.spec.source,
+        }
+
+    def _generation(self) -> dict[str, Any]:
+        """The generation settings this instance sends (the spec's, with constructor overrides)."""
+        return dict(self.spec.generation)
+
 
 class GeminiAudioLM(APIAudioLM):
     """Gemini generateContent with inline WAV; thinking level "low", temperature 1.0 (the published setup)."""
 
-    key_env = "GEMINI_API_KEY"
-    base_url_env = "GEMINI_BASE_URL"
-    default_base_url = "https://generativelanguage.googleapis.com"
+    spec = GEMINI
 
     def __init__(
         self,
         name: str | None = None,
         *,
-        model: str = "gemini-3-flash-preview",
-        temperature: float = 1.0,
-        thinking_level: str = "low",
+        temperature: float = GEMINI.generation["temperature"],
+        thinking_level: str = GEMINI.generation["thinkingConfig"]["thinkingLevel"],
         **kwargs: Any,
     ) -> None:
-        super().__init__(name, model=model, **kwargs)
+        super().__init__(name, **kwargs)
         self.temperature = temperature
         self.thinking_level = thinking_level
 
-    def _request(self, prompt: Prompt, max_new_tokens: int) -> tuple[str, dict[str, str], dict]:
+    def _generation(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "thinkingConfig": {"thinkingLevel": self.thinking_level}}
+
+    def _request(self, prompt: Prompt, max_new_tokens: int) -> tuple[str, dict]:
         parts = [
             {"text": s}
             if isinstance(s, str)
             else {"inlineData": {"mimeType": "audio/wav", "data": wav_base64(s.array, s.sampling_rate)}}
             for s in prompt.segments
         ]
-        # No maxOutputTokens: thinking tokens count against it and would cut answers off.
-        body = {
-            "contents": [{"role": "user", "parts": parts}],
-            "generationConfig": {
-                "temperature": self.temperature,
-                "thinkingConfig": {"thinkingLevel": self.thinking_level},
-            },
-        }
-        url = f"{self.base_url}/v1beta/models/{self.model}:generateContent"
-        return url, {"x-goog-api-key": self._key}, body
+        config = {**self._generation(), "seed": answer_seed(self.seed, prompt.clip_id, max_new_tokens)}
+        body = {"contents": [{"role": "user", "parts": parts}], "generationConfig": config}
+        return f"{self.base_url}/v1beta/models/{self.model}:generateContent", body
 
     def _answer(self, data: dict) -> str:
         candidates = data.get("candidates") or []
@@ -199,17 +324,18 @@ class GeminiAudioLM(APIAudioLM):
 class OpenAIAudioLM(APIAudioLM):
     """OpenAI chat completions with input_audio (base64 WAV), text output, temperature 0."""
 
-    key_env = "OPENAI_API_KEY"
-    base_url_env = "OPENAI_BASE_URL"
-    default_base_url = "https://api.openai.com/v1"
+    spec = OPENAI
 
     def __init__(
-        self, name: str | None = None, *, model: str = "gpt-4o-audio-preview", temperature: float = 0.0, **kwargs: Any
+        self, name: str | None = None, *, temperature: float = OPENAI.generation["temperature"], **kwargs: Any
     ) -> None:
-        super().__init__(name, model=model, **kwargs)
+        super().__init__(name, **kwargs)
         self.temperature = temperature
 
-    def _request(self, prompt: Prompt, max_new_tokens: int) -> tuple[str, dict[str, str], dict]:
+    def _generation(self) -> dict[str, Any]:
+        return {**self.spec.generation, "temperature": self.temperature}
+
+    def _request(self, prompt: Prompt, max_new_tokens: int) -> tuple[str, dict]:
         content = [
             {"type": "text", "text": s}
             if isinstance(s, str)
@@ -218,12 +344,11 @@ class OpenAIAudioLM(APIAudioLM):
         ]
         body = {
             "model": self.model,
-            "modalities": ["text"],
-            "temperature": self.temperature,
-            "max_tokens": max_new_tokens,
+            **self._generation(),
+            self.spec.budget_field: max_new_tokens,
             "messages": [{"role": "user", "content": content}],
         }
-        return f"{self.base_url}/chat/completions", {"Authorization": f"Bearer {self._key}"}, body
+        return f"{self.base_url}/chat/completions", body
 
     def _answer(self, data: dict) -> str:
         choices = data.get("choices") or []

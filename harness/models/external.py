@@ -2,10 +2,20 @@
 Step-Audio 2 mini. Each is a thin adapter: build the runtime's message format from a Prompt, call it
 one prompt at a time (the runtimes are batch-1), return the text. Optional imports: constructing one
 without its runtime installed raises MissingDependency with the install command.
+
+What each runtime needs (message format, audio placement, system prompt, generation settings) is data in
+its RuntimeSpec below, with the official example it was read from. Clips go to the runtime as 16-bit
+WAV files at their own sampling rate: every runtime loads and resamples the file itself
+(`sampling_rate` says to what), exactly as in its authors' examples.
+
+Sampling runtimes are seeded per call from sha256("{seed}:{clip_id}:{max_new_tokens}"): an answer does
+not depend on batch order, on what was asked before (a preflight, a resumed run, a suite reusing the
+model) or on the process, and the runner's retry (a larger budget) draws a different sample.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import os
@@ -13,7 +23,10 @@ import random
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
 
 import numpy as np
 
@@ -25,7 +38,104 @@ class MissingDependency(ImportError):
     """An optional model runtime is not installed; the message says how to install it."""
 
 
-def import_runtime(modules: tuple[str, ...], hint: str) -> Any:
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """How one external runtime is installed, prompted and run."""
+
+    name: str
+    model_id: str  # default checkpoint (Hub id)
+    runtime_modules: tuple[str, ...]  # first importable one is the runtime's entry module
+    install_hint: str
+    runs_remote_code: bool  # loads modelling code from the Hub repository (trust_remote_code=True inside)
+    sampling_rate: int  # the runtime resamples every clip file to this rate itself
+    dtype: str  # what the runtime loads the weights as (it offers no choice)
+    # "segment-order": text and audio reach the runtime in the prompt's order; "audio-first": the runtime's
+    # template puts the clip before the instruction whatever the prompt's order.
+    audio_placement: Literal["segment-order", "audio-first"]
+    max_audios: int | None  # clips per prompt the runtime's template takes (None: any)
+    system_prompt: str | None  # None: the runtime's template has none
+    generation: dict[str, Any] = field(default_factory=dict)  # fixed settings of every call
+    samples: bool = False  # draws random tokens (seeded per call, see the module docstring)
+    source: str = ""  # the official usage these settings follow
+
+
+KIMI_AUDIO = RuntimeSpec(
+    name="kimi-audio",
+    model_id="moonshotai/Kimi-Audio-7B-Instruct",
+    runtime_modules=("kimia_infer.api.kimia",),
+    install_hint="Kimi-Audio needs kimia_infer: git clone --recursive https://github.com/MoonshotAI/Kimi-Audio && "
+    "pip install -r Kimi-Audio/requirements.txt -e Kimi-Audio",
+    runs_remote_code=True,  # KimiAudio loads AutoModelForCausalLM(..., trust_remote_code=True)
+    sampling_rate=16000,  # prompt_manager: librosa.load(path, sr=16000) for the Whisper features
+    dtype="bfloat16",
+    audio_placement="segment-order",  # one {"role": "user", "message_type": ...} message per segment
+    max_audios=None,
+    system_prompt=None,  # the prompt manager knows only user and assistant turns
+    # The README's sampling_params; text_temperature 0 makes the text stream greedy (the audio stream is
+    # sampled but replaced by blanks for output_type="text", so answers are deterministic).
+    generation={
+        "audio_temperature": 0.8, "audio_top_k": 10, "text_temperature": 0.0, "text_top_k": 5,
+        "audio_repetition_penalty": 1.0, "audio_repetition_window_size": 64,
+        "text_repetition_penalty": 1.0, "text_repetition_window_size": 16,
+        "output_type": "text",
+    },
+    source="github.com/MoonshotAI/Kimi-Audio README 'Inference with Python' (ASR example: text message, then "
+    "audio message; model.generate(messages, **sampling_params, output_type='text')); "
+    "kimia_infer/api/kimia.py KimiAudio.generate(max_new_tokens=-1 means up to 7500 - prompt length)",
+)
+
+MIMO_AUDIO = RuntimeSpec(
+    name="mimo-audio",
+    model_id="XiaomiMiMo/MiMo-Audio-7B-Instruct",
+    runtime_modules=("src.mimo_audio.mimo_audio", "mimo_audio.mimo_audio"),
+    install_hint="MiMo-Audio needs its runtime: git clone https://github.com/XiaomiMiMo/MiMo-Audio && "
+    "pip install -r MiMo-Audio/requirements.txt, then put MiMo-Audio (the folder holding src/) on PYTHONPATH",
+    runs_remote_code=False,  # its model class is the cloned repository's own code
+    sampling_rate=24000,  # MimoAudio.preprocess_input resamples to the MiMo-Audio-Tokenizer's rate
+    dtype="bfloat16",
+    # get_audio_understanding_sft_prompt: "<|im_start|>user\n" AUDIO TEXT "<|im_end|>\n<|im_start|>assistant\n"
+    # "<think>\n\n</think>\n" (thinking=False)
+    audio_placement="audio-first",
+    max_audios=1,
+    system_prompt=None,
+    # The runtime's own audio_understanding sampler (global T 0.3, top-p 0.95), pinned so that a changed
+    # runtime default cannot change results; audio_understanding_sft's stopping tokens (eos, <|im_end|>).
+    generation={
+        "task_name": "audio_understanding",
+        "thinking": False,
+        "global_sampler": {"do_sample": True, "temperature": 0.3, "top_p": 0.95},
+    },
+    samples=True,
+    source="github.com/XiaomiMiMo/MiMo-Audio inference_example_sft.py ('audio understanding': "
+    "model.audio_understanding_sft(audio_path, text)); src/mimo_audio/mimo_audio.py audio_understanding_sft "
+    "(its body is called here with forward(max_new_tokens=...), which audio_understanding_sft does not pass: "
+    "its default is 8192)",
+)
+
+STEP_AUDIO_2_MINI = RuntimeSpec(
+    name="step-audio-2-mini",
+    model_id="stepfun-ai/Step-Audio-2-mini",
+    runtime_modules=("stepaudio2",),
+    install_hint="Step-Audio 2 mini needs its runtime: git clone https://github.com/stepfun-ai/Step-Audio2 && "
+    "pip install -r Step-Audio2/requirements.txt, then put Step-Audio2 on PYTHONPATH",
+    runs_remote_code=True,  # StepAudio2 loads AutoModelForCausalLM(..., trust_remote_code=True)
+    sampling_rate=16000,  # utils.load_audio(path, target_rate=16000)
+    dtype="bfloat16",
+    audio_placement="segment-order",  # human content items {"type": "text"|"audio"} in prompt order
+    max_audios=None,
+    system_prompt="You are an expert in audio analysis, please analyze the audio content and answer the "
+    "questions accurately.",
+    # mmau_test's call: model(messages, max_new_tokens=256, num_beams=2), i.e. beam search of width 2
+    # (GenerationConfig's do_sample defaults to False); max_new_tokens comes from the runner.
+    generation={"do_sample": False, "num_beams": 2},
+    source="github.com/stepfun-ai/Step-Audio2 examples.py mmau_test (audio understanding: the system prompt "
+    "above, a human turn of audio and text items, an open assistant turn)",
+)
+
+RUNTIME_SPECS: dict[str, RuntimeSpec] = {s.name: s for s in (KIMI_AUDIO, MIMO_AUDIO, STEP_AUDIO_2_MINI)}
+
+
+def import_runtime(modules: tuple[str, ...], hint: str) -> ModuleType:
     """The first importable module of `modules`, else MissingDependency carrying `hint`."""
     errors = []
     for name in modules:
@@ -36,58 +146,149 @@ def import_runtime(modules: tuple[str, ...], hint: str) -> Any:
     raise MissingDependency(f"{hint} (tried {'; '.join(errors)})")
 
 
+def answer_seed(seed: int, clip_id: str, max_new_tokens: int) -> int:
+    """The seed of one sampled answer: sha256("{seed}:{clip_id}:{max_new_tokens}") as a 31-bit integer.
+
+    The token budget tells the runner's attempts apart (first try at --max-new-tokens, the retry at
+    --retry-max-new-tokens), so the retry draws a new sample while every answer stays reproducible.
+    """
+    digest = hashlib.sha256(f"{seed}:{clip_id}:{max_new_tokens}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 2**31
+
+
+def hub_commit(model_path: str, revision: str | None = None, cache_dir: str | Path | None = None) -> str | None:
+    """The commit sha of a checkpoint when it can be known offline: a Hub snapshot directory's name, or
+    the Hub cache's entry for (repo id, revision); None for other local folders or uncached ids."""
+    path = Path(model_path).expanduser()
+    if path.is_dir():
+        resolved = path.resolve()
+        return resolved.name if resolved.parent.name == "snapshots" else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(model_path, "config.json", cache_dir=cache_dir, revision=revision)
+    except Exception:  # noqa: BLE001 - provenance is best effort: an odd id or cache gives "unknown"
+        return None
+    if isinstance(found, str) and Path(found).parent.parent.name == "snapshots":
+        return Path(found).parent.name
+    return None
+
+
+def checkout_commit(module: ModuleType) -> str | None:
+    """The git commit of the checkout a runtime module was imported from (None outside a git checkout)."""
+    here = Path(getattr(module, "__file__", "") or "").resolve()
+    for folder in here.parents:
+        git = folder / ".git"
+        if not git.is_dir():
+            continue
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head.removeprefix("ref: ")
+        if (git / ref).is_file():
+            return (git / ref).read_text().strip()
+        packed = git / "packed-refs"
+        for line in packed.read_text().splitlines() if packed.is_file() else []:
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
+        return None
+    return None
+
+
+def resolve_checkpoint(model_path: str, revision: str | None) -> str:
+    """What to hand the runtime: `model_path` itself, or for a pinned revision of a Hub id the local
+    snapshot of that revision (the runtimes take no revision argument of their own)."""
+    if revision is None:
+        return model_path
+    if Path(model_path).expanduser().exists():
+        raise ModelError(f"revision={revision!r} names a Hub revision, but {model_path} is a local folder")
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(model_path, revision=revision)
+
+
 class ExternalAudioLM(BaseAudioLM):
-    """Shared plumbing: remote-code consent, per-call seeding, clips written to temporary WAV files."""
+    """Shared plumbing: remote-code consent, the runtime import, per-call seeding, clips as WAV files."""
 
     kind = "external"
     supports_choices = False  # these runtimes expose no per-token log-probabilities
-    runs_remote_code = False  # True when the runtime executes modelling code downloaded from the Hub
+    spec: RuntimeSpec
 
-    def __init__(self, name: str | None = None, *, trust_remote_code: bool = False, seed: int = 1234) -> None:
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        model_path: str | None = None,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+        seed: int = 1234,
+    ) -> None:
         super().__init__(name, batch_size=1)
-        if self.runs_remote_code and not trust_remote_code:
+        if self.spec.runs_remote_code and not trust_remote_code:
             raise ModelError(
                 f"{self.name} executes model code from its Hub repository; pass trust_remote_code=True "
-                "(CLI: --trust-remote-code) if you accept that"
+                "(CLI: --model-arg trust_remote_code=true) if you accept that"
             )
         self.seed = seed
+        self.model_path = model_path or self.spec.model_id
+        self.revision = revision
+        self.module = import_runtime(self.spec.runtime_modules, self.spec.install_hint)
+        self.runtime = self._load(resolve_checkpoint(self.model_path, revision))
+        self.commit = hub_commit(self.model_path, revision)
 
-    def reseed(self) -> None:
-        """Re-apply the seed before every call so sampled answers do not depend on batch order."""
+    @property
+    def runs_remote_code(self) -> bool:
+        return self.spec.runs_remote_code
+
+    def auto_batch(self, start: int) -> None:
+        """`--batch-size auto` sizes GPU batches; these runtimes answer one prompt per call, so the batch
+        stays 1 (a failing prompt then costs its own row, never a re-run of the prompts batched with it)."""
+
+    # ---- subclass hooks -----------------------------------------------------------------------------
+    def _load(self, checkpoint: str) -> Any:
+        """The runtime object for `checkpoint` (a Hub id or a local folder), checked for what we call."""
+        raise NotImplementedError
+
+    def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
+        raise NotImplementedError
+
+    def _weights(self) -> Any:
+        """The runtime's torch module holding the LLM weights (for dtype and device), if it exposes one."""
+        return None
+
+    # ---- shared -------------------------------------------------------------------------------------
+    def reseed(self, seed: int) -> None:
+        """Seed Python, NumPy and torch (every device) before a call."""
         import torch
 
-        random.seed(self.seed)
-        np.random.seed(self.seed % 2**32)
-        torch.manual_seed(self.seed)
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
 
     @staticmethod
     @contextmanager
-    def clip_files(prompt: Prompt, sampling_rate: int | None = None) -> Iterator[list[str]]:
-        """One temporary WAV path per audio segment (resampled when `sampling_rate` is given)."""
+    def clip_files(prompt: Prompt) -> Iterator[list[str]]:
+        """One temporary 16-bit WAV path per audio segment, at the clip's own sampling rate."""
         import soundfile as sf
 
         with tempfile.TemporaryDirectory(prefix="vocalgrad-") as tmp:
             paths = []
             for i, clip in enumerate(prompt.audios):
-                x, sr = np.asarray(clip.array, dtype=np.float32), clip.sampling_rate
-                if sampling_rate and sr != sampling_rate:
-                    import librosa
-
-                    x, sr = librosa.resample(x, orig_sr=sr, target_sr=sampling_rate), sampling_rate
                 path = os.path.join(tmp, f"clip{i}.wav")
-                sf.write(path, x, sr, subtype="PCM_16")
+                sf.write(path, np.asarray(clip.array, dtype=np.float32), clip.sampling_rate, subtype="PCM_16")
                 paths.append(path)
             yield paths
 
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:
         answers = []
         for p in prompts:
-            self.reseed()
+            limit = self.spec.max_audios
+            if limit is not None and len(p.audios) > limit:
+                raise ModelError(f"{self.name}'s template takes at most {limit} clip(s) per prompt, got "
+                                 f"{len(p.audios)}", p.clip_id)
+            self.reseed(answer_seed(self.seed, p.clip_id, max_new_tokens))
             answers.append(self._answer(p, max_new_tokens))
         return answers
-
-    def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
-        raise NotImplementedError
 
     @staticmethod
     def _interleave(prompt: Prompt, paths: list[str]) -> list[tuple[str, str]]:
@@ -95,67 +296,112 @@ class ExternalAudioLM(BaseAudioLM):
         it = iter(paths)
         return [("text", s) if isinstance(s, str) else ("audio", next(it)) for s in prompt.segments]
 
+    def provenance(self) -> dict[str, Any]:
+        """results.json model_info: checkpoint, revision and commit, weights dtype and device, the runtime
+        and its checkout commit, and every fixed prompt and generation setting."""
+        dtype, device = weight_placement(self._weights())
+        return {
+            "model_id": self.model_path,
+            "revision": self.revision,
+            "commit": self.commit,
+            "dtype": str(dtype).removeprefix("torch.") if dtype is not None else self.spec.dtype,
+            "device": str(device) if device is not None else None,
+            "runtime": self.module.__name__,
+            "runtime_commit": checkout_commit(self.module),
+            "runs_remote_code": self.spec.runs_remote_code,
+            "sampling_rate": self.spec.sampling_rate,
+            "audio_placement": self.spec.audio_placement,
+            "system_prompt": self.spec.system_prompt,
+            "generation": self.spec.generation,
+            "seed": self.seed,
+            "seeding": "per call: sha256(seed:clip_id:max_new_tokens)" if self.spec.samples else "not sampled",
+            "source": self.spec.source,
+        }
+
+
+def weight_placement(weights: Any) -> tuple[Any, Any]:
+    """(dtype, device) of a torch module: its own attributes (transformers models), else its first parameter's."""
+    dtype, device = getattr(weights, "dtype", None), getattr(weights, "device", None)
+    if (dtype is None or device is None) and callable(getattr(weights, "parameters", None)):
+        first = next(iter(weights.parameters()), None)
+        if first is not None:
+            dtype, device = dtype or first.dtype, device or first.device
+    return dtype, device
+
+
+def require_parameter(fn: Any, parameter: str, what: str) -> None:
+    """Refuse a runtime whose `fn` lacks `parameter` (an older or changed checkout) in one clear line."""
+    if parameter not in inspect.signature(fn).parameters:
+        raise ModelError(f"{what} takes no {parameter!r}: this checkout of the runtime differs from the one the "
+                         "wrapper follows; update it")
+
 
 class KimiAudio(ExternalAudioLM):
-    """moonshotai/Kimi-Audio-7B-Instruct through kimia_infer, text output, greedy text sampling."""
+    """moonshotai/Kimi-Audio-7B-Instruct through kimia_infer, text output, greedy text decoding."""
 
     name = "kimi-audio"
-    runs_remote_code = True
-    # The README's recommended sampling, with text decoding greedy (text_temperature 0).
-    SAMPLING = {
-        "audio_temperature": 0.8, "audio_top_k": 10, "text_temperature": 0.0, "text_top_k": 5,
-        "audio_repetition_penalty": 1.0, "audio_repetition_window_size": 64,
-        "text_repetition_penalty": 1.0, "text_repetition_window_size": 16,
-    }
+    spec = KIMI_AUDIO
 
-    def __init__(self, model_path: str = "moonshotai/Kimi-Audio-7B-Instruct", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        api = import_runtime(
-            ("kimia_infer.api.kimia",),
-            "Kimi-Audio needs kimia_infer: git clone https://github.com/MoonshotAI/Kimi-Audio && "
-            "pip install -r Kimi-Audio/requirements.txt -e Kimi-Audio",
-        )
-        self.runtime = api.KimiAudio(model_path=model_path, load_detokenizer=False)
-        self._takes_budget = "max_new_tokens" in inspect.signature(self.runtime.generate).parameters
+    def _load(self, checkpoint: str) -> Any:
+        runtime = self.module.KimiAudio(model_path=checkpoint, load_detokenizer=False)
+        require_parameter(runtime.generate, "max_new_tokens", "kimia_infer's KimiAudio.generate")
+        return runtime
+
+    def _weights(self) -> Any:
+        return getattr(self.runtime, "alm", None)
 
     def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
         with self.clip_files(prompt) as paths:
             messages = [{"role": "user", "message_type": kind, "content": value}
                         for kind, value in self._interleave(prompt, paths)]
-            extra = {"max_new_tokens": max_new_tokens} if self._takes_budget else {}
-            _, text = self.runtime.generate(messages, **self.SAMPLING, output_type="text", **extra)
+            _, text = self.runtime.generate(messages, **self.spec.generation, max_new_tokens=max_new_tokens)
         return text
 
 
 class MiMoAudio(ExternalAudioLM):
-    """XiaomiMiMo/MiMo-Audio-7B-Instruct through its runtime (audio-understanding sampler: T 0.3, top-p 0.95)."""
+    """XiaomiMiMo/MiMo-Audio-7B-Instruct through its runtime's audio-understanding path (sampled)."""
 
     name = "mimo-audio"
+    spec = MIMO_AUDIO
 
     def __init__(
-        self,
-        model_path: str = "XiaomiMiMo/MiMo-Audio-7B-Instruct",
-        tokenizer_path: str = "XiaomiMiMo/MiMo-Audio-Tokenizer",
-        **kwargs: Any,
+        self, name: str | None = None, *, tokenizer_path: str = "XiaomiMiMo/MiMo-Audio-Tokenizer", **kwargs: Any
     ) -> None:
-        super().__init__(**kwargs)
-        mod = import_runtime(
-            ("mimo_audio.mimo_audio", "src.mimo_audio.mimo_audio"),
-            "MiMo-Audio needs its runtime: git clone https://github.com/XiaomiMiMo/MiMo-Audio && "
-            "pip install -r MiMo-Audio/requirements.txt, then put MiMo-Audio on PYTHONPATH",
-        )
-        self.runtime = mod.MimoAudio(model_path, tokenizer_path)
-        # The runtime's own audio-understanding sampler is the published setting; pin it explicitly.
-        sampler = self.runtime.task_sampler_configs["audio_understanding"]["global"]
-        sampler.temperature, sampler.top_p = 0.3, 0.95
+        self.tokenizer_path = tokenizer_path
+        super().__init__(name, **kwargs)
+
+    def _load(self, checkpoint: str) -> Any:
+        runtime = self.module.MimoAudio(checkpoint, self.tokenizer_path)
+        for method in ("get_audio_understanding_sft_prompt", "forward"):
+            if not callable(getattr(runtime, method, None)):
+                raise ModelError(f"MiMo-Audio's runtime has no {method}(); update the checkout")
+        require_parameter(runtime.forward, "max_new_tokens", "MiMo-Audio's MimoAudio.forward")
+        sampler = runtime.task_sampler_configs[self.spec.generation["task_name"]]["global"]
+        for key, value in self.spec.generation["global_sampler"].items():
+            if not hasattr(sampler, key):
+                raise ModelError(f"MiMo-Audio's sampler has no {key!r}; update the checkout")
+            setattr(sampler, key, value)
+        return runtime
+
+    def _weights(self) -> Any:
+        return getattr(self.runtime, "model", None)
+
+    def provenance(self) -> dict[str, Any]:
+        return {**super().provenance(), "tokenizer_path": self.tokenizer_path}
 
     def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
-        if len(prompt.audios) != 1:
-            raise ModelError("MiMo-Audio's understanding prompt takes exactly one clip", prompt.clip_id)
-        # The runtime's template is audio first, then the instruction text.
-        text = "".join(s for s in prompt.segments if isinstance(s, str))
+        text = "".join(s for s in prompt.segments if isinstance(s, str))  # the template places it after the clip
+        runtime, gen = self.runtime, self.spec.generation
         with self.clip_files(prompt) as (path,):
-            out = self.runtime.audio_understanding_sft(path, text, thinking=False)
+            input_ids = runtime.get_audio_understanding_sft_prompt(path, text, thinking=gen["thinking"])
+            stop = self.module.MiMoStopper(
+                stop_tokens=[runtime.tokenizer.eos_token_id, runtime.im_end_idx],
+                group_size=runtime.group_size,
+                audio_channels=runtime.audio_channels,
+            )
+            out = runtime.forward(input_ids, stopping_criteria=[stop], task_name=gen["task_name"],
+                                  max_new_tokens=max_new_tokens)
+        # thinking=False already closes an empty <think></think> block in the prompt; drop stray tags.
         return out.replace("<think>", "").replace("</think>", "").strip()
 
 
@@ -163,27 +409,21 @@ class StepAudio2Mini(ExternalAudioLM):
     """stepfun-ai/Step-Audio-2-mini through its StepAudio2 runtime and its own chat format."""
 
     name = "step-audio-2-mini"
-    runs_remote_code = True
-    # The system prompt of the runtime's audio-understanding example.
-    SYSTEM = "You are an expert in audio analysis, please analyze the audio content and answer the questions accurately."
+    spec = STEP_AUDIO_2_MINI
 
-    def __init__(self, model_path: str = "stepfun-ai/Step-Audio-2-mini", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        mod = import_runtime(
-            ("stepaudio2",),
-            "Step-Audio 2 mini needs its runtime: git clone https://github.com/stepfun-ai/Step-Audio2 && "
-            "pip install -r Step-Audio2/requirements.txt, then put Step-Audio2 on PYTHONPATH",
-        )
-        self.runtime = mod.StepAudio2(model_path)
+    def _load(self, checkpoint: str) -> Any:
+        return self.module.StepAudio2(checkpoint)
+
+    def _weights(self) -> Any:
+        return getattr(self.runtime, "llm", None)
 
     def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
         with self.clip_files(prompt) as paths:
             content = [{"type": kind, kind: value} for kind, value in self._interleave(prompt, paths)]
             messages = [
-                {"role": "system", "content": self.SYSTEM},
+                {"role": "system", "content": self.spec.system_prompt},
                 {"role": "human", "content": content},
                 {"role": "assistant", "content": None},
             ]
-            _, text, _ = self.runtime(messages, max_new_tokens=max_new_tokens, do_sample=False)
+            _, text, _ = self.runtime(messages, max_new_tokens=max_new_tokens, **self.spec.generation)
         return text
-
