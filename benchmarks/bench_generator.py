@@ -3,6 +3,8 @@
     python benchmarks/bench_generator.py                 # per-category ratios on two real sources (~1 min)
     python benchmarks/bench_generator.py --split test    # + the whole 21,600-clip test split, --num-proc 2
     python benchmarks/bench_generator.py --split train   # + the 108,000-clip train split (~10+ min)
+    python benchmarks/bench_generator.py --ours-only --only speed,pitch,clarity --package /tmp/before
+                                                         # an older checkout's package (before/after ratios)
 
 Times are CPU seconds of this process (robust to other load) for the per-clip table and wall seconds for
 the split builds. The straightforward side (benchmarks/baseline_generator.py, independent of the package)
@@ -23,6 +25,17 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _package_dir(argv: list[str]) -> str | None:
+    """--package DIR, read before vocalgrad_dataset is imported (it decides which copy is imported)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--package", default=None)
+    return pre.parse_known_args(argv)[0].package
+
+
+if _package_dir(sys.argv[1:]):  # e.g. `git archive <commit> vocalgrad_dataset | tar -x -C DIR`
+    sys.path.insert(0, str(Path(_package_dir(sys.argv[1:])).resolve()))
 from benchmarks.baseline_generator import WINDOW_OPS, render_condition  # noqa: E402
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES  # noqa: E402
 from vocalgrad_dataset.export import build  # noqa: E402
@@ -68,28 +81,31 @@ def baseline_clip(category: str, source: Source, clip: SourceClip) -> list[np.nd
     return out
 
 
-def per_category() -> list[dict]:
+def per_category(names: tuple[str, ...] = CATEGORY_NAMES, with_baseline: bool = True) -> list[dict]:
     """CPU ms per output clip, ours vs the straightforward generator, with the largest output difference."""
     source, clips = real_sources()
     rows = []
-    for name in CATEGORY_NAMES:
+    for name in names:
         ours = base = 0.0
-        diff = 0
+        diff: int | None = 0 if with_baseline else None
         n = 0
         for clip in clips:
             ours_clip(name, source, clip)  # warm caches (filter windows, reverb IR, imports)
             t = time.process_time()
             fast = ours_clip(name, source, clip)
             ours += time.process_time() - t
+            n += len(fast)
+            if not with_baseline:
+                continue
             t = time.process_time()
             ref = baseline_clip(name, source, clip)
             base += time.process_time() - t
             diff = max(diff, max(int(np.abs(a.astype(np.int32) - b).max()) for a, b in zip(fast, ref, strict=True)))
-            n += len(fast)
         lo, hi = PUBLISHED_S_PER_CLIP[name]
         rows.append({
-            "category": name, "ours_ms": 1e3 * ours / n, "baseline_ms": 1e3 * base / n, "speedup": base / ours,
-            "vs_published": (lo + hi) / 2 / (ours / n), "max_pcm_diff": diff,
+            "category": name, "ours_ms": 1e3 * ours / n, "baseline_ms": 1e3 * base / n if with_baseline else None,
+            "speedup": base / ours if with_baseline else None, "vs_published": (lo + hi) / 2 / (ours / n),
+            "max_pcm_diff": diff,
             "baseline_is": "per-window librosa, re-read per condition" if name in WINDOW_OPS else "re-read and render per condition",
         })  # fmt: skip
     return rows
@@ -122,13 +138,29 @@ def main() -> None:
     p.add_argument("--split", choices=["test", "train"], default=None)
     p.add_argument("--num-proc", type=int, default=2)
     p.add_argument("--skip-categories", action="store_true")
+    p.add_argument("--only", default=None, metavar="CATS", help="comma-separated categories (default: all nine)")
+    p.add_argument("--ours-only", action="store_true", help="time only our generator (no baseline, no streaming)")
+    p.add_argument("--package", default=None, metavar="DIR",
+                   help="time the vocalgrad_dataset inside DIR (an older checkout) instead of this one's")
     args = p.parse_args()
+    names = tuple(args.only.split(",")) if args.only else CATEGORY_NAMES
+    unknown = sorted(set(names) - set(CATEGORY_NAMES))
+    if unknown:
+        p.error(f"unknown categories: {', '.join(unknown)}")
+    import vocalgrad_dataset
+
+    print(f"package: {Path(vocalgrad_dataset.__file__).parent}")
     if not args.skip_categories:
         print(f"{'category':11s} {'ours ms':>8s} {'base ms':>8s} {'x base':>7s} {'x publ.':>8s} {'max PCM diff':>12s}  baseline")
-        for r in per_category():
+        for r in per_category(names, with_baseline=not args.ours_only):
+            if args.ours_only:
+                print(f"{r['category']:11s} {r['ours_ms']:8.1f} {'-':>8s} {'-':>7s} {r['vs_published']:8.1f} {'-':>12s}  (not run)")
+                continue
             print(f"{r['category']:11s} {r['ours_ms']:8.1f} {r['baseline_ms']:8.1f} {r['speedup']:7.1f} {r['vs_published']:8.1f} {r['max_pcm_diff']:12d}  {r['baseline_is']}")
             if r["category"] in WHY_NOT_FASTER and r["speedup"] < 10:
                 print(f"{'':11s} why not more: {WHY_NOT_FASTER[r['category']]}")
+    if args.ours_only:
+        return
     s = streaming_rate()
     print(f"streaming `all`: {s['clips_per_s_per_core']:.1f} clips/s per core -> {s['cores_for_200_clips_per_s']:.1f} cores for 200 clips/s (16-core host: {16 * s['clips_per_s_per_core']:.0f} clips/s)")
     if args.split:

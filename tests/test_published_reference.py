@@ -145,6 +145,9 @@ def test_baseline_generator_imports_none_of_our_code() -> None:
     third_party = roots - {"__future__", "hashlib", "json", "math", "functools", "pathlib", "typing"}
     assert third_party <= {"numpy", "librosa", "scipy"}, third_party
     assert "importlib" not in roots and "__import__" not in BASELINE.read_text(encoding="utf-8")
+    # nor runs our code another way (reading a module's source and executing it)
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert not calls & {"exec", "eval", "compile"}, calls & {"exec", "eval", "compile"}
 
 
 # one condition per curve, mixed tiers and directions, on the sources that reach the rare code paths

@@ -1,4 +1,5 @@
-"""`vocalgrad-dataset`: build Parquet configs, list ids, run the signal oracle, list categories and configs."""
+"""`vocalgrad-dataset`: build Parquet configs, list ids, run the signal oracle, list categories and configs,
+write and verify the PCM-hash manifest of a build or release folder."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .argtypes import nonnegative_float, positive_int
+from .argtypes import nonnegative_float, nonnegative_int, positive_int
 from .generate import SPLITS
 
 
@@ -81,6 +82,30 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_manifest(args: argparse.Namespace) -> int:
+    """Hash every clip of a build or release folder; write the manifest (DIR/manifest.csv, or --out; - for stdout)."""
+    from .manifest import manifest_sha256, manifest_text, scan_dataset, write_manifest
+
+    if args.out == "-":
+        sys.stdout.write(manifest_text(c.hash for c in scan_dataset(args.dir)))
+        return 0
+    path, rows = write_manifest(args.dir, args.out)
+    # manifest_sha256: what harness eval records in results.json for a dataset folder holding this manifest.csv
+    print(json.dumps({"manifest": str(path), "clips": len(rows), "manifest_sha256": manifest_sha256(rows)}))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Compare a folder with a manifest clip by clip; exit 0 when identical, 1 on any difference."""
+    from .manifest import report_lines, verify
+
+    report = verify(args.dir, args.manifest)
+    for line in report_lines(report, limit=args.show):
+        print(line)
+    print(json.dumps(report.summary()))
+    return 0 if report.identical else 1
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the CLI)."""
     p = argparse.ArgumentParser(prog="vocalgrad-dataset", description=__doc__)
@@ -118,6 +143,21 @@ def parser() -> argparse.ArgumentParser:
     o = sub.add_parser("oracle", help="accuracy of the signal oracle (label integrity)")
     common(o)
     o.set_defaults(func=cmd_oracle)
+
+    m = sub.add_parser("manifest", help="write the PCM-hash manifest of a build or published release folder")
+    m.add_argument("dir", metavar="DIR", help="a `vocalgrad-dataset build` folder or a release folder (metadata.csv)")
+    m.add_argument("--out", default=None, metavar="FILE",
+                   help="where to write it (default DIR/manifest.csv, which harness eval records; - for stdout)")
+    m.set_defaults(func=cmd_manifest)
+
+    v = sub.add_parser("verify", help="compare a build or release folder with a manifest, clip by clip (exit 1 on "
+                       "any difference)")
+    v.add_argument("dir", metavar="DIR", help="the folder to check (build or release layout)")
+    v.add_argument("--manifest", required=True, metavar="FILE",
+                   help="a manifest CSV (lossless copies in audio/<category>/<clip>.flac beside it are used to measure "
+                   "differences), or another build/release folder")
+    v.add_argument("--show", type=nonnegative_int, default=20, metavar="N", help="list at most N clips of each kind")
+    v.set_defaults(func=cmd_verify)
 
     ls = sub.add_parser("list", help="the categories and their parameters")
     ls.add_argument("--markdown", action="store_true")

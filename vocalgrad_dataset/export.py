@@ -29,6 +29,7 @@ from .generate import (
     resolve_source,
     source_splits,
 )
+from .manifest import MANIFEST_NAME
 from .progress import progress as progress_bar
 from .sources import SourceClip, get_source
 
@@ -177,6 +178,12 @@ def build(
             (out / name).mkdir(parents=True, exist_ok=True)
             buildinfo.write_record(out / name, record)  # first: a killed build resumes under the same settings
         todo = [t for t in tasks if not t.path(out).exists()]  # finished shards survive a kill: resume skips them
+        # a manifest.csv written before new shards no longer describes the folder (harness eval would record
+        # its hash): remove it first, so a killed build leaves none; `vocalgrad-dataset manifest DIR` writes anew
+        stale_manifest = out / MANIFEST_NAME
+        removed_manifest = bool(todo or overwrite) and stale_manifest.is_file()
+        if removed_manifest:
+            stale_manifest.unlink()
         written = 0
         bar = progress_bar(total=len(tasks), initial=len(tasks) - len(todo), unit="shard", disable=not progress,
                            desc=f"build {config}")
@@ -199,7 +206,8 @@ def build(
             formats.update(record["source_formats"])
         write_card(out, source=source)
     return {"shards": len(tasks), "written_shards": len(todo), "written_rows": written,
-            "removed_tmp_files": len(removed), "non_pcm16_source_clips": len(formats)}
+            "removed_tmp_files": len(removed), "non_pcm16_source_clips": len(formats),
+            "removed_stale_manifest": removed_manifest}
 
 
 def push_to_hub(out_dir: str | Path, repo_id: str, *, private: bool = False, lock_timeout: float | None = None) -> str:
