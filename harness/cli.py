@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.models.protocol import MissingDependency, ModelError
 from harness.runner import add_eval_arguments, eval_settings_from_args, run_eval
 
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     try:
         return ns.func(ns)
-    except (ValueError, FileNotFoundError) as err:  # user errors: a message, not a traceback
+    except (ValueError, FileNotFoundError, MissingDependency, ModelError) as err:  # a message, not a traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
 

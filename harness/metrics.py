@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest
 
 from harness.parsing import INCREASE, get_parser, is_exact
 
@@ -39,6 +38,8 @@ def binomial_interval(k: int, n: int, confidence: float = 0.95, method: str = "w
     """Wilson score (or "exact" Clopper-Pearson) interval for k successes in n trials; NaNs when n = 0."""
     if n == 0:
         return (float("nan"), float("nan"))
+    from scipy.stats import binomtest  # lazy: scipy.stats costs ~0.5 s of start-up
+
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method=method)
     return (float(ci.low), float(ci.high))
 
@@ -254,6 +255,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value from the discordant counts."""
     if b + c == 0:
         return 1.0
+    from scipy.stats import binomtest
+
     return float(binomtest(int(b), int(b + c), 0.5).pvalue)
 
 

@@ -14,13 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.container import BarContainer, ErrorbarContainer
 
-matplotlib.use("Agg")  # headless: reports run on servers and in CI
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
+from harness.results import atomic_write_bytes
 
-from harness.results import atomic_write_bytes  # noqa: E402
+plt.switch_backend("Agg")  # headless: reports run on servers and in CI
 
 Summaries = Mapping[str, Mapping[str, Any]]  # config (or tier, curve) -> summarize() output
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")

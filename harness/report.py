@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import plots
 from harness.data import CONFIGS
 from harness.metrics import Z95, breakdowns, mcnemar
 from harness.parsing import get_parser
@@ -242,6 +241,8 @@ def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
 
 def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     """Every figure of a report (PNG + SVG); returns each figure's plotted data by file stem."""
+    from harness import plots  # matplotlib: only when figures are drawn
+
     title = " vs ".join(r.label for r in runs)
     figs: dict[str, Any] = {}
     main = {r.label: {c: s for c, s in r.results["results"].items() if c in CONFIGS or parse_config(c).format

@@ -27,7 +27,6 @@ from harness.lock import RunLock
 from harness.models.protocol import AudioLM, ModelError, Prompt
 from harness.models.registry import check_capabilities, check_protocol, load_model
 from harness.parsing import PARSER_VERSION
-from harness.prefetch import prefetched_rows
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
 from harness.redact import public, redact, scrub_row, scrubbed_logging, secret_values
 from harness.results import SampleRow
@@ -262,6 +261,8 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
                    dynamic_ncols=True, leave=True)
         # the bar closes (ending its line) also when an error propagates, so the message starts a line
         with bar, res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
+            from harness.prefetch import prefetched_rows  # torch's DataLoader: only when rows are read
+
             produced = prefetched_rows(source, config, mine, settings.data_workers)
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
             secrets = secret_values(settings.model_args)
@@ -392,16 +393,16 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     # earlier run's pending clips would be evaluated twice); held until results.json is written.
     with RunLock(out_dir, dist), scrubbed_logging(secret_values(settings.model_args)):
         key = resume_key(settings, variant, source)
-        new = check_resume_key(out_dir, key)
-        dist.barrier()  # every rank has read the record before rank 0 writes it
-        if new and dist.is_main:
-            res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")
+        new = check_resume_key(out_dir, key)  # a mismatching directory fails before minutes of model loading
         if settings.mode not in MODES:
             raise ValueError(f"unknown mode {settings.mode!r}; expected one of {MODES}")
         model = model or load_model(settings)
         check_protocol(model, settings.model)
         check_capabilities(model, ["choices"] if settings.mode == "choices" else [])
         variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
+        dist.barrier()  # every rank has read the record before rank 0 writes it
+        if new and dist.is_main:  # only once the model is up: a failed load leaves the directory reusable
+            res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")
         apply_seed(model, settings)
         batch_size = runner_batch_size(settings, model)
         start = time.time()

@@ -5,21 +5,24 @@ from __future__ import annotations
 import os
 import tempfile
 
-# a fresh datasets cache per session: pytest reuses tmp paths, and a cached Arrow file of an earlier
-# build under the same path would otherwise be served instead of the build under test
-os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="vocalgrad-hf-cache-")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
-from vocalgrad_dataset.generate import speech_span  # noqa: E402
-from vocalgrad_dataset.sources import get_source  # noqa: E402
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module imports `datasets`: a fresh datasets cache per session (pytest reuses tmp paths,
+    and a cached Arrow file of an earlier build under the same path would be served instead of the build
+    under test), and no Hub access."""
+    os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="vocalgrad-hf-cache-")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")
 def demo_clip() -> tuple[np.ndarray, np.ndarray, int, int, int]:
     """(int16 samples, float32 audio, sr, onset, offset) of the shortest demo test clip."""
+    from vocalgrad_dataset.generate import speech_span
+    from vocalgrad_dataset.sources import get_source
+
     src = get_source("demo")
     clip = next(c for c in src.clips("test") if c.source_clip_id == "arctic_a0009")
     pcm = src.read(clip)

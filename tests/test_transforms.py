@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks import baseline_generator as baseline  # the repository root is on pytest's pythonpath
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.categories.echo import schroeder_ir
 from vocalgrad_dataset.categories.noise import unit_noise
 from vocalgrad_dataset.dsp import rms, to_pcm16
 from vocalgrad_dataset.grid import Condition
 from vocalgrad_dataset.segments import crossfade_join, plan_chunks
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import baseline_generator as baseline  # noqa: E402
 
 SEGMENTED = ("speed", "pitch", "distortion", "roughness", "clarity")
 

@@ -23,6 +23,8 @@ import numpy as np
 import soundfile as sf
 
 from .categories import CATEGORY_NAMES, Category, get_category
+from .categories.base import REGISTRY as CATEGORY_REGISTRY
+from .categories.base import load_plugin_categories
 from .categories.distortion import hold_length
 from .dsp import to_pcm16
 from .grid import (
@@ -64,9 +66,11 @@ class ConfigSpec:
 
 
 def config_names() -> list[str]:
-    """Every single (non-expanding) config name, categories first."""
-    names = list(CATEGORY_NAMES) + [f"beep-{c}" for c in BEEP_CATEGORIES]
-    return names + [f"{c}-{fmt}" for fmt in SOURCE_ROW_FORMATS for c in CATEGORY_NAMES]
+    """Every single (non-expanding) config name: the nine categories, then installed plugin categories."""
+    load_plugin_categories()
+    cats = [*CATEGORY_NAMES, *(c for c in CATEGORY_REGISTRY if c not in CATEGORY_NAMES)]
+    names = cats + [f"beep-{c}" for c in BEEP_CATEGORIES]
+    return names + [f"{c}-{fmt}" for fmt in SOURCE_ROW_FORMATS for c in cats]
 
 
 def _unknown_config(name: str) -> ValueError:

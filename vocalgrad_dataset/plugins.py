@@ -21,7 +21,7 @@ from typing import Any
 GROUPS = ("vocalgrad.models", "vocalgrad.sources", "vocalgrad.categories")
 
 
-class PluginError(RuntimeError):
+class PluginError(ValueError):
     """An installed package's entry point could not be loaded (names the entry point and its package)."""
 
 

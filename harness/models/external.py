@@ -31,11 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .base import BaseAudioLM, ModelError
-from .protocol import Prompt
-
-
-class MissingDependency(ImportError):
-    """An optional model runtime is not installed; the message says how to install it."""
+from .protocol import MissingDependency, Prompt
 
 
 @dataclass(frozen=True)

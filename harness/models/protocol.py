@@ -81,6 +81,10 @@ class ItemErrors(ModelError):
         self.errors = errors
 
 
+class MissingDependency(ImportError):
+    """An optional model runtime or library is not installed; the message says how to install it."""
+
+
 @runtime_checkable
 class AudioLM(Protocol):
     """What the runner and the probes need from a model.

@@ -37,10 +37,15 @@ class Category:
     fixed_keys: tuple[str, ...] = ()  # other per-tier constants from the config (e.g. room scale)
     applied: Callable[[float, int], float] = field(default=lambda v, sr: float(v))  # value as actually used
     description: str = ""
+    # The parameter file's content ({"tiers": {tier: {tier_key: value, ...}}}) for a category of one's own;
+    # None: the published file shipped in data/configs/ (the nine categories).
+    parameters: dict[str, Any] | None = None
 
     @cached_property
     def config(self) -> dict[str, Any]:
-        """The published generator's parameter file for this category."""
+        """The published generator's parameter file for this category (or its own `parameters`)."""
+        if self.parameters is not None:
+            return self.parameters
         path = resources.files("vocalgrad_dataset") / "data" / "configs" / f"{self.release_name}_benchmark.json"
         return json.loads(path.read_text())
 
@@ -96,12 +101,30 @@ def register(category: Category) -> Category:
     return category
 
 
+def load_plugin_categories() -> list[Category]:
+    """Register the categories installed packages declare under the `vocalgrad.categories` entry points."""
+    from ..plugins import entry_point_objects
+
+    found = []
+    for where, obj in entry_point_objects("vocalgrad.categories"):
+        if not isinstance(obj, Category):
+            raise TypeError(f"entry point {where!r} of vocalgrad.categories gave {obj!r}, not a Category")
+        if REGISTRY.get(obj.name, obj) is not obj:
+            raise ValueError(f"entry point {where!r} registers category {obj.name!r}, which already exists")
+        found.append(register(obj))
+    return found
+
+
 def get_category(name: str) -> Category:
-    """Look a category up by short or published name; unknown names get a "did you mean"."""
-    key = ALIASES.get(name, name).replace("-", "_")
-    key = ALIASES.get(key, key)
-    if key in REGISTRY:
-        return REGISTRY[key]
+    """Look a category up by short or published name (installed plugins included); unknown names get a
+    "did you mean"."""
+    for first_try in (True, False):
+        key = ALIASES.get(name, name).replace("-", "_")
+        key = ALIASES.get(key, key)
+        if key in REGISTRY:
+            return REGISTRY[key]
+        if not (first_try and load_plugin_categories()):
+            break
     close = difflib.get_close_matches(name, [*REGISTRY, *ALIASES], n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise KeyError(f"unknown VocalGrad category {name!r}{hint} (known: {', '.join(REGISTRY)})")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import librosa
 import numpy as np
 
-from ..dsp import batched_window_jobs, istft_batch, match_rms
+from ..dsp import match_rms
 from ..segments import render_segmented
 from .base import Category, register
 
@@ -32,6 +31,10 @@ def lowpass_gain(freqs: np.ndarray, cutoff: float) -> np.ndarray:
 
 def lowpass_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
     """Low-pass every (window, cutoff) job: one STFT per window, one batched ISTFT per window length."""
+    import librosa
+
+    from ..stft import batched_window_jobs, istft_batch  # librosa and numba load only when rendering
+
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
     for batch in batched_window_jobs(windows, jobs, N_FFT, HOP, JOBS_PER_BATCH):
         freqs = librosa.fft_frequencies(sr=sr, n_fft=batch.n_fft)

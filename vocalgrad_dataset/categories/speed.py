@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dsp import VocoderInput, batched_window_jobs, istft_batch, phase_vocoder_batch, prepare_vocoder
 from ..segments import render_segmented
 from .base import Category, register
+
+if TYPE_CHECKING:
+    from ..stft import VocoderInput
 
 N_FFT, HOP = 512, 128
 JOBS_PER_BATCH = 32  # cache-sized batches: the vocoder is memory-bound
@@ -19,6 +22,13 @@ def stretch_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, flo
 
     Each window's STFT is computed once and shared by every rate it is stretched at.
     """
+    from ..stft import (  # librosa, numba
+        batched_window_jobs,
+        istft_batch,
+        phase_vocoder_batch,
+        prepare_vocoder,
+    )
+
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
     prepared: dict[int, VocoderInput] = {}
     for batch in batched_window_jobs(windows, jobs, n_fft, hop, JOBS_PER_BATCH):

@@ -7,6 +7,7 @@ import difflib
 import importlib
 from pathlib import Path
 
+from ..plugins import entry_point_objects
 from .audio_io import read_pcm, write_wav_pcm16
 from .base import PCM, Source, SourceClip, SourceError
 from .beep import BeepSource
@@ -65,6 +66,11 @@ def get_source(name: str, data_dir: Path | str | None = None, *, allow_outside_p
         module, _, attr = name.partition(":")
         factory = getattr(importlib.import_module(module), attr)
         return factory(data_dir) if data_dir is not None else factory()
-    close = difflib.get_close_matches(name, SOURCE_NAMES, n=1)
+    plugins = dict(entry_point_objects("vocalgrad.sources"))  # sources installed packages declare
+    if name in plugins:
+        factory = plugins[name]
+        return factory(data_dir) if data_dir is not None else factory()
+    known = [*SOURCE_NAMES, *plugins]
+    close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown source {name!r} (valid: {', '.join(SOURCE_NAMES)}){hint}")
+    raise ValueError(f"unknown source {name!r} (valid: {', '.join(known)}){hint}")
