@@ -197,6 +197,7 @@ ResultsJSON = TypedDict(
         "environment": NotRequired[Environment],
         "dataset": NotRequired[DatasetInfo],
         "model_info": NotRequired[dict[str, Any]],  # model provenance: id, revision, weights sha, dtype, device
+        "preflight": NotRequired[dict[str, Any]],  # the high-tier check before the run, or why it was skipped
     },
 )
 

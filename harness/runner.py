@@ -27,6 +27,7 @@ from harness.lock import RunLock
 from harness.models.protocol import AudioLM, ModelError, Prompt
 from harness.models.registry import check_capabilities, check_protocol, load_model
 from harness.parsing import PARSER_VERSION
+from harness.preflight import needs_preflight, run_preflight
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
 from harness.redact import public, redact, scrub_row, scrubbed_logging, secret_values
 from harness.results import SampleRow
@@ -67,6 +68,7 @@ class EvalSettings(ModelSettings, RowSettings):
     max_new_tokens: int = 128  # SPEC §5 published budget
     retry_max_new_tokens: int = 256  # one retry when the first answer is unparsed
     data_workers: int = 0  # processes generating/decoding rows ahead of the model (0: in this process)
+    preflight: bool = True  # ask a few high-tier clips first; stop when most answers are unusable
 
 
 class Dist:
@@ -178,6 +180,31 @@ def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, var
 def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
                    settings: EvalSettings) -> list[SampleRow]:
     """Samples rows for one batch of benchmark rows (never raises for model errors)."""
+    out, prompts, live = _prompted_rows(rows, variant, settings)
+    if not prompts:
+        return out
+    vocab = variant.vocabulary(rows[0]["category"])  # one config per batch: one vocabulary
+    # The model's *_items calls isolate failures per item (AudioLM contract): one bad clip, one error row.
+    if settings.mode == "choices":
+        for i, s in zip(live, model.score_items(prompts, vocab.choices), strict=True):
+            if not _record_error(out[i], s):
+                pred, word, margin = vocab.decide(s)
+                out[i].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
+        return out
+    first = model.generate_items(prompts, max_new_tokens=settings.max_new_tokens)
+    retry = [j for j, (i, text) in enumerate(zip(live, first, strict=True)) if not _record_answer(out[i], text, vocab)]
+    if retry and settings.retry_max_new_tokens:
+        again = model.generate_items([prompts[j] for j in retry], max_new_tokens=settings.retry_max_new_tokens)
+        for j, text in zip(retry, again, strict=True):
+            out[live[j]]["retried"] = True
+            _record_answer(out[live[j]], text, vocab)
+    return out
+
+
+def _prompted_rows(rows: list[dict[str, Any]], variant: Variant,
+                   settings: EvalSettings) -> tuple[list[SampleRow], list[Prompt], list[int]]:
+    """(a samples row per benchmark row, the prompts that could be built, their row indices); a row whose
+    prompt cannot be built (bad audio, say) is an error row already."""
     out: list[SampleRow] = []
     prompts: list[Prompt] = []
     live: list[int] = []
@@ -191,39 +218,24 @@ def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
         out.append(_base_row(row, prompt, vocab, variant, settings))
         prompts.append(prompt)
         live.append(len(out) - 1)
-    if not prompts:
-        return out
-    vocab = variant.vocabulary(rows[0]["category"])  # one config per batch: one vocabulary
-    # The model's *_items calls isolate failures per item (AudioLM contract): one bad clip, one error row.
-    if settings.mode == "choices":
-        for i, s in zip(live, model.score_items(prompts, vocab.choices), strict=True):
-            if isinstance(s, ModelError):
-                out[i]["error"] = _error_text(s)
-                continue
-            pred, word, margin = vocab.decide(s)
-            out[i].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
-        return out
-    first = model.generate_items(prompts, max_new_tokens=settings.max_new_tokens)
-    retry_idx = []
-    for j, (i, text) in enumerate(zip(live, first, strict=True)):
-        if isinstance(text, ModelError):
-            out[i]["error"] = _error_text(text)
-            continue
-        pred = vocab.parser.parse(text)
-        out[i].update(raw=text, pred=pred, parsed=pred is not None)
-        if pred is None and settings.retry_max_new_tokens:
-            retry_idx.append(j)
-    if retry_idx:
-        again = model.generate_items([prompts[j] for j in retry_idx], max_new_tokens=settings.retry_max_new_tokens)
-        for j, text in zip(retry_idx, again, strict=True):
-            i = live[j]
-            out[i]["retried"] = True
-            if isinstance(text, ModelError):
-                out[i]["error"] = _error_text(text)
-                continue
-            pred = vocab.parser.parse(text)
-            out[i].update(raw=text, pred=pred, parsed=pred is not None)
-    return out
+    return out, prompts, live
+
+
+def _record_error(row: SampleRow, value: Any) -> bool:
+    """Mark the row failed when the model's item is a ModelError; True when it was."""
+    if isinstance(value, ModelError):
+        row["error"] = _error_text(value)
+        return True
+    return False
+
+
+def _record_answer(row: SampleRow, text: str | ModelError, vocab: Vocabulary) -> bool:
+    """Store a generated answer (or its error) in the row; True when it needs no retry (parsed, or failed)."""
+    if _record_error(row, text):
+        return True
+    pred = vocab.parser.parse(text)
+    row.update(raw=text, pred=pred, parsed=pred is not None)
+    return pred is not None
 
 
 def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -400,23 +412,25 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
         check_protocol(model, settings.model)
         check_capabilities(model, ["choices"] if settings.mode == "choices" else [])
         variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
-        dist.barrier()  # every rank has read the record before rank 0 writes it
-        if new and dist.is_main:  # only once the model is up: a failed load leaves the directory reusable
-            res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")
         apply_seed(model, settings)
         batch_size = runner_batch_size(settings, model)
+        skip = needs_preflight(model, settings, resumed=any(res.read_shards(out_dir, c) for c in configs))
+        checked = {"skipped": skip} if skip else run_preflight(model, source, configs[0], variant, settings).record()
+        dist.barrier()  # every rank has read the record before rank 0 writes it
+        if new and dist.is_main:  # only once the model is up and answers: a failed start leaves the directory reusable
+            res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")
         start = time.time()
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         tasks = {c: run_config(model, source, c, settings, dist, variant, batch_size) for c in configs}
         if not dist.is_main:
             return None
         return _write_results(settings, source, variant, dist, out_dir, tasks, start,
-                              model=model, batch_size=batch_size, started=started)
+                              model=model, batch_size=batch_size, started=started, preflight=checked)
 
 
 def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, dist: Dist, out_dir: Path,
                    tasks: dict[str, dict[str, Any]], start: float, *, model: AudioLM, batch_size: int,
-                   started: str) -> dict[str, Any]:
+                   started: str, preflight: dict[str, Any]) -> dict[str, Any]:
     """results.json from the merged samples (rank 0)."""
     rows = {c: res.read_jsonl(res.samples_path(out_dir, c)) for c in tasks}
     run_config_ = {
@@ -442,6 +456,7 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
         "environment": res.environment(),
         "dataset": res.dataset_info(source),
         "model_info": model_info(model, settings),
+        "preflight": preflight,
     }
     out = res.build_results(rows, run_config=run_config_, task_configs=tasks,
                             n_original={c: t["n_original"] for c, t in tasks.items()}, extra=extra)
@@ -478,6 +493,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                         "tier, curve and direction; reports and results.json say the run was limited")
     g.add_argument("--seed", type=nonnegative_int, default=1234,
                    help="seed of the --limit sample, the random baseline and models that sample (default: %(default)s)")
+    g.add_argument("--no-preflight", dest="preflight", action="store_false",
+                   help="skip the check that asks 8 high-tier clips first and stops when most answers are "
+                        "unparsed or refusals (the usual sign of a wrong template, adapter or audio input)")
     g.add_argument("--max-new-tokens", type=positive_int, default=128, help="(default: %(default)s)")
     g.add_argument("--retry-max-new-tokens", type=nonnegative_int, default=256,
                    help="budget of the one retry of an unparsed answer; 0 disables it (default: %(default)s)")
