@@ -29,8 +29,11 @@ def _compare(ns: argparse.Namespace) -> int:
 
 
 def _list_models(ns: argparse.Namespace) -> int:
-    from harness.models.registry import list_models
+    from harness.models.registry import list_models, models_table_markdown
 
+    if ns.markdown:
+        print(models_table_markdown())
+        return 0
     for name, kind, description in list_models():
         print(f"{name:32s} {kind:10s} {description}")
     return 0
@@ -52,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_a")
     c.add_argument("run_b")
     c.set_defaults(func=_compare)
-    m = sub.add_parser("list-models", help="models the registry knows")
+    m = sub.add_parser("list-models", help="models the registry knows (installed plugins included)",
+                       description="Every model name --model takes, with its kind and what it runs.")
+    m.add_argument("--markdown", action="store_true", help="print the README's model table")
     m.set_defaults(func=_list_models)
     from harness.leaderboard.cli import add_leaderboard_parser
 

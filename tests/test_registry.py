@@ -122,3 +122,34 @@ def test_every_hf_entry_names_a_real_transformers_class():
     assert {e.name for e in registry().values() if e.kind == "hf" and not e.name.startswith("hf-")} == {
         "audio-flamingo-3", "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b",
         "granite-speech-3.3-8b", "phi-4-multimodal", "gemma-3n-e4b"}
+
+
+def test_model_args_are_checked_against_the_factory_before_anything_loads():
+    from harness.models.registry import accepted_arguments, check_model_args
+
+    accepted = accepted_arguments("qwen2-audio-7b-instruct")
+    assert {"model_id", "pretrained", "revision", "dtype", "trust_remote_code", "fast_encoder"} <= set(accepted)
+    with pytest.raises(ValueError, match=r"^model 'qwen2-audio-7b-instruct' does not take --model-arg no_such_arg; "
+                                         r"it accepts: attn_implementation, batch_size, device, .*pretrained, revision"):
+        check_model_args("qwen2-audio-7b-instruct", {"no_such_arg": 1})
+    # lm-eval's word for the checkpoint; a fine-tuned or merged checkpoint of the family, no TypeError
+    assert check_model_args("qwen2-audio-7b-instruct", {"pretrained": "org/ft", "revision": "abc"}) == {
+        "model_id": "org/ft", "revision": "abc"}
+    with pytest.raises(ValueError, match="needs a checkpoint: --model-arg pretrained=ORG/ID"):
+        check_model_args("hf-qwen2-audio", {})
+    with pytest.raises(FileNotFoundError, match="no checkpoint folder at /no/such/dir"):
+        check_model_args("hf-qwen2-audio", {"pretrained": "/no/such/dir"})
+    with pytest.raises(ValueError, match="name different checkpoints"):
+        check_model_args("hf-qwen2-audio", {"pretrained": "a/b", "model_id": "c/d"})
+    # factories that forward **kwargs to a base class list the base's keywords too
+    assert {"model_path", "trust_remote_code", "seed"} <= set(accepted_arguments("kimi-audio"))
+    assert "model_id" not in accepted_arguments("tiny-qwen2-audio")  # a tiny model builds its own weights
+
+
+def test_unknown_model_arg_is_one_line_at_the_command_line(tmp_path, capsys):
+    from harness.cli import main
+
+    rc = main(["eval", "--model", "qwen2-audio-7b-instruct", "--model-arg", "no_such_arg=1", "--configs", "volume",
+               "--source", "demo", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "it accepts:" in err and "Traceback" not in err

@@ -134,15 +134,15 @@ _ENTRIES = (
     ModelEntry("gemma-3n-e4b", "hf", "google/gemma-3n-E4B-it", _hf("google/gemma-3n-E4B-it", "gemma-3n")),
     *(ModelEntry(f"hf-{family}", "hf", f"any {family} checkpoint: --model-arg pretrained=ORG/ID or a local path "
                  "[,revision=...]", _hf(None, family)) for family in HF_FAMILIES),
-    ModelEntry("kimi-audio", "external", "moonshotai/Kimi-Audio-7B-Instruct via kimia_infer (remote code)",
+    ModelEntry("kimi-audio", "external", "moonshotai/Kimi-Audio-7B-Instruct via kimia_infer (remote code); the README's sampling (text greedy), one message per segment in prompt order",
                _attr(".external", "KimiAudio")),
-    ModelEntry("mimo-audio", "external", "XiaomiMiMo/MiMo-Audio-7B-Instruct via its runtime (T 0.3, top-p 0.95)",
+    ModelEntry("mimo-audio", "external", "XiaomiMiMo/MiMo-Audio-7B-Instruct via its runtime's audio-understanding template (the clip before the text, one clip); sampled at T 0.3, top-p 0.95",
                _attr(".external", "MiMoAudio")),
-    ModelEntry("step-audio-2-mini", "external", "stepfun-ai/Step-Audio-2-mini via its runtime (remote code)",
+    ModelEntry("step-audio-2-mini", "external", "stepfun-ai/Step-Audio-2-mini via its runtime (remote code); examples.py's audio-analysis system prompt, beam search of width 2",
                _attr(".external", "StepAudio2Mini")),
-    ModelEntry("gemini-3-flash", "api", "Gemini 3 Flash (GEMINI_API_KEY; thinking low, T 1.0)",
+    ModelEntry("gemini-3-flash", "api", "gemini-3-flash-preview generateContent, inline WAV (GEMINI_API_KEY, sent as the x-goog-api-key header); thinking low, T 1.0, no output-token cap",
                _attr(".api", "GeminiAudioLM")),
-    ModelEntry("gpt-4o-audio", "api", "gpt-4o-audio-preview chat completions (OPENAI_API_KEY)",
+    ModelEntry("gpt-4o-audio", "api", "gpt-4o-audio-preview chat completions with input_audio (OPENAI_API_KEY); text only, T 0, max_completion_tokens",
                _attr(".api", "OpenAIAudioLM")),
 )
 
@@ -170,6 +170,13 @@ def registry() -> dict[str, ModelEntry]:
 def list_models() -> list[tuple[str, str, str]]:
     """(name, kind, description) rows for `harness list-models`, in registry order."""
     return [(e.name, e.kind, e.description) for e in registry().values()]
+
+
+def models_table_markdown() -> str:
+    """The README's model table (`harness list-models --markdown`), generated from the registry."""
+    lines = ["| model | kind | notes |", "|---|---|---|"]
+    lines += [f"| `{name}` | {kind} | {description} |" for name, kind, description in list_models()]
+    return "\n".join(lines)
 
 
 def get_entry(name: str) -> ModelEntry:
@@ -203,6 +210,9 @@ def check_model_args(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         factory = get_entry(name).factory
         if isinstance(factory, LazyFactory) and factory.needs_checkpoint() and "model_id" not in out:
             raise ValueError(f"model {name!r} needs a checkpoint: --model-arg pretrained=ORG/ID (or a local path)")
+    where = out.get("model_id")
+    if isinstance(where, str) and where.startswith((".", "/", "~")) and not Path(where).expanduser().is_dir():
+        raise FileNotFoundError(f"model {name!r}: no checkpoint folder at {where}")
     return out
 
 
@@ -258,7 +268,12 @@ def load_model(settings: ModelSettings, *, require: Sequence[str] = ()) -> Audio
         accepted = accepted_arguments(settings.model)
         if isinstance(batch, int) and "batch_size" not in kwargs and (accepted is None or "batch_size" in accepted):
             kwargs["batch_size"] = batch
-        model = get_model(settings.model, **kwargs)
+        try:
+            model = get_model(settings.model, **kwargs)
+        except OSError as err:  # a Hub id that does not resolve, a folder without weights: say which model
+            if isinstance(err, FileNotFoundError) and str(err).startswith("model "):
+                raise
+            raise ValueError(f"model {settings.model!r} could not be loaded: {err}") from err
     check_protocol(model, settings.model)
     if batch == "auto":
         from harness.settings import AUTO_BATCH_START
