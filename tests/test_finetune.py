@@ -157,6 +157,15 @@ def test_help_names_the_command_and_shows_every_default() -> None:
              "    pass\nprint('torch' in sys.modules)")
     quick = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert quick.stdout.splitlines()[-1] == "False", quick.stderr[-2000:]  # --help never loads torch
+    # As a script, Python puts finetune/ first on sys.path (its data.py, settings.py would shadow top-level
+    # modules): by the time the command runs, the repository root stands there instead.
+    script = ROOT / "finetune" / "train.py"
+    probe = (f"import runpy, sys\nsys.path.insert(0, {str(script.parent)!r})\nsys.argv = [{str(script)!r}, '--help']\n"
+             f"try:\n    runpy.run_path({str(script)!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print(sys.path[0], any(p.rstrip('/').endswith('/finetune') for p in sys.path))")
+    as_script = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                               timeout=60)
+    assert as_script.stdout.splitlines()[-1] == f"{ROOT} False", as_script.stderr[-2000:]
 
 
 def test_all_linear_learns_and_fits_its_training_clips(all_linear: SimpleNamespace) -> None:
