@@ -180,11 +180,11 @@ class Stepper:
 
     def save_checkpoint(self) -> None:
         """Checkpoint the adapter, optimizer, scheduler, loop state and every process's RNG."""
-        acc, s = self.acc, self.settings
+        acc = self.acc
         checkpoint.save(self.out, self.state["step"], adapter=adapter_state(self.peft_model),
                         optimizer=self.opt.optimizer, scheduler=self.opt.scheduler, state=self.state,
                         rank=acc.process_index, is_main=acc.is_main_process, barrier=acc.wait_for_everyone,
-                        keep=s.keep_checkpoints)
+                        keep=self.settings.keep_checkpoints)
 
 
 def _prepare(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, out: Path,
