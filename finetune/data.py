@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from vocalgrad_dataset import grid
 from vocalgrad_dataset.categories import get_category
 from vocalgrad_dataset.generate import render_clip_rows
 from vocalgrad_dataset.sources import get_source
+
+if TYPE_CHECKING:
+    from finetune.settings import TrainSettings
 
 
 def label_of(clip_id: str) -> str:
@@ -129,7 +132,7 @@ def plan_steps(train_ids: Sequence[str], *, seed: int, examples_per_step: int, m
                world_size: int, start_step: int, total_steps: int) -> list[MicroBatch]:
     """This process's micro-batches from start_step on: step s takes examples s*G..s*G+G-1 of its epoch's
     order (G = examples_per_step, the same on any number of processes), and process r every W-th of them."""
-    per_epoch = -(-len(train_ids) // examples_per_step)
+    per_epoch = steps_per_epoch(len(train_ids), examples_per_step)
     plan: list[MicroBatch] = []
     orders: dict[int, list[str]] = {}
     for step in range(start_step, total_steps):
@@ -147,6 +150,49 @@ def plan_steps(train_ids: Sequence[str], *, seed: int, examples_per_step: int, m
 def steps_per_epoch(n_train: int, examples_per_step: int) -> int:
     """Optimizer steps in one pass over n_train clips (the last step may be short)."""
     return -(-n_train // examples_per_step)
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """The optimizer steps of a run over n_train clips, examples_per_step clips each (the last of an epoch
+    may be short)."""
+
+    n_train: int
+    examples_per_step: int
+    per_epoch: int
+    total: int  # over every epoch, or --max-steps when that is fewer
+
+    @classmethod
+    def of(cls, n_train: int, *, examples_per_step: int, epochs: int, max_steps: int | None) -> StepCounts:
+        """The counts of `epochs` passes, stopped after max_steps steps when given."""
+        per_epoch = steps_per_epoch(n_train, examples_per_step)
+        total = per_epoch * epochs if max_steps is None else min(per_epoch * epochs, max_steps)
+        return cls(n_train, examples_per_step, per_epoch, total)
+
+    def clips(self, step: int) -> int:
+        """How many clips optimizer step `step` takes over all processes (the loss is their mean)."""
+        return min(self.examples_per_step, self.n_train - (step % self.per_epoch) * self.examples_per_step)
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """What a run trains and validates on: the renderer of the train split, its split, the training ids."""
+
+    renderer: RowRenderer
+    split: Split
+    train_ids: tuple[str, ...]  # split.train, or a balanced --train-limit subset of it
+
+
+def training_data(settings: TrainSettings) -> TrainingData:
+    """The run's clips from the generator's clip ids alone (no audio decoded yet)."""
+    renderer = RowRenderer(settings.category, "train", settings.source, settings.data_dir)
+    split = split_ids(renderer.ids(), val_fraction=settings.val_fraction, seed=settings.seed)
+    train_ids = split.train
+    if settings.train_limit is not None:
+        train_ids = balanced_subset(split.train, settings.train_limit, seed=settings.seed)
+    if not train_ids:
+        raise ValueError(f"no training clips for {settings.category} from source {settings.source!r}")
+    return TrainingData(renderer, split, train_ids)
 
 
 class StepRows:

@@ -24,6 +24,7 @@ import huggingface_hub
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from finetune.card import EVAL_RESULTS_FILE, write_card
+from finetune.settings import ADAPTER_DIR, EVAL_DIR, TRAINING_JSON
 from harness.data import CONFIGS
 from harness.results import atomic_write_text
 
@@ -51,12 +52,12 @@ def stage_adapter(out_dir: str | Path, stage_dir: str | Path, *, repo_id: str,
                   dataset_repo: str = "ynklab/vocalgrad") -> list[str]:
     """Write the model repo exactly as it will be uploaded; returns its files (relative, sorted)."""
     out, stage = Path(out_dir), Path(stage_dir)
-    training = out / "training.json"
+    training = out / TRAINING_JSON
     if not training.is_file():
-        raise FileNotFoundError(f"{out} has no training.json: train first (finetune/train.py --out {out})")
+        raise FileNotFoundError(f"{out} has no {TRAINING_JSON}: train first (vocalgrad-finetune --out {out} ...)")
     info = json.loads(training.read_text(encoding="utf-8"))
     for name in ADAPTER_FILES:
-        src = out / "adapter" / name
+        src = out / ADAPTER_DIR / name
         if not src.is_file():
             raise FileNotFoundError(f"missing {src}")
         shutil.copyfile(src, stage / name)
@@ -72,7 +73,7 @@ def push_adapter(out_dir: str | Path, repo_id: str, *, private: bool = False,
                  dataset_repo: str = "ynklab/vocalgrad") -> str:
     """Create (if needed) and upload the model repo of a finished training run; returns the commit URL."""
     require_token()
-    info = json.loads((Path(out_dir) / "training.json").read_text(encoding="utf-8"))
+    info = json.loads((Path(out_dir) / TRAINING_JSON).read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory(prefix="vocalgrad-adapter-") as tmp:
         stage_adapter(out_dir, tmp, repo_id=repo_id, dataset_repo=dataset_repo)
         api = huggingface_hub.HfApi()
@@ -164,5 +165,16 @@ def push_results(run_dir: str | Path, repo_id: str, *, config_name: str | None =
         return push_to_hub(tmp, repo_id, private=private)
 
 
-__all__ = ["EVAL_RESULTS_FILE", "push_adapter", "push_results", "require_token", "results_config_name",
-           "stage_adapter", "stage_results"]
+def publish_run(out_dir: str | Path, *, model_repo: str | None, results_repo: str | None, private: bool = False,
+                dataset_repo: str = "ynklab/vocalgrad") -> None:
+    """The pushes a finished run asks for: the adapter to its model repo, and its evaluation (when there is
+    one) to the results repo; prints each commit URL."""
+    out = Path(out_dir)
+    if model_repo:
+        print("pushed adapter:", push_adapter(out, model_repo, private=private, dataset_repo=dataset_repo))
+    if results_repo and (out / EVAL_DIR / "results.json").is_file():
+        print("pushed results:", push_results(out / EVAL_DIR, results_repo))
+
+
+__all__ = ["EVAL_RESULTS_FILE", "publish_run", "push_adapter", "push_results", "require_token",
+           "results_config_name", "stage_adapter", "stage_results"]

@@ -255,7 +255,7 @@ def test_secret_names() -> None:
 
 
 def test_training_and_probe_records_hold_no_secret(release: Path, tmp_path: Path) -> None:
-    from finetune.train import TrainSettings
+    from finetune.settings import TrainSettings
 
     fp = TrainSettings(model="m", category="volume", scope="lm_head", model_args={"hf_token": SECRET, "x": 1})
     assert SECRET not in json.dumps(fp.fingerprint()) and fp.fingerprint()["model_args"] == {"x": 1}

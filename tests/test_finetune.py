@@ -22,9 +22,13 @@ from safetensors.torch import load_file
 
 from finetune.augment import build_augmenter, nuisances_for
 from finetune.card import eval_results_yaml
-from finetune.data import RowRenderer, balanced_subset, plan_steps, split_ids
+from finetune.data import RowRenderer, StepCounts, balanced_subset, plan_steps, split_ids
+from finetune.evaluate import evaluate_clips
+from finetune.loop import lr_factor
+from finetune.lora import lora_targets
 from finetune.report import main as report_main
-from finetune.train import TrainSettings, evaluate_clips, load_base, lora_targets, main, train
+from finetune.settings import TrainSettings, build_parser
+from finetune.train import load_base, main, train
 from harness.data import CONFIGS
 from harness.models.registry import get_model
 from harness.models.tiny import tiny_model
@@ -102,6 +106,66 @@ def test_split_is_stratified_and_plans_do_not_depend_on_world_size() -> None:
     resumed = plan_steps(split.train, seed=1, examples_per_step=16, micro_batch=1, rank=0, world_size=1,
                          start_step=4, total_steps=7)
     assert resumed == [mb for mb in one if mb.step >= 4]
+
+
+def test_step_counts_and_the_learning_rate_schedule() -> None:
+    steps = StepCounts.of(18, examples_per_step=4, epochs=2, max_steps=None)  # 4 + 4 + 4 + 4 + 2 clips an epoch
+    assert (steps.per_epoch, steps.total) == (5, 10)
+    assert [steps.clips(s) for s in range(10)] == [4, 4, 4, 4, 2] * 2
+    assert StepCounts.of(18, examples_per_step=4, epochs=2, max_steps=3).total == 3
+    assert StepCounts.of(18, examples_per_step=4, epochs=2, max_steps=30).total == 10
+    base = {"model": "m", "category": "volume", "scope": "lm_head", "warmup_steps": 2}
+    factors = {name: lr_factor(TrainSettings(lr_scheduler=name, **base), 10) for name in ("constant", "linear", "cosine")}
+    assert [factors["constant"](s) for s in (0, 1, 2, 9)] == [0.5, 1.0, 1.0, 1.0]  # linear warm-up over 2 steps
+    assert [factors["linear"](s) for s in (0, 2, 6, 10)] == [0.5, 1.0, 0.5, 0.0]
+    assert factors["cosine"](6) == pytest.approx(0.5) and factors["cosine"](2) == 1.0
+    assert factors["cosine"](10) == pytest.approx(0.0, abs=1e-15)
+
+
+def _option_blocks(text: str) -> dict[str, str]:
+    """--help's option entries: first option string -> its whole entry (wrapped lines joined)."""
+    blocks: dict[str, str] = {}
+    name = None
+    for line in text.splitlines():
+        if line.startswith("  -"):
+            name = line.split()[0].rstrip(",")
+            blocks[name] = line
+        elif name and line.startswith("    "):
+            blocks[name] += " " + line.strip()
+        else:
+            name = None
+    return {k: " ".join(v.split()) for k, v in blocks.items()}
+
+
+def test_help_names_the_command_and_shows_every_default() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    entry_points = [[sys.executable, "-m", "finetune.train"], [str(Path(sys.executable).parent / "vocalgrad-finetune")],
+                    [sys.executable, str(ROOT / "finetune" / "train.py")]]  # the script accelerate launches
+    helps = [subprocess.run([*cmd, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+             for cmd in entry_points]
+    assert [h.returncode for h in helps] == [0, 0, 0], [h.stderr[-2000:] for h in helps]
+    text = helps[0].stdout
+    assert helps[1].stdout == text == helps[2].stdout == build_parser().format_help()
+    assert text.startswith("usage: vocalgrad-finetune ") and "finetune/train.py [" not in text
+    assert "LoRA fine-tuning on one VocalGrad category" in text
+    blocks = _option_blocks(text)
+    valued = [a for a in build_parser()._actions if a.option_strings and a.nargs != 0 and not a.required]
+    assert len(valued) >= 30 and all(a.option_strings[0] in blocks for a in valued)
+    assert [a.option_strings[0] for a in valued if "default" not in blocks[a.option_strings[0]]] == []
+    assert "(default: 16)" in blocks["--grad-accum"] and "(default: 0.0002)" in blocks["--lr"]
+    probe = ("import sys\nfrom finetune.train import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
+             "    pass\nprint('torch' in sys.modules)")
+    quick = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert quick.stdout.splitlines()[-1] == "False", quick.stderr[-2000:]  # --help never loads torch
+    # As a script, Python puts finetune/ first on sys.path (its data.py, settings.py would shadow top-level
+    # modules): by the time the command runs, the repository root stands there instead.
+    script = ROOT / "finetune" / "train.py"
+    probe = (f"import runpy, sys\nsys.path.insert(0, {str(script.parent)!r})\nsys.argv = [{str(script)!r}, '--help']\n"
+             f"try:\n    runpy.run_path({str(script)!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print(sys.path[0], any(p.rstrip('/').endswith('/finetune') for p in sys.path))")
+    as_script = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                               timeout=60)
+    assert as_script.stdout.splitlines()[-1] == f"{ROOT} False", as_script.stderr[-2000:]
 
 
 def test_all_linear_learns_and_fits_its_training_clips(all_linear: SimpleNamespace) -> None:

@@ -16,7 +16,8 @@ from huggingface_hub.utils import filter_repo_objects
 from safetensors.torch import load_file
 
 from finetune import hub
-from finetune.train import TrainSettings, train
+from finetune.settings import TrainSettings
+from finetune.train import train
 from vocalgrad_dataset.export import PUSH_IGNORE
 
 TOKEN = "hf_offlineTestTokenThatMustNeverAppear"

@@ -1,0 +1,102 @@
+"""How well an adapter does: answer loss and choice accuracy on clips (validation, fit), and after training the
+harness evaluation on every eval config's test split, the cross-category matrix and the model card."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from finetune.data import RowRenderer
+from finetune.objective import AnswerTask, answer_losses, keeps_logits
+from finetune.record import write_training_record
+from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, TrainSettings
+from harness.models.protocol import TrainableAudioLM
+from harness.settings import derive
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+
+@torch.no_grad()
+def evaluate_clips(lm: TrainableAudioLM, renderer: RowRenderer, ids: Sequence[str], prompt: str, *,
+                   batch_size: int = 8, end_of_turn: bool = True,
+                   accelerator: Accelerator | None = None) -> dict[str, float]:
+    """Answer loss and choice accuracy (the harness' `choices` scoring) over clips, shared across processes."""
+    task = AnswerTask.of(prompt, renderer.config)
+    rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
+    mine = list(ids)[rank::world]
+    was_training = lm.model.training
+    lm.model.eval()
+    keep = keeps_logits(lm.model)
+    loss_sum, correct = 0.0, 0
+    for i in range(0, len(mine), batch_size):
+        rows = [renderer.row(cid) for cid in mine[i : i + batch_size]]
+        prompts, inputs = task.inputs(lm, rows, end_of_turn=end_of_turn)
+        loss_sum += float(answer_losses(lm.model, inputs, keep).sum())
+        scores = lm.score_choices(prompts, task.vocabulary.choices)
+        correct += sum((s[0] > s[1]) == (r["label"] == "increase") for s, r in zip(scores, rows, strict=True))
+    lm.model.train(was_training)
+    totals = torch.tensor([loss_sum, float(correct), float(len(mine))], dtype=torch.float64)
+    if accelerator is not None and world > 1:
+        totals = accelerator.reduce(totals.to(accelerator.device), reduction="sum").cpu()
+    n = float(totals[2])
+    return {"n": int(n), "loss": float(totals[0]) / n if n else float("nan"),
+            "accuracy": float(totals[1]) / n if n else float("nan")}
+
+
+def _harness_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, dir_name: str,
+                 adapter: str | None) -> None:
+    from harness.runner import EvalSettings, run_eval
+
+    run_eval(derive(
+        EvalSettings, settings.model_settings(), configs=settings.eval_configs, out=str(out / dir_name),
+        split="test", source=settings.eval_source or settings.source,
+        data_dir=settings.eval_data_dir or settings.data_dir, mode=settings.eval_mode, prompt=settings.prompt,
+        limit=settings.eval_limit, adapter=adapter,
+    ), model=lm)
+
+
+@contextmanager
+def adapters_disabled(model: torch.nn.Module) -> Iterator[None]:
+    """The same weights with every LoRA layer switched off (the untuned baseline), switched back on after."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    for m in layers:
+        m.enable_adapters(False)
+    try:
+        yield
+    finally:
+        for m in layers:
+            m.enable_adapters(True)
+
+
+def _write_matrix_and_card(settings: TrainSettings, out: Path, info: dict[str, Any]) -> None:
+    from finetune.card import write_card
+    from finetune.report import write_matrix
+
+    rows = {f"{settings.category} ({settings.scope})": out / EVAL_DIR}
+    if settings.eval_base:
+        rows = {"base": out / EVAL_BASE_DIR, **rows}
+    info["eval"] = write_matrix(rows, out, title=f"{settings.model}: LoRA {settings.scope} on {settings.category}")
+    write_card(out, info, dataset_repo=settings.dataset_repo)
+    write_training_record(out, info)
+
+
+def evaluate_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, info: dict[str, Any],
+                 acc: Accelerator) -> dict[str, Any]:
+    """The adapter (and optionally the base model) on the test split of every eval config, via the harness;
+    then the matrix and the card. Returns the training record with its `eval` entry added."""
+    lm.model.eval()
+    _harness_run(settings, lm, out, EVAL_DIR, str((out / ADAPTER_DIR).resolve()))
+    if settings.eval_base:
+        with adapters_disabled(lm.model):
+            _harness_run(settings, lm, out, EVAL_BASE_DIR, None)
+    if acc.is_main_process:
+        _write_matrix_and_card(settings, out, info)
+    acc.wait_for_everyone()
+    return info

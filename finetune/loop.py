@@ -1,0 +1,241 @@
+"""The training loop: LoRA attached, AdamW and its schedule, resume from the newest checkpoint, one optimizer
+step after another (micro-batches accumulated over processes), checkpoints, validation and the written run.
+
+The order of every seeded or random operation is part of the result: a resumed run and an uninterrupted
+one draw the same numbers at the same step, so they end with the same adapter.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tqdm.auto import tqdm
+
+from finetune import checkpoint
+from finetune.data import MicroBatch, StepCounts, StepRows, TrainingData, plan_steps
+from finetune.evaluate import evaluate_clips
+from finetune.lora import (
+    adapter_state,
+    attach_lora,
+    base_parameter_count,
+    load_adapter_state,
+    save_adapter,
+    set_activation_checkpointing,
+    trainable_parameters,
+)
+from finetune.objective import AnswerTask, answer_losses, keeps_logits
+from finetune.record import training_record, write_training_record
+from finetune.settings import ADAPTER_DIR, TRAIN_LOG, TrainSettings, check_resumable
+from harness.data import BenchRow
+from harness.models.protocol import TrainableAudioLM
+from harness.results import write_jsonl
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from peft import PeftModel
+
+
+def lr_factor(settings: TrainSettings, total_steps: int) -> Callable[[int], float]:
+    """The learning-rate multiplier at each optimizer step: linear warm-up, then constant, linear or cosine."""
+    warm = settings.warmup_steps
+
+    def factor(step: int) -> float:
+        if warm and step < warm:
+            return (step + 1) / warm
+        if settings.lr_scheduler == "constant":
+            return 1.0
+        frac = (step - warm) / max(1, total_steps - warm)
+        return max(0.0, 1.0 - frac) if settings.lr_scheduler == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
+
+    return factor
+
+
+@dataclass
+class Optimization:
+    """What an optimizer step updates and how: the trainable parameters, AdamW and its schedule."""
+
+    trainable: list[torch.nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, settings: TrainSettings, total_steps: int) -> Optimization:
+        """AdamW over the model's trainable parameters with the settings' rate, decay and schedule."""
+        trainable = trainable_parameters(model)
+        optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=settings.weight_decay)
+        return cls(trainable, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(settings, total_steps)))
+
+
+def new_state(settings: TrainSettings) -> dict[str, Any]:
+    """The loop state of a run at step 0 (what a checkpoint's state.json holds)."""
+    return {"step": 0, "seed": settings.seed, "fingerprint": settings.fingerprint(), "log": []}
+
+
+def resume(settings: TrainSettings, peft_model: PeftModel, opt: Optimization, acc: Accelerator, out: Path,
+           total_steps: int) -> dict[str, Any]:
+    """The loop state to continue from: the newest usable checkpoint's (its adapter, optimizer, scheduler and
+    this process's RNG restored), else a fresh one."""
+    ckpt = checkpoint.latest(out)
+    if ckpt is None:
+        return new_state(settings)
+    check_resumable(checkpoint.read_state(ckpt)["fingerprint"], settings, out)
+    weights, state = checkpoint.load(ckpt, optimizer=opt.optimizer, scheduler=opt.scheduler, rank=acc.process_index)
+    load_adapter_state(peft_model, weights)
+    if acc.is_main_process:
+        print(f"resuming {out} from {ckpt.name} (step {state['step']} of {total_steps})")
+    return state
+
+
+def _identity(item: Any) -> Any:
+    return item  # the rows stay numpy: the processor, not DataLoader's collate, makes tensors
+
+
+def step_loader(settings: TrainSettings, data: TrainingData, steps: StepCounts, acc: Accelerator,
+                start_step: int) -> torch.utils.data.DataLoader:
+    """This process's micro-batches from start_step on, rendered (and augmented) by DataLoader workers."""
+    augment = None
+    if settings.augment:
+        from finetune.augment import build_augmenter
+
+        augment = build_augmenter(settings.category, settings.seed)
+    plan = plan_steps(data.train_ids, seed=settings.seed, examples_per_step=steps.examples_per_step,
+                      micro_batch=settings.batch_size, rank=acc.process_index, world_size=acc.num_processes,
+                      start_step=start_step, total_steps=steps.total)
+    # Its own generator: iterating a DataLoader draws a worker seed, which from the global generator would
+    # shift every later dropout mask by one draw in a resumed run (the original drew it at step 0).
+    return torch.utils.data.DataLoader(StepRows(data.renderer, plan, augment), batch_size=None, shuffle=False,
+                                       num_workers=settings.num_workers if plan else 0, collate_fn=_identity,
+                                       generator=torch.Generator().manual_seed(settings.seed))
+
+
+@dataclass
+class Stepper:
+    """Runs the optimizer steps: each micro-batch's forward and backward, then at a step's last one the
+    gradient clip, the update, the log entry and (every save_every steps) a checkpoint."""
+
+    settings: TrainSettings
+    lm: TrainableAudioLM
+    acc: Accelerator
+    out: Path
+    peft_model: PeftModel
+    ddp_model: torch.nn.Module
+    opt: Optimization
+    steps: StepCounts
+    state: dict[str, Any]
+    task: AnswerTask
+    keep_logits: bool
+    step_loss: torch.Tensor = field(default_factory=lambda: torch.zeros((), dtype=torch.float64))
+
+    def run(self, loader: torch.utils.data.DataLoader) -> None:
+        """Every remaining step of the plan."""
+        bar = tqdm(total=self.steps.total, initial=self.state["step"],
+                   desc=f"LoRA {self.settings.scope} {self.settings.category}", unit="step",
+                   disable=not (self.settings.progress and self.acc.is_main_process), dynamic_ncols=True)
+        for mb, rows in loader:
+            self.micro_batch(mb, rows)
+            if mb.last:
+                bar.update(1)
+                bar.set_postfix(loss=f"{self.optimizer_step(mb):.4f}")
+        bar.close()
+
+    def micro_batch(self, mb: MicroBatch, rows: list[BenchRow]) -> None:
+        """Forward and backward of one micro-batch; gradients are synchronised after the step's last one."""
+        acc, world = self.acc, self.acc.num_processes
+        _, inputs = self.task.inputs(self.lm, rows, end_of_turn=self.settings.end_of_turn)
+        with nullcontext() if mb.last else acc.no_sync(self.ddp_model):
+            losses = answer_losses(self.ddp_model, inputs, self.keep_logits)
+            # DDP averages over processes: scaling by W / n_step makes the update the mean over the step's clips.
+            acc.backward(losses.sum() * (mb.weight * world / self.steps.clips(mb.step)))
+        self.step_loss += float(losses.detach().sum()) * mb.weight
+
+    def optimizer_step(self, mb: MicroBatch) -> float:
+        """Clip, update and schedule; then log the step's mean loss (returned) and checkpoint when it is time."""
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.opt.trainable, self.settings.max_grad_norm)
+        self.opt.optimizer.step()
+        self.opt.scheduler.step()
+        self.opt.optimizer.zero_grad(set_to_none=True)
+        loss = self.log(mb, float(grad_norm))
+        if self.state["step"] % self.settings.save_every == 0 and self.state["step"] < self.steps.total:
+            self.save_checkpoint()
+        return loss
+
+    def log(self, mb: MicroBatch, grad_norm: float) -> float:
+        """The step's loss (its mean over the step's clips on every process) into the state's log; returns it."""
+        acc = self.acc
+        total = acc.reduce(self.step_loss.to(acc.device), reduction="sum") if acc.num_processes > 1 else self.step_loss
+        loss = float(total) / self.steps.clips(mb.step)
+        self.step_loss = torch.zeros((), dtype=torch.float64)
+        self.state["step"] = mb.step + 1
+        self.state["log"].append({"step": self.state["step"], "epoch": mb.epoch, "loss": loss,
+                                  "lr": self.opt.scheduler.get_last_lr()[0], "grad_norm": grad_norm})
+        return loss
+
+    def save_checkpoint(self) -> None:
+        """Checkpoint the adapter, optimizer, scheduler, loop state and every process's RNG."""
+        acc = self.acc
+        checkpoint.save(self.out, self.state["step"], adapter=adapter_state(self.peft_model),
+                        optimizer=self.opt.optimizer, scheduler=self.opt.scheduler, state=self.state,
+                        rank=acc.process_index, is_main=acc.is_main_process, barrier=acc.wait_for_everyone,
+                        keep=self.settings.keep_checkpoints)
+
+
+def _prepare(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, out: Path,
+             steps: StepCounts) -> tuple[Stepper, list[str], torch.nn.Module | None]:
+    """LoRA attached, checkpointing on, the optimizer built and the checkpoint (if any) restored, in the
+    order that the seeded draws require; returns (the stepper, the LoRA targets, the checkpointed module)."""
+    from accelerate.utils import set_seed
+
+    # Seeded after the model is built (a tiny model seeds its own init) and before LoRA's random init.
+    set_seed(settings.seed)
+    peft_model, targets = attach_lora(lm, settings)
+    checkpointed = (set_activation_checkpointing(lm, settings.include_audio_tower, True)
+                    if settings.gradient_checkpointing else None)
+    opt = Optimization.of(lm.model, settings, steps.total)
+    keep_logits = keeps_logits(lm.model)
+    state = resume(settings, peft_model, opt, acc, out, steps.total)
+    ddp_model = acc.prepare(lm.model)
+    lm.model.train()
+    stepper = Stepper(settings, lm, acc, out, peft_model, ddp_model, opt, steps, state,
+                      AnswerTask.of(settings.prompt, settings.category), keep_logits)
+    return stepper, targets, checkpointed
+
+
+def _write_run(out: Path, stepper: Stepper, info: dict[str, Any]) -> None:
+    """The log, the adapter and training.json (main process); the adapter supersedes the checkpoints."""
+    write_jsonl(out / TRAIN_LOG, stepper.state["log"])
+    save_adapter(stepper.peft_model, out / ADAPTER_DIR)
+    write_training_record(out, info)
+    shutil.rmtree(out / checkpoint.CHECKPOINTS, ignore_errors=True)
+
+
+def run_training(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, out: Path,
+                 data: TrainingData) -> dict[str, Any]:
+    """Train LoRA on `data` (resuming from out's newest checkpoint), validate, write the adapter, the log and
+    training.json; returns the training record."""
+    started = time.time()
+    steps = StepCounts.of(len(data.train_ids), examples_per_step=settings.examples_per_step,
+                          epochs=settings.epochs, max_steps=settings.max_steps)
+    stepper, targets, checkpointed = _prepare(settings, lm, acc, out, steps)
+    stepper.run(step_loader(settings, data, steps, acc, stepper.state["step"]))
+    if checkpointed is not None:
+        set_activation_checkpointing(lm, settings.include_audio_tower, False)
+    lm.model.eval()
+
+    val_ids = data.split.val[: settings.val_limit] if settings.val_limit is not None else data.split.val
+    validation = evaluate_clips(lm, data.renderer, val_ids, settings.prompt, batch_size=settings.eval_batch_size,
+                                end_of_turn=settings.end_of_turn, accelerator=acc) if val_ids else {}
+    info = training_record(settings, lm, data, steps, base_params=base_parameter_count(lm.model), targets=targets,
+                           trainable_params=sum(p.numel() for p in stepper.opt.trainable), log=stepper.state["log"],
+                           world_size=acc.num_processes, validation=validation, seconds=time.time() - started)
+    if acc.is_main_process:
+        _write_run(out, stepper, info)
+    acc.wait_for_everyone()
+    return info

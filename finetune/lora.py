@@ -1,0 +1,143 @@
+"""The LoRA adapter through PEFT: which linear layers a scope targets, injecting them, their tensors, saving
+them, and activation checkpointing of the part that trains."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from harness.models.protocol import TrainableAudioLM
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+
+    from finetune.settings import TrainSettings
+
+AUDIO_SIDE_EXCLUDED = re.compile(r"vision|visual|image")  # --include-audio-tower adapts no vision module
+
+
+def linear_names(model: torch.nn.Module) -> list[str]:
+    """Dotted names of every torch.nn.Linear in `model`."""
+    return [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def _scope_names(lm: TrainableAudioLM, linear: list[str], scope: str, include_audio_tower: bool) -> list[str]:
+    head, decoder = lm.lm_head_path, lm.decoder_path
+    if scope == "lm_head":
+        if include_audio_tower:
+            raise ValueError("--include-audio-tower goes with --scope all_linear")
+        return [n for n in linear if n == head]
+    names = [n for n in linear if n.startswith(decoder + ".")]
+    if include_audio_tower:
+        # Everything outside the decoder and the head that serves audio (encoder, projector); not vision.
+        names += [n for n in linear if n != head and not n.startswith(decoder + ".")
+                  and not AUDIO_SIDE_EXCLUDED.search(n)]
+    return names
+
+
+def _target_pattern(lm: TrainableAudioLM, names: list[str], scope: str) -> str:
+    if scope == "lm_head":
+        return f"^{re.escape(lm.lm_head_path)}$"
+    decoder = lm.decoder_path
+    # The decoder by its path; audio-side modules by their top two levels (e.g. model.audio_tower).
+    prefixes = sorted({decoder if n.startswith(decoder + ".") else ".".join(n.split(".")[:2]) for n in names})
+    leaves = sorted({n.rsplit(".", 1)[-1] for n in names})
+    return "^(?:" + "|".join(map(re.escape, prefixes)) + r")\.(?:.*\.)?(?:" + "|".join(map(re.escape, leaves)) + ")$"
+
+
+def lora_targets(lm: TrainableAudioLM, scope: str, include_audio_tower: bool = False) -> tuple[str, list[str]]:
+    """(PEFT target regex, the module names it selects) for a scope on a wrapped transformers model."""
+    linear = linear_names(lm.model)
+    names = _scope_names(lm, linear, scope, include_audio_tower)
+    if not names:
+        raise ValueError(f"{lm.name}: scope {scope!r} selects no linear layer "
+                         f"(decoder {lm.decoder_path!r}, head {lm.lm_head_path!r})")
+    pattern = _target_pattern(lm, names, scope)
+    selected = [n for n in linear if re.fullmatch(pattern, n)]
+    if sorted(selected) != sorted(names):  # the regex is what PEFT gets: it must select exactly these
+        extra = sorted(set(selected) - set(names))[:3]
+        raise RuntimeError(f"LoRA target pattern selects other modules too, e.g. {extra}")
+    return pattern, sorted(names)
+
+
+def attach_lora(lm: TrainableAudioLM, settings: TrainSettings) -> tuple[PeftModel, list[str]]:
+    """Inject trainable LoRA layers into lm.model in place; returns (the PeftModel handle, targeted modules)."""
+    from peft import LoraConfig, get_peft_model
+
+    pattern, names = lora_targets(lm, settings.scope, settings.include_audio_tower)
+    config = LoraConfig(
+        r=settings.lora_r,
+        lora_alpha=settings.lora_alpha,
+        lora_dropout=settings.lora_dropout,
+        target_modules=pattern,
+        bias="none",
+        revision=lm.base_revision(),
+    )
+    peft_model = get_peft_model(lm.model, config)
+    # Set after creation: PEFT would overwrite it from the model's own (possibly empty) name_or_path.
+    peft_model.peft_config["default"].base_model_name_or_path = lm.model_id
+    wrapped = sorted(n.removeprefix("base_model.model.") for n, m in peft_model.named_modules()
+                     if hasattr(m, "lora_A") and isinstance(getattr(m, "base_layer", None), torch.nn.Linear))
+    if wrapped != names:
+        raise RuntimeError(f"PEFT wrapped {len(wrapped)} modules, expected {len(names)}")
+    return peft_model, names
+
+
+def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters the optimizer updates (the LoRA matrices once attach_lora has run)."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def base_parameter_count(model: torch.nn.Module) -> int:
+    """Parameters of the base model, without the LoRA matrices."""
+    return sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+
+
+def set_activation_checkpointing(lm: TrainableAudioLM, whole: bool, on: bool) -> torch.nn.Module | None:
+    """Switch activation checkpointing of the decoder (the whole model when the audio tower trains too);
+    returns the module switched, or None when it does not support checkpointing.
+
+    Only the trained part: checkpointing the whole model would also make the frozen encoder's outputs
+    require grad, so every step would run (and recompute) a backward through it for nothing.
+    Non-reentrant checkpointing works with frozen inputs and replays dropout with the saved RNG state.
+    """
+    module = lm.model if whole else lm.model.get_submodule(lm.decoder_path)
+    if not getattr(module, "supports_gradient_checkpointing", False):
+        return None
+    # activation_checkpointing_* in current transformers; gradient_checkpointing_* (its deprecated alias) before.
+    if on and hasattr(module, "activation_checkpointing_enable"):
+        module.activation_checkpointing_enable({"use_reentrant": False})
+    elif on:
+        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        (getattr(module, "activation_checkpointing_disable", None) or module.gradient_checkpointing_disable)()
+    return module
+
+
+def adapter_state(peft_model: PeftModel) -> dict[str, torch.Tensor]:
+    """The trainable adapter tensors only (no base weights, no embedding copies)."""
+    from peft import get_peft_model_state_dict
+
+    return get_peft_model_state_dict(peft_model, save_embedding_layers=False)
+
+
+def load_adapter_state(peft_model: PeftModel, weights: dict[str, torch.Tensor]) -> None:
+    """Put adapter tensors saved by adapter_state (a checkpoint's) back into the model."""
+    from peft import set_peft_model_state_dict
+
+    set_peft_model_state_dict(peft_model, weights)
+
+
+def save_adapter(peft_model: PeftModel, path: Path) -> None:
+    """PEFT's adapter_config.json + adapter_model.safetensors, written under a temporary name, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    peft_model.save_pretrained(str(tmp), safe_serialization=True, save_embedding_layers=False)
+    (tmp / "README.md").unlink(missing_ok=True)  # PEFT's template card; ours is written by finetune.card
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(tmp, path)

@@ -1,0 +1,266 @@
+"""What a fine-tuning run is: one TrainSettings (the shared model and source settings plus SPEC §6's recipe),
+its resume fingerprint, the run directory's file names, and the `vocalgrad-finetune` command line.
+
+Nothing here imports torch: `vocalgrad-finetune --help` and a refused setting answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.data import CONFIGS, config_name
+from harness.prompts import get_variant
+from harness.redact import public
+from harness.settings import (
+    ModelSettings,
+    SourceSettings,
+    add_model_arguments,
+    add_source_arguments,
+    configs_type,
+    derive,
+    settings_from_args,
+)
+
+SCOPES = ("lm_head", "all_linear")
+SCHEDULES = ("constant", "linear", "cosine")
+EVAL_MODES = ("generate", "choices")
+# The run directory: OUT/adapter (PEFT files + card), OUT/training.json (the record), OUT/train_log.jsonl,
+# OUT/checkpoints while training, OUT/eval and OUT/eval_base (harness runs).
+ADAPTER_DIR = "adapter"
+TRAINING_JSON = "training.json"
+TRAIN_LOG = "train_log.jsonl"
+EVAL_DIR = "eval"  # the adapter's harness run
+EVAL_BASE_DIR = "eval_base"  # the base model's (--eval-base)
+POSITIVE = ("batch_size", "grad_accum", "epochs", "save_every", "keep_checkpoints", "lora_r")
+
+
+def _defines(default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A settings field that changes the trained adapter (part of the resume fingerprint)."""
+    return field(default=default, metadata={"defines": True}, **kw)
+
+
+@dataclass(kw_only=True)
+class TrainSettings(ModelSettings, SourceSettings):
+    """Everything a fine-tuning run needs: the shared model and source settings (fields redeclared here are
+    marked `defines`: they change the adapter, so a resumed run directory must agree on them) and the recipe.
+
+    `batch_size` is the recipe's clips per forward (SPEC §6: 1); scoring (validation, evaluation) batches
+    `eval_batch_size` prompts per model call.
+    """
+
+    model: str = _defines()
+    model_args: dict[str, Any] = field(default_factory=dict, metadata={"defines": True})
+    dtype: str | None = _defines(None)
+    source: str = _defines("vctk")
+    data_dir: str | None = _defines(None)
+    category: str = _defines()
+    scope: str = _defines()
+    out: str = ""
+    include_audio_tower: bool = _defines(False)
+    prompt: str = _defines("default")
+    # SPEC §6 recipe
+    lora_r: int = _defines(8)
+    lora_alpha: int = _defines(16)
+    lora_dropout: float = _defines(0.05)
+    lr: float = _defines(2e-4)
+    weight_decay: float = _defines(0.0)
+    batch_size: int = _defines(1)
+    grad_accum: int = _defines(16)
+    epochs: int = _defines(1)
+    max_grad_norm: float = _defines(1.0)
+    seed: int = _defines(1234)
+    val_fraction: float = _defines(0.1)
+    lr_scheduler: str = _defines("constant")
+    warmup_steps: int = _defines(0)
+    max_steps: int | None = _defines(None)
+    train_limit: int | None = _defines(None)  # a balanced toy subset of the training clips
+    augment: bool = _defines(False)
+    end_of_turn: bool = _defines(True)
+    # mechanics (do not change the result)
+    save_every: int = 50
+    keep_checkpoints: int = 2
+    num_workers: int = 2
+    gradient_checkpointing: bool = True
+    val_limit: int | None = None
+    progress: bool = True
+    # after training
+    skip_eval: bool = False
+    eval_configs: list[str] = field(default_factory=lambda: list(CONFIGS))
+    eval_mode: str = "generate"
+    eval_source: str | None = None  # default: the training source
+    eval_data_dir: str | None = None
+    eval_limit: int | None = None
+    eval_batch_size: int = 8
+    eval_base: bool = False
+    push_to_hub: str | None = None
+    hub_private: bool = False
+    results_repo: str | None = None
+    dataset_repo: str = "ynklab/vocalgrad"
+
+    @property
+    def examples_per_step(self) -> int:
+        """Clips per optimizer step over all processes (SPEC §6: 1 x 16)."""
+        return self.batch_size * self.grad_accum
+
+    @property
+    def publishes(self) -> bool:
+        """Whether the run ends with a Hub push (of the adapter, the evaluation run, or both)."""
+        return bool(self.push_to_hub or self.results_repo)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The fields that define the adapter, as JSON stores them (a resumed run must agree on all of them)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("defines")}
+        # secrets change no weight and stay out of files
+        return json.loads(json.dumps({**out, "model_args": public(self.model_args)}))
+
+    def model_settings(self) -> ModelSettings:
+        """The base model to load: these settings' model, scoring `eval_batch_size` prompts per call."""
+        return derive(ModelSettings, self, batch_size=self.eval_batch_size)
+
+    def check(self) -> None:
+        """Raise ValueError for settings that cannot work, before any model is loaded."""
+        self.category = config_name(self.category)
+        for name, value, allowed in (("scope", self.scope, SCOPES), ("lr scheduler", self.lr_scheduler, SCHEDULES),
+                                     ("eval mode", self.eval_mode, EVAL_MODES)):
+            if value not in allowed:
+                raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
+        for name in POSITIVE:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max-steps must be >= 1, got {self.max_steps}")
+        if not self.out:
+            raise ValueError("--out is required")
+        if "adapter" in self.model_args or self.adapter is not None:
+            raise ValueError("training starts from the base model; an adapter (--adapter, --model-arg adapter=) "
+                             "is for evaluation")
+        self.eval_configs = [config_name(c) for c in self.eval_configs]
+        get_variant(self.prompt).vocabulary(self.category)
+
+
+def check_resumable(saved: dict[str, Any], settings: TrainSettings, where: Path) -> None:
+    """Refuse to continue a run directory whose saved fingerprint differs from these settings'."""
+    want = settings.fingerprint()
+    diff = sorted(k for k in set(want) | set(saved) if want.get(k) != saved.get(k))
+    if diff:
+        raise ValueError(f"{where} holds a run with other settings ({', '.join(diff)}); use another --out")
+
+
+# ---- command line -----------------------------------------------------------------------------------------
+PROG = "vocalgrad-finetune"
+DESCRIPTION = ("LoRA fine-tuning on one VocalGrad category (SPEC §6), then evaluation on all nine categories\n"
+               "and an optional Hub push.")
+EPILOG = "\n\n".join(textwrap.fill(paragraph, 96) for paragraph in (
+    f"Run it as `{PROG} ...` or `python -m finetune.train ...` (one process), or on several processes as "
+    "`accelerate launch finetune/train.py ...` (or `accelerate launch -m finetune.train ...`).",
+    "Recipe defaults are SPEC §6 exactly: 16 clips per optimizer step on any number of processes, 10\u00a0% of the "
+    "train split held out, stratified by label. Scopes: `lm_head` adapts only the text head; `all_linear` every "
+    "linear layer of the language model (PEFT's \"all-linear\" convention, so not the head). Loss: cross-entropy "
+    "on the answer word's tokens and the end-of-turn token only.",
+    "A rerun with the same --out resumes from the newest checkpoint (optimizer, scheduler and RNG included) and "
+    "ends with the same adapter as an uninterrupted run; a finished run goes straight to what is left "
+    "(evaluation, card, push).",
+))
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's paragraphs and ends every option's help with its default, unless it is a flag, a
+    required option, or its help already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.required or action.nargs == 0 or "default" in text or action.default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+RECIPE_FLAGS = (
+    ("lora_r", int, "LoRA rank"), ("lora_alpha", int, "LoRA alpha"), ("lora_dropout", float, "LoRA dropout"),
+    ("lr", float, "AdamW learning rate"), ("weight_decay", float, "AdamW weight decay"),
+    ("batch_size", int, "clips per forward"), ("grad_accum", int, "forwards per optimizer step"),
+    ("epochs", int, "passes over the training clips"), ("max_grad_norm", float, "gradient-norm clip"),
+    ("seed", int, "seed of LoRA init, split, order and dropout"),
+    ("val_fraction", float, "share of each label held out"), ("warmup_steps", int, "linear warm-up steps"),
+)
+
+
+def _add_run_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
+    p.add_argument("--category", required=True, help="the VocalGrad config to train on, e.g. volume")
+    p.add_argument("--scope", required=True, choices=SCOPES,
+                   help="lm_head: the text head only; all_linear: every linear layer of the language model")
+    p.add_argument("--include-audio-tower", action="store_true",
+                   help="all_linear also adapts the audio encoder and projector (as the published runs did)")
+    p.add_argument("--out", required=True, help="run directory (resumed if it exists)")
+    p.add_argument("--prompt", default=d.prompt, help="prompt variant (SPEC §5)")
+
+
+def _add_recipe_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
+    g = p.add_argument_group("recipe (SPEC §6)")
+    for name, typ, text in RECIPE_FLAGS:
+        g.add_argument("--" + name.replace("_", "-"), type=typ, default=getattr(d, name), help=text)
+    g.add_argument("--lr-scheduler", choices=SCHEDULES, default=d.lr_scheduler, help="learning-rate schedule")
+    g.add_argument("--max-steps", type=int, default=None,
+                   help="stop after N optimizer steps (default: every step of every epoch)")
+    g.add_argument("--train-limit", type=int, default=None,
+                   help="a label-balanced subset of N training clips (default: all of them)")
+    g.add_argument("--augment", action="store_true", help="nuisance augmentation (finetune/augment.py)")
+    g.add_argument("--no-end-of-turn", dest="end_of_turn", action="store_false",
+                   help="train the answer word only, not the token closing the turn")
+
+
+def _add_mechanics_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
+    m = p.add_argument_group("mechanics (the adapter does not depend on these)")
+    m.add_argument("--save-every", type=int, default=d.save_every, help="checkpoint every N optimizer steps")
+    m.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints, help="newest checkpoints kept")
+    m.add_argument("--num-workers", type=int, default=d.num_workers, help="processes rendering training clips")
+    m.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false",
+                   help="keep the trained part's activations instead of recomputing them in the backward pass")
+    m.add_argument("--val-limit", type=int, default=None,
+                   help="first N validation clips only (default: all of them)")
+    m.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
+def _add_eval_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
+    e = p.add_argument_group("evaluation and publishing")
+    e.add_argument("--skip-eval", action="store_true", help="stop after training (no evaluation, no card)")
+    e.add_argument("--eval-configs", type=configs_type, default=list(CONFIGS),
+                   help="configs evaluated on their test split (default: all nine)")
+    e.add_argument("--eval-mode", choices=EVAL_MODES, default=d.eval_mode, help="the harness' scoring mode")
+    e.add_argument("--eval-source", default=None, help="generator source of the test clips (default: --source)")
+    e.add_argument("--eval-data-dir", default=None, help="corpus root for --eval-source (default: --data-dir)")
+    e.add_argument("--eval-limit", type=int, default=None,
+                   help="first N test clips of each config (default: all of them)")
+    e.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size,
+                   help="prompts per model call when scoring (validation and evaluation)")
+    e.add_argument("--eval-base", action="store_true", help="also evaluate the base model (adapter off)")
+    e.add_argument("--push-to-hub", default=None, metavar="REPO",
+                   help="model repo for adapter + card + eval results (default: no push)")
+    e.add_argument("--hub-private", action="store_true", help="create the --push-to-hub model repo private")
+    e.add_argument("--results-repo", default=None, metavar="REPO",
+                   help="dataset repo collecting evaluation runs (default: no push)")
+    e.add_argument("--dataset-repo", default=d.dataset_repo, help="benchmark dataset id named in .eval_results")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `vocalgrad-finetune` arguments (recipe flags default to SPEC §6)."""
+    d = TrainSettings(model="", category="", scope="")
+    p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)
+    add_model_arguments(p, batch_size=None)
+    add_source_arguments(p, what="train split")
+    _add_run_arguments(p, d)
+    _add_recipe_arguments(p, d)
+    _add_mechanics_arguments(p, d)
+    _add_eval_arguments(p, d)
+    return p
+
+
+def settings_from_argv(argv: Sequence[str] | None = None) -> TrainSettings:
+    """TrainSettings from command-line arguments."""
+    return settings_from_args(TrainSettings, build_parser().parse_args(argv))
