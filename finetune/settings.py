@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `vocalgrad-finetune` arguments (recipe flags default to SPEC §6)."""
     d = TrainSettings(model="", category="", scope="")
     p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)
-    add_model_arguments(p, batch_size=None)
+    add_model_arguments(p, batch_size=None, adapter=False)
     add_source_arguments(p, what="train split")
     _add_run_arguments(p, d)
     _add_recipe_arguments(p, d)

@@ -1,6 +1,6 @@
 """The settings and command-line flags every model-driving command shares.
 
-`harness eval`, `vocalgrad-paper`, `probing.extract` and `finetune/train.py` each describe a run as one typed
+`harness eval`, `vocalgrad-paper`, `probing.extract` and `vocalgrad-finetune` each describe a run as one typed
 dataclass built from the pieces below (which model, which rows) instead of restating them, and build their
 command lines from the same argument groups, so a flag means the same thing with the same default and the
 same validation everywhere. Nothing here imports torch: `--help` stays instant.
@@ -158,10 +158,11 @@ limit_type = _argtype(lambda t: parse_limit(t), "limit")
 
 # ---- argument groups -------------------------------------------------------------------------------------
 def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 8,
-                        batch_help: str = "prompts per model call") -> None:
+                        batch_help: str = "prompts per model call", adapter: bool = True) -> None:
     """--model, --model-arg, --batch-size, --adapter, --device, --dtype (fields of ModelSettings).
 
-    batch_size=None leaves --batch-size to the caller (fine-tuning, where it is the recipe's batch)."""
+    batch_size=None leaves --batch-size to the caller (fine-tuning, where it is the recipe's batch);
+    adapter=False leaves out --adapter (fine-tuning starts from the base model)."""
     g = p.add_argument_group("model")
     g.add_argument("--model", required=True,
                    help="registry name (see `harness list-models`) or package.module:Factory")
@@ -172,7 +173,8 @@ def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 
         g.add_argument("--batch-size", type=batch_size_type, default=batch_size,
                        help=f"{batch_help}, or 'auto': start at {AUTO_BATCH_START} and halve on out-of-memory "
                             "(default: %(default)s)")
-    g.add_argument("--adapter", default=None, help="LoRA adapter (finetune/ output directory or Hub id) to attach")
+    if adapter:
+        g.add_argument("--adapter", default=None, help="LoRA adapter (finetune/ output directory or Hub id) to attach")
     g.add_argument("--device", default=None, help="torch device (default: this process's accelerate device)")
     g.add_argument("--dtype", default=None, choices=DTYPES,
                    help="weights dtype (default: the family's; bfloat16 on GPU, float32 on CPU)")

@@ -219,7 +219,7 @@ def check_model_args(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 def get_model(name: str, *, adapter: str | None = None, **kwargs: Any) -> AudioLM:
     """Build the model registered as `name` (kwargs go to its constructor, e.g. trust_remote_code=True).
 
-    `adapter`: a LoRA adapter (directory saved by finetune/train.py, or Hub repo id), attached unmerged.
+    `adapter`: a LoRA adapter (directory saved by vocalgrad-finetune, or Hub repo id), attached unmerged.
     """
     entry = get_entry(name)
     kwargs = check_model_args(name, kwargs)
