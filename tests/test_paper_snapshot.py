@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from harness.paper import assemble_tables, main, suite_runs
+from harness.paper.cli import main
+from harness.paper.run import assemble_tables
+from harness.paper.suite import suite_runs
 from harness.prompts import get_variant
 from harness.results import write_jsonl
 from vocalgrad_dataset.grid import CURVES, TIERS
