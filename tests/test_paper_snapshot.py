@@ -3,7 +3,9 @@ every table with the published values only), a complete synthetic suite, a parti
 missing config, a run directory of another prompt variant: SPEC §8), and a short real run on the demo source.
 
 The snapshot was captured from the single-module `harness/paper.py` before it became the `harness.paper`
-package with the suite declared in YAML; the package must reproduce it byte for byte. Regenerate
+package with the suite declared in YAML; the package reproduces it byte for byte, with one deliberate
+change: a run's "tables" (suite.json, suite.md) are now derived from the tables that read it, so the main
+run also lists table 13 (whose "main prompt" rows it feeds). Regenerate
 deliberately with `VOCALGRAD_UPDATE_SNAPSHOTS=1 pytest tests/test_paper_snapshot.py` and review the diff of
 tests/snapshots/paper/.
 """

@@ -100,6 +100,8 @@ class TableKind:
         """"exactly one run", "at least 2 runs", ..."""
         if self.max_runs == self.min_runs:
             return {0: "no runs", 1: "exactly one run"}.get(self.min_runs, f"exactly {self.min_runs} runs")
+        if self.max_runs is not None:
+            return f"{self.min_runs} to {self.max_runs} runs"
         return f"at least {self.min_runs} run{'s' if self.min_runs != 1 else ''}"
 
 
