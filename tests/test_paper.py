@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 
 from harness.data import CONFIGS
-from harness.paper import TABLES, assemble_tables, main, reference_index, select_runs, suite_runs
+from harness.paper.cli import main
+from harness.paper.reference import reference_index
+from harness.paper.run import assemble_tables
+from harness.paper.suite import default_suite, select_runs, suite_runs
 from harness.results import write_jsonl
 
 MODEL = "tiny-qwen2-audio"
+TABLES = default_suite().tables
 
 
 def test_dry_run_lists_runs_and_writes_every_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
