@@ -63,6 +63,10 @@ class FamilySpec:
     unused_towers: tuple[str, ...] = ()
     requires: tuple[Requirement, ...] = ()
     extra: str = ""  # the pyproject extra that installs `requires`
+    # False: the audio encoder lets a batch's padding leak into a shorter clip's features (no mask, or
+    # convolutions over padded frames), so a batch would change the numbers; the wrapper runs one prompt
+    # per forward, as the model cards do. (Measured on the tiny models: tests/test_models_families.py.)
+    batch_invariant: bool = True
     # Prompt forward gets position_ids = cumsum(mask) - 1 so left padding does not shift RoPE positions.
     position_ids_from_mask: bool = True
     # Multi-token choices continue from the prompt's KV cache; False re-runs prompt+choice rows instead
@@ -162,6 +166,7 @@ GRANITE_SPEECH = FamilySpec(
     system_prompt=GRANITE_SYSTEM_PROMPT,
     builtin_lora=True,
     extra="granite",
+    batch_invariant=False,
     requires=(Requirement("peft", "peft", "the LoRA the checkpoint ships"),),
 )
 
@@ -184,6 +189,7 @@ PHI4_MULTIMODAL = FamilySpec(
     decoder_path="model",
     pre_llm_from=("model.embed_tokens_extend", "output"),
     extra="phi4",
+    batch_invariant=False,
     requires=(Requirement("peft", "peft", "the speech-lora adapter"), _TORCHVISION),
     notes="The image processor needs torchvision; stood in for when missing (audio prompts never use it).",
 )
@@ -197,6 +203,7 @@ GEMMA3N = FamilySpec(
     processor_class="Gemma3nProcessor",
     unused_towers=("vision_tower",),
     extra="gemma3n",
+    batch_invariant=False,
     requires=(Requirement("timm", "timm", "the vision tower (unused by audio prompts)"),),
     notes="Every clip becomes a fixed 188 audio soft tokens between <start_of_audio>/<end_of_audio>.",
 )

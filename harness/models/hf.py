@@ -117,6 +117,10 @@ class HFAudioLM(BaseAudioLM):
         import transformers
 
         self.spec = get_family(family) if isinstance(family, str) else family
+        if not self.spec.batch_invariant and batch_size > 1:
+            log.info("%s: one prompt per forward (padding in a batch changes %s's audio features)",
+                     self.name, self.spec.name)
+            self.batch_size = self.stats["batch_size"] = 1
         self.model_id = model_id
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype or self.spec.dtype, self.device)
@@ -187,6 +191,10 @@ class HFAudioLM(BaseAudioLM):
         if self.spec.input_style == "chat":
             return self.processor  # mistral-common builds the prompt in code
         raise ModelError(f"{self.spec.name}: neither the processor nor the tokenizer of {self.model_id} has a chat template")
+
+    def auto_batch(self, start: int) -> None:
+        """`--batch-size auto`, capped at 1 for families whose audio features depend on the batch's padding."""
+        super().auto_batch(start if self.spec.batch_invariant else 1)
 
     @property
     def pad_token_id(self) -> int:

@@ -160,7 +160,7 @@ TEMPLATES = {"qwen2-audio": QWEN2_AUDIO_TEMPLATE, "audio-flamingo-3": AF3_CHAT_T
              "phi-4-multimodal": PHI4_TEMPLATE, "gemma-3n": GEMMA3N_TEMPLATE}
 TINY_FAMILIES = ("qwen2-audio", "audio-flamingo-3", "qwen2.5-omni", "voxtral", "granite-speech",
                  "phi-4-multimodal", "gemma-3n")
-BUILD_VERSION = 1  # bump when a builder changes what it saves
+BUILD_VERSION = 2  # bump when a builder changes what it saves
 
 
 # ---- tokenizers ------------------------------------------------------------------------------------------------
@@ -431,6 +431,12 @@ def _granite(seed: int, init_std: float, text_layers: int) -> TinyBuild:
                                                 init_lora_weights=False, task_type="CAUSAL_LM"))
         lora.save_pretrained(folder)
         lora.unload()
+        # As published, the template lives in tokenizer_config.json and the processor has none.
+        (folder / "chat_template.jinja").unlink(missing_ok=True)
+        config_path = folder / "tokenizer_config.json"
+        tok_config = json.loads(config_path.read_text(encoding="utf-8"))
+        tok_config["chat_template"] = GRANITE_3_3_TEMPLATE
+        config_path.write_text(json.dumps(tok_config, indent=2), encoding="utf-8")
 
     return TinyBuild(model, processor, extra_files=write_adapter)
 
