@@ -27,7 +27,7 @@ def _clip(seconds: float, seed: int, sr: int = 16000) -> AudioClip:
 
 PROMPTS = [
     Prompt((QUESTION, _clip(1.3, 0)), clip_id="a", meta={"attribute": "volume"}),
-    Prompt((QUESTION, _clip(2.1, 1, sr=48000)), clip_id="b", meta={"attribute": "volume"}),
+    Prompt((QUESTION, _clip(5.0, 1, sr=48000)), clip_id="b", meta={"attribute": "volume"}),  # a few seconds, at 48 kHz
 ]
 
 
@@ -213,7 +213,7 @@ def test_hidden_states_come_from_the_family_adapter(lm):
     assert hs.output_position[0] == layers.shape[1] - 1
     assert hs.pre_llm_audio[0].shape == (len(pos), 64)
     expected = _adapter_rows(lm, prompt)
-    # The valid adapter rows fill the first slots (Gemma 3n pads its fixed 16 slots with a padding embedding).
+    # The valid adapter rows fill the first slots (Gemma 3n pads its fixed 188 slots with a padding embedding).
     np.testing.assert_allclose(hs.pre_llm_audio[0][: len(expected)], expected, rtol=1e-5, atol=1e-5)
     assert len(expected) == len(pos) or lm.spec.name == "gemma-3n"
     assert "attribute" in hs.text_positions[0] and "query-1" in hs.text_positions[0]
@@ -266,3 +266,19 @@ def test_granite_torch_mel_matches_an_independent_reference():
                                 pad_mode="reflect")) ** 2
     reference = librosa.filters.mel(sr=16000, n_fft=512, n_mels=80, fmin=0.0, fmax=8000.0, htk=True, norm=None) @ power
     np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-6 * float(reference.max()))
+
+
+@pytest.mark.parametrize("family", ALL)
+def test_cli_eval_writes_results_in_both_modes(family, tmp_path):
+    from harness import results as res
+    from harness.cli import main as harness_cli
+
+    for mode in ("choices", "generate"):
+        out = tmp_path / mode
+        assert harness_cli(["eval", "--model", f"tiny-{family}", "--configs", "volume", "--source", "demo",
+                            "--mode", mode, "--limit", "2", "--max-new-tokens", "2", "--retry-max-new-tokens", "0",
+                            "--out", str(out)]) == 0
+        rows = res.read_jsonl(res.samples_path(out, "volume"))
+        assert len(rows) == 2 and all(r["error"] is None and isinstance(r["raw"], str) for r in rows)
+        if mode == "choices":
+            assert all(r["pred"] in CHOICES for r in rows)

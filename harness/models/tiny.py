@@ -160,7 +160,6 @@ TEMPLATES = {"qwen2-audio": QWEN2_AUDIO_TEMPLATE, "audio-flamingo-3": AF3_CHAT_T
              "phi-4-multimodal": PHI4_TEMPLATE, "gemma-3n": GEMMA3N_TEMPLATE}
 TINY_FAMILIES = ("qwen2-audio", "audio-flamingo-3", "qwen2.5-omni", "voxtral", "granite-speech",
                  "phi-4-multimodal", "gemma-3n")
-BUILD_VERSION = 2  # bump when a builder changes what it saves
 
 
 # ---- tokenizers ------------------------------------------------------------------------------------------------
@@ -371,7 +370,7 @@ def _voxtral(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     import transformers as tf
 
     # MistralCommonBackend reads its tekken.json from a folder and copies it when saved: keep one in the cache.
-    folder = cache_root() / f".voxtral-tekken-{BUILD_VERSION}"
+    folder = cache_root() / f".voxtral-tekken-{recipe_key('voxtral', 0, 0.0, 0)}"
     if not (folder / "tekken.json").is_file():
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".tekken.{os.getpid()}.json"
@@ -505,7 +504,7 @@ def _gemma3n(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     ids = {k: tok.convert_tokens_to_ids(v) for k, v in names.items()}
     features = tf.Gemma3nAudioFeatureExtractor(feature_size=128)
     image = tf.SiglipImageProcessor()
-    processor = tf.Gemma3nProcessor(features, image, tok, chat_template=GEMMA3N_TEMPLATE, audio_seq_length=16,
+    processor = tf.Gemma3nProcessor(features, image, tok, chat_template=GEMMA3N_TEMPLATE, audio_seq_length=188,
                                     image_seq_length=4)
     text = {"vocab_size": len(tok), "vocab_size_per_layer_input": vision_offset, "hidden_size": 64,
             "intermediate_size": 128, "num_hidden_layers": max(text_layers, 2), "num_attention_heads": 4,
@@ -518,7 +517,7 @@ def _gemma3n(seed: int, init_std: float, text_layers: int) -> TinyBuild:
              "conf_num_attention_heads": 2, "conf_num_hidden_layers": 2, "sscp_conv_channel_size": [8, 8],
              "conf_attention_chunk_size": 12, "conf_attention_context_left": 13}
     vision = {"vocab_size": vision_size, "vocab_offset": vision_offset, "hidden_size": 32}
-    config = tf.Gemma3nConfig(text_config=text, audio_config=audio, vision_config=vision, audio_soft_tokens_per_image=16,
+    config = tf.Gemma3nConfig(text_config=text, audio_config=audio, vision_config=vision, audio_soft_tokens_per_image=188,
                               vision_soft_tokens_per_image=4, boi_token_id=ids["boi_token"], eoi_token_id=ids["eoi_token"],
                               image_token_id=ids["image_token"], boa_token_id=ids["boa_token"],
                               eoa_token_id=ids["eoa_token"], audio_token_id=ids["audio_token"],
@@ -561,12 +560,13 @@ def cache_root() -> Path:
 
 
 def recipe_key(family: str, seed: int, init_std: float, text_layers: int) -> str:
-    """Hash of everything a saved tiny checkpoint depends on (builder inputs, text, templates, versions)."""
+    """Hash of everything a saved tiny checkpoint depends on (builder inputs, this module's text, versions)."""
     import tokenizers
     import transformers
 
-    recipe = {"family": family, "seed": seed, "init_std": init_std, "text_layers": text_layers,
-              "build": BUILD_VERSION, "text": TRAINING_TEXT, "template": TEMPLATES.get(family, ""),
+    # This file's own text: every config value, template, tokenizer recipe and training text lives in it.
+    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    recipe = {"family": family, "seed": seed, "init_std": init_std, "text_layers": text_layers, "source": source,
               "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
