@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The tokenizers learn their merges from this text only. It never contains the prompt's answer words, so
-# "increase"/"decrease" split into several tokens, as in a real vocabulary for rare words.
+# The tokenizers learn their merges from this text. It never contains the prompt's answer words, so there
+# "increase"/"decrease" split into several tokens.
 TRAINING_TEXT = (
     "The voice in the audio clip is loud at first and then quiet. Does the pitch rise or fall over time? "
     "Answer with only one word. The speaker talks about the weather, the river and the old house on the hill. "
@@ -30,6 +30,11 @@ TRAINING_TEXT = (
     "You are a helpful assistant. What do you hear in this recording? Speech, music, or silence? "
     "The speed of speaking is slow, then fast; the volume goes up and goes down. 0 1 2 3 4 5 6 7 8 9 10 100 "
 )
+
+# The Qwen vocabularies hold "increase"/"decrease" as whole tokens (frequent English words in a 151k vocab);
+# the Qwen-family tiny tokenizers learn them from these lines too. The other families' tiny vocabularies never
+# see them, so there they split into several tokens (multi-token answers are exercised on those).
+QWEN_ANSWER_TEXT = "increase\ndecrease\n" * 8 + "It will increase or decrease. " * 4
 
 # Pre-tokenizer regexes, copied from each family's tokenizer.json (Qwen2: Qwen2TokenizerFast's PRETOKENIZE_REGEX;
 # o200k (Phi-4): tiktoken's o200k_base pattern; Tekken v7+ (Voxtral): mistral-common's tekken.json "pattern").
@@ -163,8 +168,9 @@ TINY_FAMILIES = ("qwen2-audio", "audio-flamingo-3", "qwen2.5-omni", "voxtral", "
 
 
 # ---- tokenizers ------------------------------------------------------------------------------------------------
-def _bpe_byte_level(regex: str | None, vocab_size: int, *, nfc: bool = False, digits: bool = False) -> Any:
-    """A byte-level BPE (GPT-2 bytes-to-unicode alphabet) trained on TRAINING_TEXT with the given pre-tokenizer."""
+def _bpe_byte_level(regex: str | None, vocab_size: int, *, nfc: bool = False, digits: bool = False,
+                    text: str = TRAINING_TEXT) -> Any:
+    """A byte-level BPE (GPT-2 bytes-to-unicode alphabet) trained on `text` with the given pre-tokenizer."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -180,7 +186,7 @@ def _bpe_byte_level(regex: str | None, vocab_size: int, *, nfc: bool = False, di
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False, special_tokens=[])
-    tok.train_from_iterator([TRAINING_TEXT], trainer)
+    tok.train_from_iterator([text], trainer)
     return tok
 
 
@@ -195,7 +201,8 @@ def _fast(tok: Any, specials: list[str], **kwargs: Any) -> Any:
 
 def build_tokenizer(audio_specials: tuple[str, ...]) -> Any:
     """A Qwen2-style byte-level BPE with ChatML specials plus `audio_specials` (benchmarks use this)."""
-    return _fast(_bpe_byte_level(QWEN2_REGEX, 300, nfc=True), ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
+    qwen = _bpe_byte_level(QWEN2_REGEX, 600, nfc=True, text=TRAINING_TEXT + QWEN_ANSWER_TEXT)
+    return _fast(qwen, ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
                                                                   *audio_specials],
                  eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
@@ -221,7 +228,7 @@ def _sentencepiece_bpe(vocab_size: int, specials: list[str]) -> Any:
     return tok
 
 
-def _tekken_file(path: Path, n_merges: int = 120) -> None:
+def _tekken_file(path: Path, n_merges: int = 400) -> None:
     """A Tekken (tiktoken-style BPE) tokenizer file for mistral-common: ranks 0..255 the bytes, then the merges
     learned on TRAINING_TEXT with the Tekken pre-tokenizer regex; Voxtral's special-token ranks and audio config."""
     from tokenizers import pre_tokenizers
@@ -331,7 +338,7 @@ def _omni(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     names = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>",
              "image_token": "<|IMAGE|>", "video_token": "<|VIDEO|>", "vision_bos_token": "<|vision_bos|>",
              "vision_eos_token": "<|vision_eos|>"}
-    tok = _fast(_bpe_byte_level(QWEN2_REGEX, 300, nfc=True),
+    tok = _fast(_bpe_byte_level(QWEN2_REGEX, 600, nfc=True, text=TRAINING_TEXT + QWEN_ANSWER_TEXT),
                 ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *names.values()],
                 eos_token="<|im_end|>", pad_token="<|endoftext|>", extra_special_tokens=names)
     ids = {k: tok.convert_tokens_to_ids(v) for k, v in names.items()}
@@ -399,7 +406,7 @@ def _granite(seed: int, init_std: float, text_layers: int) -> TinyBuild:
 
     from .frontends import granite_feature_extractor_class, importable
 
-    tok = _fast(_bpe_byte_level(None, 300, digits=True),
+    tok = _fast(_bpe_byte_level(None, 600, digits=True),
                 ["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<|tool_call|>", "<|audio|>"],
                 bos_token="<|end_of_text|>", eos_token="<|end_of_text|>", pad_token="<|end_of_text|>",
                 extra_special_tokens={"audio_token": "<|audio|>"})
@@ -448,7 +455,7 @@ def _phi4(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     from .frontends import importable, visual_standin, with_standins
 
     names = {"image_token": "<|image|>", "audio_token": "<|audio|>"}
-    tok = _fast(_bpe_byte_level(O200K_REGEX, 300),
+    tok = _fast(_bpe_byte_level(O200K_REGEX, 600),
                 ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", *names.values()],
                 bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
                 extra_special_tokens=names)
@@ -498,7 +505,7 @@ def _gemma3n(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     added = [names["boi_token"], names["boa_token"],
              names["eoi_token"], names["image_token"], *[f"<vision_{i}>" for i in range(2, vision_size)],
              names["eoa_token"], names["audio_token"], *[f"<audio_{i}>" for i in range(2, audio_size)]]
-    tok = _fast(_sentencepiece_bpe(300, specials), added, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+    tok = _fast(_sentencepiece_bpe(600, specials), added, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
                 unk_token="<unk>", extra_special_tokens=names)
     vision_offset, audio_offset = tok.convert_tokens_to_ids(names["eoi_token"]), tok.convert_tokens_to_ids(names["eoa_token"])
     ids = {k: tok.convert_tokens_to_ids(v) for k, v in names.items()}
