@@ -288,3 +288,13 @@ def test_cli_eval_writes_results_in_both_modes(family, tmp_path):
         assert len(rows) == 2 and all(r["error"] is None and isinstance(r["raw"], str) for r in rows)
         if mode == "choices":
             assert all(r["pred"] in CHOICES for r in rows)
+
+
+def test_a_wheel_that_fails_to_load_counts_as_missing(tmp_path, monkeypatch):
+    """A CUDA-linked torchaudio/torchvision beside the CPU torch wheel is present but raises on import."""
+    from harness.models.frontends import importable
+
+    (tmp_path / "broken_wheel_demo").mkdir()
+    (tmp_path / "broken_wheel_demo" / "__init__.py").write_text("raise OSError('libc10_cuda.so: cannot open')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert importable("json") and not importable("no_such_module_here") and not importable("broken_wheel_demo")

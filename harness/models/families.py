@@ -127,7 +127,7 @@ QWEN2_5_OMNI = FamilySpec(
     ),
     position_ids_from_mask=False,  # the thinker computes 3-D multimodal RoPE from the mask itself
     cache_continuation=False,
-    extra="omni",
+    extra="vision",
     requires=(_TORCHVISION,),  # only for the video sub-processor; stood in for when missing
     load_kwargs={"enable_audio_output": False},
     processor_kwargs={"use_audio_in_video": False},
@@ -188,7 +188,7 @@ PHI4_MULTIMODAL = FamilySpec(
     adapter=Adapter(subfolder="speech-lora", name="speech"),
     decoder_path="model",
     pre_llm_from=("model.embed_tokens_extend", "output"),
-    extra="phi4",
+    extra="vision",
     batch_invariant=False,
     requires=(Requirement("peft", "peft", "the speech-lora adapter"), _TORCHVISION),
     notes="The image processor needs torchvision; stood in for when missing (audio prompts never use it).",
