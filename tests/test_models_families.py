@@ -298,3 +298,10 @@ def test_a_wheel_that_fails_to_load_counts_as_missing(tmp_path, monkeypatch):
     (tmp_path / "broken_wheel_demo" / "__init__.py").write_text("raise OSError('libc10_cuda.so: cannot open')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert importable("json") and not importable("no_such_module_here") and not importable("broken_wheel_demo")
+
+
+def test_a_clip_longer_than_the_front_end_takes_is_an_error_row():
+    lm = tiny_model("qwen2-audio")
+    items = lm.generate_items([Prompt((QUESTION, _clip(31.0, 4)), clip_id="long"), PROMPTS[0]], max_new_tokens=1)
+    assert "at most 30 s per clip" in items[0].message and items[0].clip_id == "long"
+    assert isinstance(items[1], str)

@@ -48,7 +48,9 @@ class FamilySpec:
     chat_audio_field: Literal["audio", "base64"] = "audio"
     audio_kwarg: str = "audio"  # name of the processor's audio argument
     sampling_rate: int = 16000
-    max_audio_seconds: float | None = 30.0  # longest clip the published front end encodes whole
+    # Longest clip the published front end encodes whole (longer ones it would truncate: an error row instead);
+    # None where long audio is chunked by the family itself.
+    max_audio_seconds: float | None = 30.0
     system_prompt: str | None = None  # None: no system turn from us (the template's default, if any)
     dtype: str = "auto"  # "auto": bfloat16 on GPU, float32 on CPU
     attn_implementation: str | None = "sdpa"
@@ -143,6 +145,7 @@ VOXTRAL = FamilySpec(
     input_style="chat",
     chat_audio_field="base64",
     extra="voxtral",
+    max_audio_seconds=None,  # chunked by the model itself
     requires=(Requirement("mistral_common", "mistral-common[audio]>=1.11.5", "Voxtral's tokenizer"),),
     notes="Audio goes through apply_chat_template (mistral-common tokenizer).",
 )
@@ -167,6 +170,7 @@ GRANITE_SPEECH = FamilySpec(
     builtin_lora=True,
     extra="granite",
     batch_invariant=False,
+    max_audio_seconds=None,  # chunked by the model itself
     requires=(Requirement("peft", "peft", "the LoRA the checkpoint ships"),),
 )
 
@@ -190,6 +194,7 @@ PHI4_MULTIMODAL = FamilySpec(
     pre_llm_from=("model.embed_tokens_extend", "output"),
     extra="vision",
     batch_invariant=False,
+    max_audio_seconds=None,  # chunked by the model itself
     requires=(Requirement("peft", "peft", "the speech-lora adapter"), _TORCHVISION),
     notes="The image processor needs torchvision; stood in for when missing (audio prompts never use it).",
 )

@@ -234,10 +234,15 @@ class HFAudioLM(BaseAudioLM):
 
     def _encode(self, prompts: list[Prompt], suffixes: list[str] | None = None) -> dict[str, torch.Tensor]:
         """Processor outputs for a batch (left padded), on the model's device and dtype."""
-        limit = self.spec.max_audios
+        limit, longest = self.spec.max_audios, self.spec.max_audio_seconds
         for p in prompts:
             if limit is not None and len(p.audios) > limit:
                 raise ModelError(f"{self.spec.name} takes at most {limit} clip(s) per prompt", p.clip_id)
+            for clip in p.audios:  # the published front end would truncate it silently
+                seconds = len(clip.array) / clip.sampling_rate
+                if longest is not None and seconds > longest + 1e-6:
+                    raise ModelError(f"{self.spec.name} encodes at most {longest:g} s per clip; this one is "
+                                     f"{seconds:.2f} s", p.clip_id)
         if self.spec.input_style == "chat":
             if suffixes:
                 raise ModelError(f"{self.spec.name}: prompt+answer rows need a 'render' family")
