@@ -614,6 +614,8 @@ def tiny_model(family: str, *, seed: int = 0, name: str | None = None, **kwargs:
     kwargs.setdefault("device", "cpu")
     kwargs.setdefault("revision", None)
     lm = HFAudioLM(str(path), _local(spec), name=name or f"tiny-{family}", **kwargs)
+    # Provenance names the registry entry, not this machine's cache folder (the folder is in `checkpoint`).
+    lm.model_id, lm.checkpoint = f"tiny-{family}", str(path)
     return lm
 
 
