@@ -20,6 +20,6 @@ need_deb /usr/bin/chromium chromium
 stamp=.venv/.vocalgrad-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # torch==2.13.0 is pinned: pip takes the CPU wheel that lies on disk here instead of a multi-GB CUDA build
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,listen]'
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,listen,tiny-models]'
   touch "$stamp"
 fi

@@ -16,6 +16,7 @@ from harness.audio import mono_at
 from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
 from .families import FamilySpec, get_family
 from .fast_encoder import build_fast_audio
+from .frontends import importable, load_processor, without_towers
 from .protocol import AudioClip, HiddenStates, Prompt
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,33 @@ def _audio_token_id(config: Any, processor: Any) -> int:
     return int(processor.tokenizer.convert_tokens_to_ids(processor.audio_token))
 
 
+def check_requirements(spec: FamilySpec) -> None:
+    """Raise a one-line install hint for a package the family cannot run without (stand-ins cover the rest)."""
+    soft = {"torchvision", "timm"}  # only unused image/video parts need them (harness.models.frontends)
+    for req in spec.requires:
+        if req.module not in soft and not importable(req.module):
+            extra = f" (or pip install -e '.[{spec.extra}]')" if spec.extra else ""
+            raise ModelError(f"{spec.name} needs {req.module} for {req.why}: pip install '{req.pip}'{extra}")
+
+
+def set_active_lora(model: Any, name: str | None) -> list[str]:
+    """Enable the PEFT LoRA layers of `model` (and make `name` the active adapter); the active adapter names.
+
+    What transformers' set_adapter()/enable_adapters() do, done on the layers directly: transformers 5.24
+    gates those two on peft>=0.22, which PyPI does not have yet (0.21.2), while load_adapter() works.
+    """
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    active: set[str] = set()
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.enable_adapters(True)
+            if name is not None:
+                module.set_adapter(name)
+            active.update(module.active_adapters)
+    return sorted(active)
+
+
 class HFAudioLM(BaseAudioLM):
     """A transformers audio LM: greedy generation, choice scoring and hidden states, batched by the base."""
 
@@ -81,28 +109,38 @@ class HFAudioLM(BaseAudioLM):
         import transformers
 
         self.spec = get_family(family) if isinstance(family, str) else family
+        if not self.spec.batch_invariant and batch_size > 1:
+            log.info("%s: one prompt per forward (padding in a batch changes %s's audio features)",
+                     self.name, self.spec.name)
+            self.batch_size = self.stats["batch_size"] = 1
         self.model_id = model_id
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype or self.spec.dtype, self.device)
+        self.revision = revision or self.spec.revision
         # trust_remote_code is only ever what the caller passed: never switched on here.
-        hub = {"trust_remote_code": trust_remote_code, "revision": revision or self.spec.revision}
+        hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
+        if model is None or processor is None:
+            check_requirements(self.spec)
         if processor is None:
-            processor = getattr(transformers, self.spec.processor_class).from_pretrained(model_id, **hub)
+            processor = load_processor(self.spec, model_id, hub)
         if model is None:
-            model = getattr(transformers, self.spec.model_class).from_pretrained(
-                model_id,
-                dtype=self.dtype,
-                attn_implementation=attn_implementation or self.spec.attn_implementation,
-                device_map=None if self.device.type == "cpu" else str(self.device),
-                **self.spec.load_kwargs,
-                **hub,
-            )
+            with without_towers(self.spec):
+                model = getattr(transformers, self.spec.model_class).from_pretrained(
+                    model_id,
+                    dtype=self.dtype,
+                    attn_implementation=attn_implementation or self.spec.attn_implementation,
+                    device_map=None if self.device.type == "cpu" else str(self.device),
+                    **self.spec.load_kwargs,
+                    **hub,
+                )
+            self._activate_adapters(model, model_id, hub)
         if self.spec.submodule:
             model = getattr(model, self.spec.submodule)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.processor = processor
         self.tokenizer = processor.tokenizer
         self.tokenizer.padding_side = "left"  # every row ends at the same index: the answer position
+        self._template_owner = self._find_template()
         self.audio_token_id = _audio_token_id(self.model.config, processor)
         self.fast = build_fast_audio(self.model, self.spec.fast_encoder) if fast_encoder else None
         if fast_encoder and self.fast is None:
@@ -138,6 +176,44 @@ class HFAudioLM(BaseAudioLM):
         """The commit the base weights came from (Hub-resolved), else the family's pinned revision."""
         return getattr(self.model.config, "_commit_hash", None) or self.spec.revision
 
+    def _activate_adapters(self, model: Any, model_id: str, hub: dict[str, Any]) -> None:
+        """Load and activate the LoRA the published inference uses (Phi-4: `speech-lora`, set active;
+        Granite: the root LoRA transformers loads itself, enabled as the model's generate() does for audio)."""
+        spec = self.spec
+        self.active_adapters: list[str] = []
+        if spec.adapter is not None:
+            kwargs = {"subfolder": spec.adapter.subfolder, "revision": hub["revision"]}
+            try:
+                model.load_adapter(model_id, adapter_name=spec.adapter.name, adapter_kwargs=kwargs)
+            except (OSError, ValueError) as exc:
+                raise ModelError(f"{spec.name}: cannot load the {spec.adapter.subfolder!r} adapter of {model_id}"
+                                 f" (revision {hub['revision']}): {exc}") from None
+            self.active_adapters = set_active_lora(model, spec.adapter.name)
+            if self.active_adapters != [spec.adapter.name]:
+                raise ModelError(f"{spec.name}: adapter {spec.adapter.name!r} is not active ({self.active_adapters})")
+        if spec.builtin_lora and getattr(model.config, "has_lora_adapter", False):
+            if not getattr(model, "_hf_peft_config_loaded", False):
+                raise ModelError(f"{spec.name}: {model_id} says it has a LoRA adapter but none was loaded "
+                                 "(adapter_config.json missing beside config.json, or peft not installed)")
+            self.active_adapters = set_active_lora(model, None)
+
+    def _find_template(self) -> Any:
+        """The object whose chat template renders prompts: as the family's model card does, else whichever
+        of processor and tokenizer has one."""
+        owners = [self.processor, self.tokenizer]
+        if self.spec.template_source == "tokenizer":
+            owners.reverse()
+        for owner in owners:
+            if getattr(owner, "chat_template", None):
+                return owner
+        if self.spec.input_style == "chat":
+            return self.processor  # mistral-common builds the prompt in code
+        raise ModelError(f"{self.spec.name}: neither the processor nor the tokenizer of {self.model_id} has a chat template")
+
+    def auto_batch(self, start: int) -> None:
+        """`--batch-size auto`, capped at 1 for families whose audio features depend on the batch's padding."""
+        super().auto_batch(start if self.spec.batch_invariant else 1)
+
     @property
     def pad_token_id(self) -> int:
         pad = self.tokenizer.pad_token_id
@@ -170,16 +246,21 @@ class HFAudioLM(BaseAudioLM):
         return {"type": "audio", "audio": x}
 
     def _render(self, messages: list[dict], generation_prompt: bool) -> str:
-        return self.processor.apply_chat_template(
+        return self._template_owner.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=generation_prompt
         )
 
     def _encode(self, prompts: list[Prompt], suffixes: list[str] | None = None) -> dict[str, torch.Tensor]:
         """Processor outputs for a batch (left padded), on the model's device and dtype."""
-        limit = self.spec.max_audios
+        limit, longest = self.spec.max_audios, self.spec.max_audio_seconds
         for p in prompts:
             if limit is not None and len(p.audios) > limit:
                 raise ModelError(f"{self.spec.name} takes at most {limit} clip(s) per prompt", p.clip_id)
+            for clip in p.audios:  # the published front end would truncate it silently
+                seconds = len(clip.array) / clip.sampling_rate
+                if longest is not None and seconds > longest + 1e-6:
+                    raise ModelError(f"{self.spec.name} encodes at most {longest:g} s per clip; this one is "
+                                     f"{seconds:.2f} s", p.clip_id)
         if self.spec.input_style == "chat":
             if suffixes:
                 raise ModelError(f"{self.spec.name}: prompt+answer rows need a 'render' family")
@@ -317,7 +398,14 @@ class HFAudioLM(BaseAudioLM):
             config.pad_token_id = self.pad_token_id
         if config.eos_token_id is None:  # e.g. a submodule (Omni's thinker) without its own generation config
             config.eos_token_id = self.tokenizer.eos_token_id
-        out = self.model.generate(**inputs, generation_config=config, **self.spec.generate_kwargs)
+        generate = self.model.generate
+        if self.spec.builtin_lora:
+            # Granite's generate() only re-enables its LoRA for audio inputs (done once at load, every prompt
+            # has audio) through a peft-version-gated call; the GenerationMixin underneath is the same decoding.
+            from transformers import GenerationMixin
+
+            generate = GenerationMixin.generate.__get__(self.model)
+        out = generate(**inputs, generation_config=config, **self.spec.generate_kwargs)
         new_tokens = out[:, inputs["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
 
@@ -400,50 +488,47 @@ class HFAudioLM(BaseAudioLM):
 
     def _hidden_batch(self, prompts: list[Prompt]) -> HiddenStates:
         inputs = self._encode(prompts)
-        projector = getattr(getattr(self.model, "model", None), "multi_modal_projector", None)
-        captured: list[torch.Tensor] = []
-        # A hook, not a second pass: the adapter's output as the same forward computes it (stock or fast path).
-        hook = projector.register_forward_hook(lambda m, a, o: captured.append(o)) if projector is not None else None
+        path, where = self.spec.pre_llm_from
+        try:
+            module = _resolve(self.model, path)
+        except AttributeError:
+            raise ModelError(f"{self.name}: no module {path!r} to read the pre-LLM audio embeddings from") from None
+        captured: list[Any] = []
+        # A hook, not a second pass: the embeddings the decoder receives, as this very forward computes them.
+        if where == "input":
+            hook = module.register_forward_pre_hook(
+                lambda m, a, k: captured.append(k.get("inputs_embeds")), with_kwargs=True)
+        else:
+            hook = module.register_forward_hook(
+                lambda m, a, o: captured.append(o if isinstance(o, torch.Tensor) else getattr(o, "last_hidden_state", None)))
         try:
             state = self._forward_prompt(inputs, use_cache=False, hidden=True)
         finally:
-            if hook is not None:
-                hook.remove()
+            hook.remove()
         if state.hidden is None:
             raise ModelError(f"{self.name}: the forward returned no hidden states")
         ids = inputs["input_ids"]
-        projected = self._projected_audio(inputs, captured, int((ids == self.audio_token_id).sum()))
+        embeds = captured[0] if captured else None
+        if not isinstance(embeds, torch.Tensor) or tuple(embeds.shape[:2]) != tuple(ids.shape):
+            raise ModelError(f"{self.name}: {path!r} did not see the merged input embeddings ({where}); "
+                             "cannot read the pre-LLM audio representation")
+        # Gemma 3n carries AltUp streams through its layers, (n_streams, B, T, d): the active stream is the
+        # one its layers predict and correct (config.altup_active_idx), what the next layer reads as its state.
+        config = getattr(self.model.config, "text_config", self.model.config)
+        stream = getattr(config, "altup_active_idx", 0)
+        hidden = [h[stream] if h.dim() == 4 else h for h in state.hidden]
         out = HiddenStates()
-        offset = 0
         for b in range(len(prompts)):
             keep = state.attention_mask[b].bool()
-            layers = torch.stack([h[b, keep] for h in state.hidden]).float().cpu().numpy()
+            layers = torch.stack([h[b, keep] for h in hidden]).float().cpu().numpy()
             row = ids[b, keep]
             audio_pos = (row == self.audio_token_id).nonzero()[:, 0].cpu().numpy()
             out.decoder.append(layers)
-            if projected is None:  # no adapter module to hook: layer 0 at the audio slots is the same thing
-                out.pre_llm_audio.append(layers[0][audio_pos])
-            else:
-                out.pre_llm_audio.append(projected[offset : offset + len(audio_pos)])
-            offset += len(audio_pos)
+            out.pre_llm_audio.append(embeds[b, keep][torch.as_tensor(audio_pos, device=embeds.device)].float().cpu().numpy())
             out.audio_positions.append(audio_pos)
             out.output_position.append(int(keep.sum()) - 1)
             out.text_positions.append(self._text_positions(prompts[b], row.tolist()))
         return out
-
-    def _projected_audio(self, inputs: dict[str, torch.Tensor], captured: list[torch.Tensor],
-                         n_slots: int) -> np.ndarray | None:
-        """The adapter's outputs at valid audio frames, in slot order (None when they cannot be matched)."""
-        tower = getattr(getattr(self.model, "model", None), "audio_tower", None)
-        mask = inputs.get(self.spec.feature_mask_key)
-        if not captured or mask is None or not hasattr(tower, "_get_feat_extract_output_lengths"):
-            return None
-        counts = tower._get_feat_extract_output_lengths(mask.sum(-1).long())[-1].tolist()
-        rows = [r for out in captured for r in out]  # one (frames, d) row per clip window, in clip order
-        if len(rows) != len(counts) or sum(counts) != n_slots:
-            log.warning("%s: adapter outputs do not match the audio slots; using decoder layer 0", self.name)
-            return None
-        return torch.cat([r[:n] for r, n in zip(rows, counts, strict=True)]).float().cpu().numpy()
 
     def _text_positions(self, prompt: Prompt, ids: list[int]) -> dict[str, int]:
         """Positions of the attribute word's last token and of the last two tokens of the last text segment."""
