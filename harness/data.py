@@ -7,7 +7,6 @@ Audio is decoded with soundfile only: the eval path needs no FFmpeg.
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,13 +20,13 @@ from vocalgrad_dataset import grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import parse_config, unit_ids
+from vocalgrad_dataset.manifest import read_release_metadata
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
 PUBLISHED_NAME: dict[str, str] = {c: CATEGORIES[c].release_name for c in CONFIGS}
 CONFIG_OF_PUBLISHED: dict[str, str] = {v: k for k, v in PUBLISHED_NAME.items()}
 PARQUET_COLUMNS = ("benchmark_clip_id", "audio")  # what the harness cannot do without in a Parquet build
-RELEASE_COLUMNS = ("file_name", "category", "benchmark_clip_id")  # ... and in a release's metadata.csv
 
 
 class AudioDict(TypedDict):
@@ -290,23 +289,9 @@ class ReleaseSource:
         self.description = f"release:{self.path}"
         self._meta: list[dict[str, str]] | None = None
 
-    def _read_meta(self) -> list[dict[str, str]]:
-        """metadata.csv's rows, each with its line number under "_line"; a clear error for a bad file."""
-        path = self.path / "metadata.csv"
-        try:
-            with open(path, newline="", encoding="utf-8") as fh:
-                reader = csv.DictReader(fh)
-                missing = [c for c in RELEASE_COLUMNS if c not in (reader.fieldnames or [])]
-                if missing:
-                    raise ValueError(f"{path}: no {', '.join(repr(c) for c in missing)} column "
-                                     f"(a release's metadata.csv has {', '.join(RELEASE_COLUMNS)})")
-                return [{**r, "_line": str(reader.line_num)} for r in reader]
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not UTF-8 text ({err})") from None
-
     def _rows_of(self, config: str) -> list[dict[str, str]]:
         if self._meta is None:
-            self._meta = self._read_meta()
+            self._meta = read_release_metadata(self.path)
         name = PUBLISHED_NAME.get(config, config)  # the release holds the nine direction configs only
         rows = [
             r

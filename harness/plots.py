@@ -99,23 +99,63 @@ def _caps_fit(ax: Any, highs: Sequence[float], floor: float = 0.0, top: float = 
     ax.set_ylim(floor, peak + 0.06 * (peak - floor))
 
 
+def _category_bars(runs: Mapping[str, Summaries], height: float) -> tuple[list[str], Any, Any, float]:
+    """(categories, figure, axes, bar width) for grouped bars: one group per category, one bar per run."""
+    names = list(dict.fromkeys(c for s in runs.values() for c in s))
+    k = max(1, len(runs))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(names) * (k + 1) + 2), height))
+    return names, fig, ax, 0.8 / k
+
+
+def _bar_xs(n: int, j: int, width: float) -> list[float]:
+    """The x of run `j`'s bar in each of `n` groups."""
+    return [i - 0.4 + width * (j + 0.5) for i in range(n)]
+
+
+def _bars(ax: Any, xs: Sequence[float], heights: Sequence[float], width: float, j: int, label: str) -> None:
+    """Run `j`'s bars (a missing value draws none: height 0)."""
+    ax.bar(xs, [0.0 if math.isnan(h) else h for h in heights], width * 0.92, color=PALETTE[j % len(PALETTE)],
+           label=label)
+
+
+def _published_markers(ax: Any, published: Mapping[str, Mapping[str, float]] | None, names: Sequence[str],
+                       shift: float = 0.0) -> list[float]:
+    """A run's published values (minus `shift`) as diamonds over the categories; the y values drawn."""
+    highs: list[float] = []
+    for label, values in (published or {}).items():
+        ys = [float(values.get(c, math.nan)) - shift for c in names]
+        ax.plot(range(len(names)), ys, ls="None", marker="D", ms=5, color="#555555", mfc="white",
+                label=f"{label} (paper)")
+        highs += ys
+    return highs
+
+
+def _category_ticks(ax: Any, names: Sequence[str]) -> None:
+    ax.set_xticks(list(range(len(names))), names, rotation=30, ha="right")
+
+
+def _finish(fig: Any, ax: Any, stem: str | Path, title: str, *, legend_y: float, ncol: int) -> dict[str, Any]:
+    """Title, legend below the axes, save; what the axes show (read back before the figure is closed)."""
+    ax.set_title(_wrap(title))
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, legend_y), ncol=ncol, frameon=False)
+    data = read_axes(ax)
+    save_figure(fig, stem)
+    return data
+
+
 def plot_accuracy(runs: Mapping[str, Summaries], stem: str | Path, title: str = "Accuracy by category",
                   human: Mapping[str, float] | None = None,
                   published: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
     """Grouped bars: all-clip accuracy (%) per category for each run, Wilson 95 % intervals, chance at 50 %,
     the paper's human accuracy and a run's published accuracy as markers (both in %)."""
-    names = list(dict.fromkeys(c for s in runs.values() for c in s))
-    k = max(1, len(runs))
-    width = 0.8 / k
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(names) * (k + 1) + 2), 4.2))
+    names, fig, ax, width = _category_bars(runs, 4.2)
     highs: list[float] = []
     for j, (label, summaries) in enumerate(runs.items()):
-        xs = [i - 0.4 + width * (j + 0.5) for i in range(len(names))]
+        xs = _bar_xs(len(names), j, width)
         acc = [_pct(summaries.get(c, {}).get("accuracy")) for c in names]
         lo = [_pct(summaries.get(c, {}).get("accuracy_ci_low")) for c in names]
         hi = [_pct(summaries.get(c, {}).get("accuracy_ci_high")) for c in names]
-        ax.bar(xs, [0.0 if math.isnan(a) else a for a in acc], width * 0.92, color=PALETTE[j % len(PALETTE)],
-               label=label)
+        _bars(ax, xs, acc, width, j, label)
         err = [[0.0 if math.isnan(a - lo_) else a - lo_ for a, lo_ in zip(acc, lo, strict=True)],
                [0.0 if math.isnan(h - a) else h - a for a, h in zip(acc, hi, strict=True)]]
         ax.errorbar(xs, [0.0 if math.isnan(a) else a for a in acc], yerr=err, fmt="none", ecolor="black",
@@ -126,20 +166,12 @@ def plot_accuracy(runs: Mapping[str, Summaries], stem: str | Path, title: str = 
         ax.plot(range(len(names)), ys, ls="None", marker="_", ms=18, mew=2.5, color="#2ca02c",
                 label="human (paper)")
         highs += ys
-    for label, values in (published or {}).items():
-        ys = [float(values.get(c, math.nan)) for c in names]
-        ax.plot(range(len(names)), ys, ls="None", marker="D", ms=5, color="#555555", mfc="white",
-                label=f"{label} (paper)")
-        highs += ys
+    highs += _published_markers(ax, published, names)
     ax.axhline(50, color="grey", ls="--", lw=1, label="chance (50 %)")
-    ax.set_xticks(list(range(len(names))), names, rotation=30, ha="right")
+    _category_ticks(ax, names)
     _caps_fit(ax, highs)
     ax.set_ylabel("accuracy, all clips (%)")
-    ax.set_title(_wrap(title))
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(4, k + 2), frameon=False)
-    data = read_axes(ax)
-    save_figure(fig, stem)
-    return data
+    return _finish(fig, ax, stem, title, legend_y=-0.3, ncol=min(4, max(1, len(runs)) + 2))
 
 
 def plot_breakdown(runs: Mapping[str, Summaries], key: str, stem: str | Path, order: Sequence[str] = (),
@@ -166,12 +198,7 @@ def plot_breakdown(runs: Mapping[str, Summaries], key: str, stem: str | Path, or
     _caps_fit(ax, highs)
     ax.set_xlabel(key)
     ax.set_ylabel("accuracy, all clips (%)")
-    ax.set_title(_wrap(title or f"Accuracy by {key}"))
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=min(4, len(runs) + 1),
-              frameon=False)
-    data = read_axes(ax)
-    save_figure(fig, stem)
-    return data
+    return _finish(fig, ax, stem, title or f"Accuracy by {key}", legend_y=-0.22, ncol=min(4, len(runs) + 1))
 
 
 def plot_increase_bias(runs: Mapping[str, Summaries], stem: str | Path,
@@ -179,28 +206,16 @@ def plot_increase_bias(runs: Mapping[str, Summaries], stem: str | Path,
                        published: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
     """Grouped bars of (share of parsed answers that are "increase") − 50, in points, per category and
     run; a run's published bias (from the paper's counts) as markers. 0 = unbiased."""
-    names = list(dict.fromkeys(c for s in runs.values() for c in s))
-    k = max(1, len(runs))
-    width = 0.8 / k
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(names) * (k + 1) + 2), 3.8))
+    names, fig, ax, width = _category_bars(runs, 3.8)
     for j, (label, summaries) in enumerate(runs.items()):
-        xs = [i - 0.4 + width * (j + 0.5) for i in range(len(names))]
         bias = [_pct(summaries.get(c, {}).get("increase_ratio")) - 50 for c in names]
-        ax.bar(xs, [0.0 if math.isnan(b) else b for b in bias], width * 0.92, color=PALETTE[j % len(PALETTE)],
-               label=label)
-    for label, values in (published or {}).items():
-        ys = [float(values.get(c, math.nan)) - 50 for c in names]
-        ax.plot(range(len(names)), ys, ls="None", marker="D", ms=5, color="#555555", mfc="white",
-                label=f"{label} (paper)")
+        _bars(ax, _bar_xs(len(names), j, width), bias, width, j, label)
+    _published_markers(ax, published, names, shift=50)
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(list(range(len(names))), names, rotation=30, ha="right")
+    _category_ticks(ax, names)
     ax.set_ylim(-55, 55)
     ax.set_ylabel('"increase" share − 50 (points)\n> 0: answers "increase" too often')
-    ax.set_title(_wrap(title))
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(4, k + 1), frameon=False)
-    data = read_axes(ax)
-    save_figure(fig, stem)
-    return data
+    return _finish(fig, ax, stem, title, legend_y=-0.3, ncol=min(4, max(1, len(runs)) + 1))
 
 
 def confusion_counts(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> list[list[int]]:

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from harness.results import dumps_row
-from listening.store import Rejected, Store
+from listening.store import Annotator, Rejected, Store
 from listening.study import AudioProvider, answer_options, question
 
 NO_STORE = {"Cache-Control": "no-store"}
@@ -66,128 +66,154 @@ def export_csv(store: Store) -> str:
     return buf.getvalue()
 
 
-def create_app(store: Store, audio: AudioProvider | None = None) -> FastAPI:
-    """The app for one study."""
-    audio = audio or AudioProvider(store)
-    app = FastAPI(title="VocalGrad listening test", docs_url=None, redoc_url=None, openapi_url=None)
-    static = files("listening").joinpath("static")
-    training = store.items("training")
+class StudyApi:
+    """The request handlers of one study: the annotator's page and answers, and the admin's exports.
 
-    @app.exception_handler(Rejected)
-    def _rejected(request: Request, exc: Rejected) -> JSONResponse:
-        return JSONResponse({"error": exc.reason}, status_code=exc.status, headers=NO_STORE)
+    Every handler first checks the bearer token (`_annotator` or `_admin`), so a request that reaches the
+    store's data has a known caller; the store raises `Rejected` for an unknown one.
+    """
 
-    @app.middleware("http")
-    async def _headers(request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
-        return response
+    def __init__(self, store: Store, audio: AudioProvider) -> None:
+        self.store, self.audio = store, audio
+        self.static = files("listening").joinpath("static")
+        self.training = store.items("training")
 
-    def page(name: str) -> HTMLResponse:
-        return HTMLResponse(static.joinpath(name).read_text(encoding="utf-8"), headers=NO_STORE)
+    # ---- request validation ------------------------------------------------------------------------------
+    def _annotator(self, request: Request) -> Annotator:
+        return self.store.annotator(_token(request))
 
-    @app.get("/", response_class=HTMLResponse)
-    def index() -> HTMLResponse:
-        return page("index.html")
+    def _admin(self, request: Request) -> None:
+        self.store.check_admin(_token(request))
 
-    @app.get("/admin", response_class=HTMLResponse)
-    def admin_page() -> HTMLResponse:
-        return page("admin.html")
+    # ---- pages -------------------------------------------------------------------------------------------
+    def _page(self, name: str) -> HTMLResponse:
+        return HTMLResponse(self.static.joinpath(name).read_text(encoding="utf-8"), headers=NO_STORE)
 
-    @app.get("/static/{name}")
-    def static_file(name: str) -> Response:
+    def index(self) -> HTMLResponse:
+        return self._page("index.html")
+
+    def admin_page(self) -> HTMLResponse:
+        return self._page("admin.html")
+
+    def static_file(self, name: str) -> Response:
         types = {".js": "text/javascript", ".css": "text/css"}
         kind = next((t for ext, t in types.items() if name.endswith(ext)), None)
-        if kind is None or "/" in name or not static.joinpath(name).is_file():
+        if kind is None or "/" in name or not self.static.joinpath(name).is_file():
             raise Rejected(404, "not found")
-        return Response(static.joinpath(name).read_text(encoding="utf-8"), media_type=kind)
+        return Response(self.static.joinpath(name).read_text(encoding="utf-8"), media_type=kind)
 
-    def state(request: Request) -> dict[str, Any]:
-        ann = store.annotator(_token(request))
-        done = store.progress_of(ann)
-        out: dict[str, Any] = {"annotator": ann.name, "total": len(ann.order), "done": done}
+    # ---- the annotator's state ---------------------------------------------------------------------------
+    def _training_view(self) -> list[dict[str, Any]]:
+        return [{**_item_view(t["config"]), "index": k,
+                 "answer": dict(answer_options(t["config"]))[t["gold"]].capitalize()}
+                for k, t in enumerate(self.training)]
+
+    def _state(self, request: Request) -> dict[str, Any]:
+        ann = self._annotator(request)
+        out: dict[str, Any] = {"annotator": ann.name, "total": len(ann.order),
+                               "done": self.store.progress_of(ann)}
         if not ann.consented:
             out["phase"] = "consent"
         elif not ann.trained:
-            out["phase"] = "training"
-            out["training"] = [{**_item_view(t["config"]), "index": k,
-                                "answer": dict(answer_options(t["config"]))[t["gold"]].capitalize()}
-                               for k, t in enumerate(training)]
+            out.update(phase="training", training=self._training_view())
+        elif (cur := self.store.current(ann)) is None:
+            out["phase"] = "done"
         else:
-            cur = store.current(ann)
-            if cur is None:
-                out["phase"] = "done"
-            else:
-                item = store.item(cur.position)
-                out.update(phase="test", item={**_item_view(item["config"]), "seq": cur.seq, "nonce": cur.nonce})
+            item = self.store.item(cur.position)
+            out.update(phase="test", item={**_item_view(item["config"]), "seq": cur.seq, "nonce": cur.nonce})
         return out
 
-    @app.get("/api/state")
-    def get_state(request: Request) -> JSONResponse:
-        return JSONResponse(state(request), headers=NO_STORE)
+    def _state_response(self, request: Request) -> JSONResponse:
+        return JSONResponse(self._state(request), headers=NO_STORE)
 
-    @app.post("/api/consent")
-    def consent(request: Request) -> JSONResponse:
-        store.mark(store.annotator(_token(request)), "consented")
-        return JSONResponse(state(request), headers=NO_STORE)
+    def get_state(self, request: Request) -> JSONResponse:
+        return self._state_response(request)
 
-    @app.post("/api/training/done")
-    def training_done(request: Request) -> JSONResponse:
-        ann = store.annotator(_token(request))
+    def consent(self, request: Request) -> JSONResponse:
+        self.store.mark(self._annotator(request), "consented")
+        return self._state_response(request)
+
+    def training_done(self, request: Request) -> JSONResponse:
+        ann = self._annotator(request)
         if not ann.consented:
             raise Rejected(409, "give your consent first")
-        store.mark(ann, "trained")
-        return JSONResponse(state(request), headers=NO_STORE)
+        self.store.mark(ann, "trained")
+        return self._state_response(request)
 
-    @app.get("/api/training/{index}/audio")
-    def training_audio(index: int, request: Request) -> Response:
-        store.annotator(_token(request))
-        if not 0 <= index < len(training):
+    # ---- audio and answers -------------------------------------------------------------------------------
+    def training_audio(self, index: int, request: Request) -> Response:
+        self._annotator(request)
+        if not 0 <= index < len(self.training):
             raise Rejected(404, "no such example")
-        return _wav(audio.wav(training[index]["config"], training[index]["benchmark_clip_id"]))
+        return _wav(self.audio.wav(self.training[index]["config"], self.training[index]["benchmark_clip_id"]))
 
-    @app.get("/api/item/{seq}/audio")
-    def item_audio(seq: int, nonce: str, request: Request) -> Response:
-        ann = store.annotator(_token(request))
-        item = store.item(store.serve_audio(ann, seq, nonce))
-        return _wav(audio.wav(item["config"], item["benchmark_clip_id"]))
+    def item_audio(self, seq: int, nonce: str, request: Request) -> Response:
+        ann = self._annotator(request)
+        item = self.store.item(self.store.serve_audio(ann, seq, nonce))
+        return _wav(self.audio.wav(item["config"], item["benchmark_clip_id"]))
 
-    @app.post("/api/answer")
-    def answer(body: AnswerIn, request: Request) -> JSONResponse:
-        ann = store.annotator(_token(request))
+    def answer(self, body: AnswerIn, request: Request) -> JSONResponse:
+        ann = self._annotator(request)
         if not 0 <= body.seq < len(ann.order):
             raise Rejected(409, f"item {body.seq + 1} does not exist")
-        config = store.item(ann.order[body.seq])["config"]
+        config = self.store.item(ann.order[body.seq])["config"]
         labels = [lab for lab, _ in answer_options(config)]
-        store.answer(ann, body.seq, body.nonce, body.answer, labels, body.client_ms, body.plays)
-        return JSONResponse(state(request), headers=NO_STORE)
+        self.store.answer(ann, body.seq, body.nonce, body.answer, labels, body.client_ms, body.plays)
+        return self._state_response(request)
 
-    # ---- admin ------------------------------------------------------------------------------------------
-    @app.get("/api/admin/progress")
-    def admin_progress(request: Request) -> JSONResponse:
+    # ---- admin -------------------------------------------------------------------------------------------
+    def admin_progress(self, request: Request) -> Response:
         from listening.analysis import analyze
 
-        store.check_admin(_token(request))
-        body = {"study": store.study, "annotators": store.progress(), "analysis": analyze(store.answers())}
+        self._admin(request)
+        body = {"study": self.store.study, "annotators": self.store.progress(),
+                "analysis": analyze(self.store.answers())}
         return Response(dumps_row(body), media_type="application/json", headers=NO_STORE)  # NaN -> null
 
-    @app.get("/api/admin/answers.csv")
-    def admin_csv(request: Request) -> Response:
-        store.check_admin(_token(request))
-        return Response(export_csv(store), media_type="text/csv",
+    def admin_csv(self, request: Request) -> Response:
+        self._admin(request)
+        return Response(export_csv(self.store), media_type="text/csv",
                         headers={**NO_STORE, "Content-Disposition": 'attachment; filename="answers.csv"'})
 
-    @app.get("/api/admin/samples/{config}.jsonl")
-    def admin_samples(config: str, request: Request) -> Response:
+    def admin_samples(self, config: str, request: Request) -> Response:
         from listening.export import samples_rows
 
-        store.check_admin(_token(request))
-        rows = samples_rows(store).get(config)
+        self._admin(request)
+        rows = samples_rows(self.store).get(config)
         if rows is None:
             raise Rejected(404, f"the study has no config {config!r}")
         return Response("".join(dumps_row(r) + "\n" for r in rows), media_type="application/jsonl",
                         headers={**NO_STORE, "Content-Disposition": f'attachment; filename="samples_{config}.jsonl"'})
 
+
+def _rejected(request: Request, exc: Rejected) -> JSONResponse:
+    return JSONResponse({"error": exc.reason}, status_code=exc.status, headers=NO_STORE)
+
+
+async def _security_headers(request: Request, call_next: Any) -> Response:
+    response = await call_next(request)
+    response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    return response
+
+
+def create_app(store: Store, audio: AudioProvider | None = None) -> FastAPI:
+    """The app for one study."""
+    api = StudyApi(store, audio or AudioProvider(store))
+    app = FastAPI(title="VocalGrad listening test", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_exception_handler(Rejected, _rejected)
+    app.middleware("http")(_security_headers)
+    app.get("/", response_class=HTMLResponse)(api.index)
+    app.get("/admin", response_class=HTMLResponse)(api.admin_page)
+    app.get("/static/{name}")(api.static_file)
+    app.get("/api/state")(api.get_state)
+    app.post("/api/consent")(api.consent)
+    app.post("/api/training/done")(api.training_done)
+    app.get("/api/training/{index}/audio")(api.training_audio)
+    app.get("/api/item/{seq}/audio")(api.item_audio)
+    app.post("/api/answer")(api.answer)
+    app.get("/api/admin/progress")(api.admin_progress)
+    app.get("/api/admin/answers.csv")(api.admin_csv)
+    app.get("/api/admin/samples/{config}.jsonl")(api.admin_samples)
     return app

@@ -253,20 +253,8 @@ def default_heatmap_key(directions: Mapping[str, Any]) -> str | None:
     return keys[0] if keys else None
 
 
-def make_report(run: str | Path, harness_run: str | Path | None = None, out: str | Path | None = None,
-                layer: str | None = None) -> str:
-    """Write every figure and table; returns report.md's text."""
-    results, directions = load_probe_results(run)
-    out_dir = Path(out) if out else Path(run) / "probes" / "report"
-    probes, configs = results["probes"], list(results["configs"])
-    if harness_run:
-        check_pairing(results, harness_run)
-    e2e = load_end_to_end(harness_run) if harness_run else {}
-    parts = [f"# Probing report — {results.get('model')}",
-             f"revision {results.get('revision')}, adapter {results.get('adapter')}, prompt "
-             f"{results.get('prompt_variant')}; probes: {results['settings']['epochs']} epochs, seed "
-             f"{results['settings']['seed']}. Test accuracy %, 95 % binomial CI."]
-
+def _accuracy_section(probes: Mapping[str, Any], configs: Sequence[str], out_dir: Path) -> list[str]:
+    """probe_accuracy.csv, and the report's table of accuracy per representation/layer and category."""
     acc_rows = [["probe", "config", "accuracy", "ci_low", "ci_high", "balanced_accuracy", "increase_acc",
                  "decrease_acc", "n"]]
     for key, per in probes.items():
@@ -275,11 +263,14 @@ def make_report(run: str | Path, harness_run: str | Path | None = None, out: str
                              m["per_direction"]["increase"]["accuracy"], m["per_direction"]["decrease"]["accuracy"],
                              m["n"]])
     atomic_write_text(out_dir / "probe_accuracy.csv", _csv(acc_rows))
-    parts += ["## Probe accuracy (representation/layer × category)",
-              markdown_table(["probe", *configs], [[k, *(pct(per[c]["accuracy"]) if c in per else "—" for c in configs)]
-                                           for k, per in probes.items()])]
+    return ["## Probe accuracy (representation/layer × category)",
+            markdown_table(["probe", *configs], [[k, *(pct(per[c]["accuracy"]) if c in per else "—" for c in configs)]
+                                                 for k, per in probes.items()])]
 
-    # Knows vs says: the best probe of each category beside the model's own answers.
+
+def _knows_vs_says_section(probes: Mapping[str, Any], configs: Sequence[str], e2e: Mapping[str, Any],
+                           out_dir: Path) -> list[str]:
+    """Knows vs says: the best probe of each category beside the model's own answers (knows_vs_says.csv too)."""
     kvs = [["config", "end_to_end", "mel", "best_probe", "best_probe_accuracy", "last_text", "gap_best_minus_e2e"]]
     md = []
     last_text = _family_layers(probes, "text")[-1:] or _family_layers(probes, "encoder")[-1:]
@@ -294,43 +285,84 @@ def make_report(run: str | Path, harness_run: str | Path | None = None, out: str
         md.append([c, pct(e), pct(mel), f"{pct(best_acc)} ({best_key})", pct(lt),
                    pct(best_acc - e) if not math.isnan(e) else "—"])
     atomic_write_text(out_dir / "knows_vs_says.csv", _csv(kvs))
-    parts += ["## Knows but doesn't say: best probe vs the model's answers"
-              + ("" if e2e else " (no harness run given: pass --harness RUN_DIR)"),
-              "The best probe is chosen on test accuracy (optimistic); mel is the model-free reference.",
-              markdown_table(["config", "end-to-end", "mel probe", "best model-internal probe", "last layer", "gap (pp)"], md)]
+    return ["## Knows but doesn't say: best probe vs the model's answers"
+            + ("" if e2e else " (no harness run given: pass --harness RUN_DIR)"),
+            "The best probe is chosen on test accuracy (optimistic); mel is the model-free reference.",
+            markdown_table(["config", "end-to-end", "mel probe", "best model-internal probe", "last layer", "gap (pp)"],
+                           md)]
 
+
+def _position_section(results: Mapping[str, Any], configs: Sequence[str],
+                      out_dir: Path) -> tuple[list[str], list[str]]:
+    """positions.csv, positions.png and the report's table: (markdown parts, figure names); none without positions."""
+    layers, table = position_table(results["probes"], configs)
+    if not table:
+        return [], []
+    pos_rows = [["position", "layer", *configs, "mean"]]
+    for p, per_layer in table.items():
+        for k, cell in sorted(per_layer.items()):
+            pos_rows.append([p, k, *(cell.get(c, "") for c in configs), cell["mean"]])
+    atomic_write_text(out_dir / "positions.csv", _csv(pos_rows))
+    plot_positions(layers, table, out_dir / "positions.png", f"{results.get('model')}: position-wise probes "
+                   "(mean over categories)")
+    section = ["## Position-wise accuracy (mean over categories)",
+               markdown_table(["position", *(f"L{k}" for k in layers)],
+                              [[p, *(pct(table[p].get(k, {}).get("mean")) for k in layers)] for p in table])]
+    return section, ["positions.png"]
+
+
+def _heatmap_figure(results: Mapping[str, Any], directions: Mapping[str, Any], layer: str | None,
+                    out_dir: Path) -> str | None:
+    """The direction-alignment heatmap of `layer` (else the default one): its file name, or None for none."""
+    key = layer or default_heatmap_key(directions)
+    if not key:
+        return None
+    if key not in directions:
+        raise ValueError(f"--layer {key!r}: no direction alignment for it; have {sorted(directions, key=rep_sort_key)}")
+    name = f"cosine_{key.replace('/', '_')}.png"
+    plot_heatmap(directions[key], out_dir / name, f"{results.get('model')} {key}: direction alignment")
+    return name
+
+
+def _direction_section(directions: Mapping[str, Any]) -> list[str]:
+    """The report's table of mean cosine over category pairs, per representation/layer (none without any)."""
+    if not directions:
+        return []
+    rows = [[k, str(len(v["configs"])), str(v.get("n_pairs", 0)),
+             "—" if v.get("mean_signed") is None else f"{v['mean_signed']:.3f}",
+             "—" if v.get("mean_absolute") is None else f"{v['mean_absolute']:.3f}"]
+            for k, v in sorted(directions.items(), key=lambda kv: rep_sort_key(kv[0]))
+            if not k.startswith("pos_")]
+    return ["## Direction alignment (train split): mean cosine over category pairs",
+            markdown_table(["representation/layer", "categories", "pairs", "signed", "absolute"], rows)]
+
+
+def make_report(run: str | Path, harness_run: str | Path | None = None, out: str | Path | None = None,
+                layer: str | None = None) -> str:
+    """Write every figure and table; returns report.md's text."""
+    results, directions = load_probe_results(run)
+    out_dir = Path(out) if out else Path(run) / "probes" / "report"
+    probes, configs = results["probes"], list(results["configs"])
+    if harness_run:
+        check_pairing(results, harness_run)
+    e2e = load_end_to_end(harness_run) if harness_run else {}
+    parts = [f"# Probing report — {results.get('model')}",
+             f"revision {results.get('revision')}, adapter {results.get('adapter')}, prompt "
+             f"{results.get('prompt_variant')}; probes: {results['settings']['epochs']} epochs, seed "
+             f"{results['settings']['seed']}. Test accuracy %, 95 % binomial CI."]
+    parts += _accuracy_section(probes, configs, out_dir)
+    parts += _knows_vs_says_section(probes, configs, e2e, out_dir)
     plot_stages(results, e2e, out_dir / "fig2_stages.png")
     figures = ["fig2_stages.png"]
     if plot_layers(results, out_dir / "fig3_layers.png"):
         figures.append("fig3_layers.png")
-    layers, table = position_table(probes, configs)
-    if table:
-        pos_rows = [["position", "layer", *configs, "mean"]]
-        for p, per_layer in table.items():
-            for k, cell in sorted(per_layer.items()):
-                pos_rows.append([p, k, *(cell.get(c, "") for c in configs), cell["mean"]])
-        atomic_write_text(out_dir / "positions.csv", _csv(pos_rows))
-        plot_positions(layers, table, out_dir / "positions.png", f"{results.get('model')}: position-wise probes "
-                       "(mean over categories)")
-        figures.append("positions.png")
-        parts += ["## Position-wise accuracy (mean over categories)",
-                  markdown_table(["position", *(f"L{k}" for k in layers)],
-                         [[p, *(pct(table[p].get(k, {}).get("mean")) for k in layers)] for p in table])]
-    key = layer or default_heatmap_key(directions)
-    if key:
-        if key not in directions:
-            raise ValueError(f"--layer {key!r}: no direction alignment for it; have {sorted(directions, key=rep_sort_key)}")
-        name = f"cosine_{key.replace('/', '_')}.png"
-        plot_heatmap(directions[key], out_dir / name, f"{results.get('model')} {key}: direction alignment")
-        figures.append(name)
-    if directions:
-        rows = [[k, str(len(v["configs"])), str(v.get("n_pairs", 0)),
-                 "—" if v.get("mean_signed") is None else f"{v['mean_signed']:.3f}",
-                 "—" if v.get("mean_absolute") is None else f"{v['mean_absolute']:.3f}"]
-                for k, v in sorted(directions.items(), key=lambda kv: rep_sort_key(kv[0]))
-                if not k.startswith("pos_")]
-        parts += ["## Direction alignment (train split): mean cosine over category pairs",
-                  markdown_table(["representation/layer", "categories", "pairs", "signed", "absolute"], rows)]
+    position_parts, position_figures = _position_section(results, configs, out_dir)
+    parts += position_parts
+    figures += position_figures
+    heatmap = _heatmap_figure(results, directions, layer, out_dir)
+    if heatmap:
+        figures.append(heatmap)
+    parts += _direction_section(directions)
     parts += ["## Figures", *(f"![{f}]({f})" for f in figures)]
     text = "\n\n".join(parts) + "\n"
     atomic_write_text(out_dir / "report.md", text)

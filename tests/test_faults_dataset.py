@@ -486,6 +486,7 @@ def test_undecodable_audio_names_clip_and_file(tmp_path: Path, capsys) -> None:
     (b"file_name,onset_sec,offset_sec\nutt0.wav,0.1,inf\n", "line 2: offset_sec 'inf' must be a finite number"),
     (b"file_name,onset_sec,offset_sec\nutt0.wav,-1,0.9\n", "line 2: onset_sec '-1' must be a finite number"),
     (b"file_name,onset_sec,offset_sec\nutt0.wav,0.9,0.1\n", "line 2: onset_sec 0.9 must be before offset_sec 0.1"),
+    (b"file_name,onset_sec,offset_sec\nutt0.wav,0.1,\n", "line 2: give both onset_sec and offset_sec or neither"),
     (b"file_name,onset_sec,offset_sec\nutt0.wav,0.1,x\n", "line 2: offset_sec 'x' is not a number"),
 ])  # fmt: skip
 def test_bad_metadata_csv_is_one_line(tmp_path: Path, capsys, content: bytes, says: str) -> None:

@@ -93,6 +93,21 @@ def _gold(sub: dict[str, Any]) -> None:
     row["gold"] = "increase" if row["gold"] == "decrease" else "decrease"
 
 
+def _tier(sub: dict[str, Any]) -> None:
+    row = sub["samples"]["volume"][2]
+    row["tier"] = "high" if row["tier"] != "high" else "low"
+
+
+def _margin(sub: dict[str, Any]) -> None:  # a choices row whose pred is not the sign of its margin
+    row = sub["samples"]["volume"][4]
+    row["mode"], row["margin"] = "choices", -1.0 if row["pred"] == "increase" else 1.0
+
+
+def _parsed_flag(sub: dict[str, Any]) -> None:
+    row = sub["samples"]["noise"][6]
+    row["parsed"] = not row["parsed"]
+
+
 def _foreign_id(sub: dict[str, Any]) -> None:
     sub["samples"]["volume"][0]["benchmark_clip_id"] = "p999__p999_001__linear__low__up"
 
@@ -112,6 +127,9 @@ def _no_model(sub: dict[str, Any]) -> None:
     (_parser_version, "parser version '0'"),
     (_pred, "pred does not follow from the raw answer"),
     (_gold, "gold label contradicts the clip id"),
+    (_tier, "volume: 1 row(s) where tier/curve/direction contradict the clip id"),
+    (_margin, "volume: 1 row(s) where pred does not follow the choice margin"),
+    (_parsed_flag, "noise: 1 row(s) where parsed flag contradicts pred"),
     (_foreign_id, "clip ids not in the dataset"),
     (_version, "schema version '99' is not supported"),
     (_no_model, "missing 'model'"),

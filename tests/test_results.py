@@ -22,37 +22,52 @@ from harness.runner import EvalSettings, run_eval
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _typeddict_problems(value: Any, tp: Any, where: str) -> list[str]:
+    """Missing required keys, undeclared keys, and the problems of every declared key's value."""
+    if not isinstance(value, dict):
+        return [f"{where}: not an object"]
+    hints = typing.get_type_hints(tp)
+    out = [f"{where}: missing {k}" for k in tp.__required_keys__ if k not in value]
+    out += [f"{where}: undeclared key {k}" for k in value if k not in hints]
+    for k, v in value.items():
+        if k in hints:
+            out += _conforms(v, hints[k], f"{where}.{k}")
+    return out
+
+
+def _container_problems(value: Any, origin: Any, args: tuple[Any, ...], where: str) -> list[str]:
+    """dict[str, X] or list[X]: the container's own type, then every element against X."""
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{where}: not an object"]
+        return [e for k, v in value.items() for e in _conforms(v, args[1], f"{where}.{k}")]
+    if not isinstance(value, list):
+        return [f"{where}: not a list"]
+    return [e for i, v in enumerate(value) for e in _conforms(v, args[0], f"{where}[{i}]")]
+
+
+# JSON's numbers: a bool is not a number, an int is a float.
+_SCALARS: dict[Any, tuple[Any, str]] = {
+    float: (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "not a number"),
+    type(None): (lambda v: v is None, "not null"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "not an integer"),
+}
+
+
 def _conforms(value: Any, tp: Any, where: str) -> list[str]:
     """Problems of `value` against a type hint, walked with typing alone (no harness code)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is Any:
         return []
     if typing.is_typeddict(tp):
-        if not isinstance(value, dict):
-            return [f"{where}: not an object"]
-        hints = typing.get_type_hints(tp)
-        out = [f"{where}: missing {k}" for k in tp.__required_keys__ if k not in value]
-        out += [f"{where}: undeclared key {k}" for k in value if k not in hints]
-        for k, v in value.items():
-            if k in hints:
-                out += _conforms(v, hints[k], f"{where}.{k}")
-        return out
+        return _typeddict_problems(value, tp, where)
     if origin in (typing.Union, types.UnionType):
         return [] if any(not _conforms(value, a, where) for a in args) else [f"{where}: {value!r} is not {tp}"]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{where}: not an object"]
-        return [e for k, v in value.items() for e in _conforms(v, args[1], f"{where}.{k}")]
-    if origin is list:
-        if not isinstance(value, list):
-            return [f"{where}: not a list"]
-        return [e for i, v in enumerate(value) for e in _conforms(v, args[0], f"{where}[{i}]")]
-    if tp is float:
-        return [] if isinstance(value, int | float) and not isinstance(value, bool) else [f"{where}: not a number"]
-    if tp is type(None):
-        return [] if value is None else [f"{where}: not null"]
-    if tp is int:
-        return [] if isinstance(value, int) and not isinstance(value, bool) else [f"{where}: not an integer"]
+    if origin in (dict, list):
+        return _container_problems(value, origin, args, where)
+    if tp in _SCALARS:
+        holds, problem = _SCALARS[tp]
+        return [] if holds(value) else [f"{where}: {problem}"]
     return [] if isinstance(value, tp) else [f"{where}: {value!r} is not {tp.__name__}"]
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeVar
+
+Number = TypeVar("Number", int, float)
 
 
 def _int(text: str, what: str) -> int:
@@ -29,36 +32,31 @@ def _float(text: str, what: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (counts: --num-proc, --clips-per-shard, --batch-size, --limit, ...)."""
-    value = _int(text, "a positive integer")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer (must be >= 1)")
-    return value
+def _at_least(read: Callable[[str, str], Number], what: str, bound: int, *, strict: bool, name: str,
+              doc: str) -> Callable[[str], Number]:
+    """A validator of numbers >= `bound` (> `bound` when `strict`), named `name` for argparse and help()."""
+    relation = ">" if strict else ">="
+
+    def parse(text: str) -> Number:
+        value = read(text, what)
+        if value < bound or (strict and value == bound):
+            shown = text if isinstance(value, float) else value  # floats as typed, integers as read
+            raise argparse.ArgumentTypeError(f"{shown} is not {what} (must be {relation} {bound})")
+        return value
+
+    parse.__name__ = parse.__qualname__ = name
+    parse.__doc__ = doc
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0 (seeds, offsets, worker counts where 0 means 'in this process')."""
-    value = _int(text, "a non-negative integer")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a non-negative integer (must be >= 0)")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite float > 0 (learning rates, durations)."""
-    value = _float(text, "a positive number")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number (must be > 0)")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """A finite float >= 0 (timeouts, where 0 means 'do not wait')."""
-    value = _float(text, "a non-negative number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a non-negative number (must be >= 0)")
-    return value
+positive_int = _at_least(_int, "a positive integer", 1, strict=False, name="positive_int",
+                         doc="An integer >= 1 (counts: --num-proc, --clips-per-shard, --batch-size, --limit, ...).")
+nonnegative_int = _at_least(_int, "a non-negative integer", 0, strict=False, name="nonnegative_int",
+                            doc="An integer >= 0 (seeds, offsets, worker counts where 0 means 'in this process').")
+positive_float = _at_least(_float, "a positive number", 0, strict=True, name="positive_float",
+                           doc="A finite float > 0 (learning rates, durations).")
+nonnegative_float = _at_least(_float, "a non-negative number", 0, strict=False, name="nonnegative_float",
+                              doc="A finite float >= 0 (timeouts, where 0 means 'do not wait').")
 
 
 def fraction(text: str) -> float:

@@ -128,6 +128,82 @@ def check_out_dir(out: Path) -> None:
         raise BuildError(f"output folder {out} is not writable: {exc.strerror or exc}") from exc
 
 
+def _check_build_numbers(num_proc: int, clips_per_shard: int) -> None:
+    if num_proc < 1:
+        raise BuildError(f"num_proc must be >= 1, got {num_proc}")
+    if clips_per_shard < 1:
+        raise BuildError(f"clips_per_shard must be >= 1, got {clips_per_shard}")
+
+
+def _start_records(out: Path, configs: Sequence[str], source: str, clips_per_shard: int,
+                   clip_lists: dict[str, list[SourceClip]],
+                   overwrite: bool) -> tuple[dict[str, dict[str, Any]], list[Path]]:
+    """Each config's build record, merged with the one on disk and written before any shard: (records, removed tmp).
+
+    Leftover temporaries are removed first; `overwrite` deletes a config's shards before its record is merged.
+    """
+    removed = remove_stale_tmp(out)
+    records: dict[str, dict[str, Any]] = {}
+    for name in configs:
+        config_dir = out / name
+        removed += remove_stale_tmp(config_dir)
+        if overwrite:
+            buildinfo.remove_config_outputs(config_dir)
+        wanted = {
+            "schema": buildinfo.RECORD_SCHEMA, "config": name, "generator_version": GENERATOR_VERSION,
+            "source": source, "clips_per_shard": clips_per_shard,
+            "splits": {s: buildinfo.split_entry(c, -(-len(c) // clips_per_shard)) for s, c in clip_lists.items()},
+        }  # fmt: skip
+        records[name] = buildinfo.merge_record(config_dir, wanted)
+    for name, record in records.items():  # only once every config passed: a refusal writes nothing
+        (out / name).mkdir(parents=True, exist_ok=True)
+        buildinfo.write_record(out / name, record)  # first: a killed build resumes under the same settings
+    return records, removed
+
+
+def _remove_stale_manifest(out: Path, new_shards: bool) -> bool:
+    """Remove manifest.csv when shards are about to change; whether one was removed.
+
+    A manifest.csv written before new shards no longer describes the folder (harness eval would record its
+    hash): remove it first, so a killed build leaves none; `vocalgrad-dataset manifest DIR` writes anew.
+    """
+    stale_manifest = out / MANIFEST_NAME
+    removed_manifest = new_shards and stale_manifest.is_file()
+    if removed_manifest:
+        stale_manifest.unlink()
+    return removed_manifest
+
+
+def _write_shards(todo: Sequence[ShardTask], total: int, out: Path, num_proc: int, bar_desc: str,
+                  progress: bool) -> int:
+    """Write the shards still to do (in `num_proc` processes when there are several); the rows written."""
+    written = 0
+    bar = progress_bar(total=total, initial=total - len(todo), unit="shard", disable=not progress, desc=bar_desc)
+    if num_proc > 1 and len(todo) > 1:
+        # spawn: no inherited locks or thread pools from the parent (pyarrow, BLAS)
+        with mp.get_context("spawn").Pool(num_proc) as pool:
+            for _, n in pool.imap_unordered(_write_shard_star, [(t, out) for t in todo]):
+                written += n
+                bar.update()
+    else:
+        for t in todo:
+            written += write_shard(t, out)[1]
+            bar.update()
+    bar.close()
+    return written
+
+
+def _finish_records(out: Path, records: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Mark every config's record complete with its source formats; the non-PCM16 source clips of all."""
+    formats: dict[str, str] = {}
+    for name, record in records.items():
+        record["source_formats"] = buildinfo.source_formats(out / name)
+        record["complete"] = True
+        buildinfo.write_record(out / name, record)
+        formats.update(record["source_formats"])
+    return formats
+
+
 def build(
     config: str,
     splits: Sequence[str],
@@ -149,10 +225,7 @@ def build(
     (`.tmp` files) are removed; each config's settings are recorded and a rebuild with other settings is
     refused (BuildMismatchError) unless `overwrite`, which first deletes that config's shards.
     """
-    if num_proc < 1:
-        raise BuildError(f"num_proc must be >= 1, got {num_proc}")
-    if clips_per_shard < 1:
-        raise BuildError(f"clips_per_shard must be >= 1, got {clips_per_shard}")
+    _check_build_numbers(num_proc, clips_per_shard)
     out = Path(out_dir)
     source = resolve_source(config, source)
     configs = [spec.name for spec in expand_config(config)]
@@ -161,49 +234,11 @@ def build(
     tasks = plan_shards(configs, splits, source, data_dir, clips_per_shard, allow_outside=allow_outside,
                         clip_lists=clip_lists)
     with dir_lock(out, timeout=lock_timeout, what="a VocalGrad build"):
-        removed = remove_stale_tmp(out)
-        records = {}
-        for name in configs:
-            config_dir = out / name
-            removed += remove_stale_tmp(config_dir)
-            if overwrite:
-                buildinfo.remove_config_outputs(config_dir)
-            wanted = {
-                "schema": buildinfo.RECORD_SCHEMA, "config": name, "generator_version": GENERATOR_VERSION,
-                "source": source, "clips_per_shard": clips_per_shard,
-                "splits": {s: buildinfo.split_entry(c, -(-len(c) // clips_per_shard)) for s, c in clip_lists.items()},
-            }  # fmt: skip
-            records[name] = buildinfo.merge_record(config_dir, wanted)
-        for name, record in records.items():  # only once every config passed: a refusal writes nothing
-            (out / name).mkdir(parents=True, exist_ok=True)
-            buildinfo.write_record(out / name, record)  # first: a killed build resumes under the same settings
+        records, removed = _start_records(out, configs, source, clips_per_shard, clip_lists, overwrite)
         todo = [t for t in tasks if not t.path(out).exists()]  # finished shards survive a kill: resume skips them
-        # a manifest.csv written before new shards no longer describes the folder (harness eval would record
-        # its hash): remove it first, so a killed build leaves none; `vocalgrad-dataset manifest DIR` writes anew
-        stale_manifest = out / MANIFEST_NAME
-        removed_manifest = bool(todo or overwrite) and stale_manifest.is_file()
-        if removed_manifest:
-            stale_manifest.unlink()
-        written = 0
-        bar = progress_bar(total=len(tasks), initial=len(tasks) - len(todo), unit="shard", disable=not progress,
-                           desc=f"build {config}")
-        if num_proc > 1 and len(todo) > 1:
-            # spawn: no inherited locks or thread pools from the parent (pyarrow, BLAS)
-            with mp.get_context("spawn").Pool(num_proc) as pool:
-                for _, n in pool.imap_unordered(_write_shard_star, [(t, out) for t in todo]):
-                    written += n
-                    bar.update()
-        else:
-            for t in todo:
-                written += write_shard(t, out)[1]
-                bar.update()
-        bar.close()
-        formats: dict[str, str] = {}
-        for name, record in records.items():
-            record["source_formats"] = buildinfo.source_formats(out / name)
-            record["complete"] = True
-            buildinfo.write_record(out / name, record)
-            formats.update(record["source_formats"])
+        removed_manifest = _remove_stale_manifest(out, bool(todo or overwrite))
+        written = _write_shards(todo, len(tasks), out, num_proc, f"build {config}", progress)
+        formats = _finish_records(out, records)
         write_card(out, source=source)
     return {"shards": len(tasks), "written_shards": len(todo), "written_rows": written,
             "removed_tmp_files": len(removed), "non_pcm16_source_clips": len(formats),

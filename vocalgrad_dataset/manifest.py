@@ -38,6 +38,7 @@ from .generate import parse_config
 
 MANIFEST_COLUMNS = ("category", "benchmark_clip_id", "sample_rate", "n_samples", "pcm_sha256")
 MANIFEST_NAME = "manifest.csv"  # in harness.results.MANIFEST_FILES: results.json records its sha256
+RELEASE_METADATA = "metadata.csv"  # the published release layout's listing of its clips
 RELEASE_COLUMNS = ("file_name", "category", "benchmark_clip_id")  # what a release's metadata.csv must have
 AUDIO_SUFFIXES = (".flac", ".wav")  # lossless copies beside a manifest
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -168,7 +169,7 @@ def dataset_layout(path: Path) -> str:
     """"release" (metadata.csv) or "parquet" (DIR/<config>/*.parquet), as the harness decides; else an error."""
     if not path.is_dir():
         raise ManifestError(f"dataset folder not found: {path}")
-    if (path / "metadata.csv").is_file():
+    if (path / RELEASE_METADATA).is_file():
         return "release"
     if parquet_files(path):
         return "parquet"
@@ -221,27 +222,40 @@ def _decode_parquet_audio(file: Path, cid: str, audio: dict | None) -> tuple[np.
     return decode_pcm16(target, f"{target}: clip {cid}")
 
 
-def _release_rows(path: Path) -> list[dict[str, str]]:
-    """metadata.csv's rows with their line numbers ("_line"); a clear error for a bad file."""
-    meta = path / "metadata.csv"
+def _csv_rows(path: Path, columns: Sequence[str], what: str) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row) of a UTF-8 CSV file that must have `columns`; one ManifestError line for a bad file.
+
+    `what` names the kind of file in the missing-column message ("a manifest", "a release's metadata.csv").
+    A generator, so an error about a row (raised by the caller) comes before one about a later line.
+    """
     try:
-        with open(meta, newline="", encoding="utf-8-sig") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
-            missing = [c for c in RELEASE_COLUMNS if c not in (reader.fieldnames or [])]
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
             if missing:
-                raise ManifestError(f"{meta}: no {', '.join(repr(c) for c in missing)} column "
-                                    f"(a release's metadata.csv has {', '.join(RELEASE_COLUMNS)})")
-            return [{**r, "_line": str(reader.line_num)} for r in reader]
+                raise ManifestError(f"{path}: no {', '.join(repr(c) for c in missing)} column "
+                                    f"({what} has {', '.join(columns)})")
+            for r in reader:
+                yield reader.line_num, r
     except UnicodeDecodeError as err:
-        raise ManifestError(f"{meta}: not UTF-8 text ({err})") from None
+        raise ManifestError(f"{path}: not UTF-8 text ({err})") from None
     except csv.Error as err:
-        raise ManifestError(f"{meta}: malformed CSV ({err})") from None
+        raise ManifestError(f"{path}: malformed CSV ({err})") from None
+
+
+def read_release_metadata(path: str | Path) -> list[dict[str, str]]:
+    """A release folder's metadata.csv rows, each with its line number under "_line"; one line for a bad file.
+
+    The one reader of the published release layout: `harness.data.ReleaseSource` and the manifests use it.
+    """
+    meta = Path(path) / RELEASE_METADATA
+    return [{**r, "_line": str(line)} for line, r in _csv_rows(meta, RELEASE_COLUMNS, "a release's metadata.csv")]
 
 
 def _release_clips(path: Path) -> Iterator[tuple[str, str, np.ndarray, int, ClipAudio]]:
     """(category, clip id, samples, rate, where) of every clip a release's metadata.csv lists."""
-    meta = path / "metadata.csv"
-    for r in _release_rows(path):
+    meta = path / RELEASE_METADATA
+    for r in read_release_metadata(path):
         where = f"{meta} line {r['_line']}"
         cid = (r.get("benchmark_clip_id") or "").strip()
         category = short_category((r.get("category") or "").strip())
@@ -297,25 +311,13 @@ def read_manifest(path: str | Path) -> list[ClipHash]:
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"manifest not found: {path}" if not path.exists() else f"manifest {path} is not a file")
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in MANIFEST_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ManifestError(f"{path}: no {', '.join(repr(c) for c in missing)} column (a manifest has "
-                                    f"{', '.join(MANIFEST_COLUMNS)})")
-            rows: dict[tuple[str, str], tuple[ClipHash, int]] = {}
-            for r in reader:
-                line = reader.line_num
-                h = _manifest_row(r, f"{path} line {line}")
-                if h.key in rows:
-                    raise ManifestError(f"{path} line {line}: clip {h.category}/{h.benchmark_clip_id} is already on "
-                                        f"line {rows[h.key][1]}")
-                rows[h.key] = (h, line)
-    except UnicodeDecodeError as err:
-        raise ManifestError(f"{path}: not UTF-8 text ({err})") from None
-    except csv.Error as err:
-        raise ManifestError(f"{path}: malformed CSV ({err})") from None
+    rows: dict[tuple[str, str], tuple[ClipHash, int]] = {}
+    for line, r in _csv_rows(path, MANIFEST_COLUMNS, "a manifest"):
+        h = _manifest_row(r, f"{path} line {line}")
+        if h.key in rows:
+            raise ManifestError(f"{path} line {line}: clip {h.category}/{h.benchmark_clip_id} is already on "
+                                f"line {rows[h.key][1]}")
+        rows[h.key] = (h, line)
     return [h for h, _ in rows.values()]
 
 
@@ -372,23 +374,19 @@ def max_pcm_difference(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.abs(a.astype(np.int32) - b.astype(np.int32)).max()) if len(a) else 0
 
 
-def verify(dataset: str | Path, manifest: str | Path) -> VerifyReport:
-    """Compare a folder with a manifest (a manifest CSV, or another folder) clip by clip.
-
-    A clip is different when its rate, length or PCM hash differs; where audio exists on both sides (the
-    manifest's lossless copies, or a folder given as the manifest) its largest sample difference is measured.
-    """
-    dataset, manifest = Path(dataset), Path(manifest)
-    ours = {c.hash.key: c for c in scan_dataset(dataset)}
-    theirs_folder: dict[tuple[str, str], DatasetClip] | None = None
+def _reference_clips(
+    manifest: Path,
+) -> tuple[dict[tuple[str, str], ClipHash], dict[tuple[str, str], DatasetClip] | None]:
+    """The manifest side's rows by key, and its clips with audio when the manifest is a folder (else None)."""
     if manifest.is_dir():
-        theirs_folder = {c.hash.key: c for c in scan_dataset(manifest)}
-        theirs = {k: c.hash for k, c in theirs_folder.items()}
-    else:
-        theirs = {h.key: h for h in read_manifest(manifest)}
-    report = VerifyReport(str(dataset), str(manifest), len(ours), len(theirs))
-    report.missing = sorted(set(theirs) - set(ours), key=sort_key)
-    report.extra = sorted(set(ours) - set(theirs), key=sort_key)
+        folder = {c.hash.key: c for c in scan_dataset(manifest)}
+        return {k: c.hash for k, c in folder.items()}, folder
+    return {h.key: h for h in read_manifest(manifest)}, None
+
+
+def _header_differences(ours: dict[tuple[str, str], DatasetClip], theirs: dict[tuple[str, str], ClipHash],
+                        report: VerifyReport) -> list[tuple[str, str]]:
+    """Record the shared clips whose rate or length differs; return those that differ in PCM hash alone."""
     differing: list[tuple[str, str]] = []
     for key in sorted(set(ours) & set(theirs), key=sort_key):
         a, b = ours[key].hash, theirs[key]
@@ -398,15 +396,38 @@ def verify(dataset: str | Path, manifest: str | Path) -> VerifyReport:
             report.different.append(ClipDifference(*key, f"length {a.n_samples} != {b.n_samples} samples", None))
         elif a.pcm_sha256 != b.pcm_sha256:
             differing.append(key)
-    # measure the max difference of same-length clips whose hash differs, where the other side has audio
+    return differing
+
+
+def _reference_audio(manifest: Path, theirs: dict[tuple[str, str], ClipHash],
+                     theirs_folder: dict[tuple[str, str], DatasetClip] | None,
+                     keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
+    """The manifest side's samples of those clips that have audio there (its folder, or lossless copies)."""
     if theirs_folder is not None:
-        other = read_clip_audio([theirs_folder[k] for k in differing])
-    else:
-        other = {}
-        for k in differing:
-            copy = manifest_copy(manifest, theirs[k])
-            if copy is not None:
-                other[k] = decode_pcm16(copy, f"{copy}: clip {k[1]}")[0]
+        return read_clip_audio([theirs_folder[k] for k in keys])
+    other = {}
+    for k in keys:
+        copy = manifest_copy(manifest, theirs[k])
+        if copy is not None:
+            other[k] = decode_pcm16(copy, f"{copy}: clip {k[1]}")[0]
+    return other
+
+
+def verify(dataset: str | Path, manifest: str | Path) -> VerifyReport:
+    """Compare a folder with a manifest (a manifest CSV, or another folder) clip by clip.
+
+    A clip is different when its rate, length or PCM hash differs; where audio exists on both sides (the
+    manifest's lossless copies, or a folder given as the manifest) its largest sample difference is measured.
+    """
+    dataset, manifest = Path(dataset), Path(manifest)
+    ours = {c.hash.key: c for c in scan_dataset(dataset)}
+    theirs, theirs_folder = _reference_clips(manifest)
+    report = VerifyReport(str(dataset), str(manifest), len(ours), len(theirs))
+    report.missing = sorted(set(theirs) - set(ours), key=sort_key)
+    report.extra = sorted(set(ours) - set(theirs), key=sort_key)
+    differing = _header_differences(ours, theirs, report)
+    # measure the max difference of same-length clips whose hash differs, where the other side has audio
+    other = _reference_audio(manifest, theirs, theirs_folder, differing)
     mine = read_clip_audio([ours[k] for k in differing if k in other])
     for k in differing:
         diff = None

@@ -59,49 +59,67 @@ def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
                      "official VCTK benchmark (generated, built or released) or on the demo source")
 
 
+def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Condition,
+                          run: Mapping[str, Any]) -> list[str]:
+    """What a row's labels and settings contradict: its clip id's condition, or the run's settings."""
+    checks = [
+        (r.get("category") == config, f"category is not {config!r}"),
+        (r.get("gold") == cond.label, "gold label contradicts the clip id"),
+        ((r.get("tier"), r.get("curve"), r.get("direction")) == (cond.tier, cond.curve, cond.direction),
+         "tier/curve/direction contradict the clip id"),
+        ((r.get("model"), r.get("mode"), r.get("prompt_variant"))
+         == (run.get("model"), run.get("mode"), run.get("prompt_variant")),
+         "model/mode/prompt differ from the run's"),
+    ]
+    return [kind for holds, kind in checks if not holds]
+
+
+def _follows_choice_margin(r: Mapping[str, Any]) -> bool:
+    """A choices row's pred is the sign of its margin (None for a tie), and its raw is the chosen word."""
+    margin = r.get("margin")
+    want = None if not isinstance(margin, int | float) or margin == 0 else (
+        "increase" if margin > 0 else "decrease")
+    words = r.get("answer_words") or []
+    return not (r.get("pred") != want
+                or (want and len(words) == 2 and r.get("raw") != words[0 if want == "increase" else 1]))
+
+
+def _prediction_contradiction(r: Mapping[str, Any]) -> str | None:
+    """Why a row's pred does not follow from the rest of the row (its error, margin or raw answer), if so."""
+    pred = r.get("pred")
+    if r.get("error"):
+        return "error row carries a prediction" if pred is not None else None
+    if r.get("mode") == "choices":
+        return None if _follows_choice_margin(r) else "pred does not follow the choice margin"
+    if pred != get_parser(str(r.get("parser"))).parse(r.get("raw")):
+        return "pred does not follow from the raw answer"
+    return None
+
+
+def _row_problem_kinds(r: Mapping[str, Any], config: str, run: Mapping[str, Any], parser_id: str) -> list[str]:
+    """The kinds of problem one row has, in the order they are checked."""
+    try:
+        _, _, cond = grid.parse_clip_id(str(r.get("benchmark_clip_id")))
+    except ValueError:
+        return ["malformed clip id"]
+    kinds = _label_contradictions(r, config, cond, run)
+    if r.get("parser") != parser_id:  # the pred checks below assume the run's parser
+        return [*kinds, f"parser {r.get('parser')!r} is not {parser_id!r} (parser version {PARSER_VERSION})"]
+    contradiction = _prediction_contradiction(r)
+    if contradiction is not None:
+        kinds.append(contradiction)
+    if bool(r.get("parsed")) != (r.get("pred") is not None):
+        kinds.append("parsed flag contradicts pred")
+    return kinds
+
+
 def _row_problems(config: str, rows: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> list[str]:
     """Rows that contradict their clip id, the run's settings, or their own raw answer."""
-    variant = get_variant(str(run.get("prompt_variant")))
-    parser_id = variant.vocabulary(config).parser.id
+    parser_id = get_variant(str(run.get("prompt_variant"))).vocabulary(config).parser.id
     found: dict[str, list[str]] = {}
-
-    def bad(kind: str, cid: str) -> None:
-        found.setdefault(kind, []).append(cid)
-
     for r in rows:
-        cid = str(r.get("benchmark_clip_id"))
-        try:
-            _, _, cond = grid.parse_clip_id(cid)
-        except ValueError:
-            bad("malformed clip id", cid)
-            continue
-        if r.get("category") != config:
-            bad(f"category is not {config!r}", cid)
-        if r.get("gold") != cond.label:
-            bad("gold label contradicts the clip id", cid)
-        if (r.get("tier"), r.get("curve"), r.get("direction")) != (cond.tier, cond.curve, cond.direction):
-            bad("tier/curve/direction contradict the clip id", cid)
-        if (r.get("model"), r.get("mode"), r.get("prompt_variant")) != (run.get("model"), run.get("mode"),
-                                                                          run.get("prompt_variant")):
-            bad("model/mode/prompt differ from the run's", cid)
-        if r.get("parser") != parser_id:
-            bad(f"parser {r.get('parser')!r} is not {parser_id!r} (parser version {PARSER_VERSION})", cid)
-            continue
-        pred = r.get("pred")
-        if r.get("error"):
-            if pred is not None:
-                bad("error row carries a prediction", cid)
-        elif r.get("mode") == "choices":
-            margin = r.get("margin")
-            want = None if not isinstance(margin, int | float) or margin == 0 else (
-                "increase" if margin > 0 else "decrease")
-            words = r.get("answer_words") or []
-            if pred != want or (want and len(words) == 2 and r.get("raw") != words[0 if want == "increase" else 1]):
-                bad("pred does not follow the choice margin", cid)
-        elif pred != get_parser(str(r.get("parser"))).parse(r.get("raw")):
-            bad("pred does not follow from the raw answer", cid)
-        if bool(r.get("parsed")) != (pred is not None):
-            bad("parsed flag contradicts pred", cid)
+        for kind in _row_problem_kinds(r, config, run, parser_id):
+            found.setdefault(kind, []).append(str(r.get("benchmark_clip_id")))
     return [f"{config}: {len(ids)} row(s) where {kind} (e.g. {', '.join(ids[:MAX_PER_KIND])})"
             for kind, ids in found.items()]
 
@@ -127,13 +145,11 @@ def _diff(claimed: Any, actual: Any, where: str, out: list[str]) -> None:
         out.append(f"{where}: claimed {claimed!r} but the samples give {actual!r}")
 
 
-def validate_submission(sub: Mapping[str, Any]) -> list[str]:
-    """Every problem found in a submission; [] means it is valid."""
-    errors = schema_errors(sub)
-    if errors:
-        return errors
+def _run_problems(sub: Mapping[str, Any]) -> list[str]:
+    """What the run's record contradicts: the leaderboard's parser, split and redaction, and the submission."""
     results, samples, model = sub["results"], sub["samples"], sub["model"]
     run = results["config"]
+    errors = []
     if str(results["versions"].get("parser")) != PARSER_VERSION:
         errors.append(f"results.json: parser version {results['versions'].get('parser')!r}, but the leaderboard "
                       f"scores with parser version {PARSER_VERSION}")
@@ -148,40 +164,73 @@ def validate_submission(sub: Mapping[str, Any]) -> list[str]:
                       f"{run.get('mode')}/{run.get('prompt_variant')}")
     if set(samples) != set(results["results"]):
         errors.append(f"samples hold configs {sorted(samples)} but results.json has {sorted(results['results'])}")
+    return errors
+
+
+def _config_set_problem(samples: Mapping[str, Any]) -> str | None:
+    """Why the submission's configs cannot be checked further (unknown ones, or none), if so."""
     unknown = sorted(set(samples) - set(CONFIGS))
     if unknown:
-        return [*errors, f"unknown configs {unknown} (known: {', '.join(CONFIGS)})"]
+        return f"unknown configs {unknown} (known: {', '.join(CONFIGS)})"
     if not samples:
-        return [*errors, "the submission holds no config"]
+        return "the submission holds no config"
+    return None
+
+
+def _coverage_problems(config: str, rows: Sequence[Mapping[str, Any]], want: Sequence[str],
+                       run: Mapping[str, Any]) -> list[str]:
+    """Clip ids the rows miss, hold outside the dataset, or hold twice."""
+    ids = [str(r.get("benchmark_clip_id")) for r in rows]
+    have = set(ids)
+    missing = [i for i in want if i not in have]
+    extra = sorted(have - set(want))
+    twice = sorted(i for i, n in Counter(ids).items() if n > 1)
+    listening = run.get("mode") == "listening"  # humans answer a balanced sample, each clip several times
+    errors = []
+    if missing and not listening:
+        errors.append(f"{config}: {len(missing)} of {len(want)} clips missing (e.g. {', '.join(missing[:MAX_PER_KIND])})")
+    if extra:
+        errors.append(f"{config}: {len(extra)} clip ids not in the dataset (e.g. {', '.join(extra[:MAX_PER_KIND])})")
+    if twice and not listening:
+        errors.append(f"{config}: clips listed more than once (e.g. {', '.join(twice[:MAX_PER_KIND])})")
+    return errors
+
+
+def _metric_problems(results: Mapping[str, Any], samples: Mapping[str, Any]) -> list[str]:
+    """Every metric of results.json that the samples, scored again, do not give."""
+    # In the run's own config order (--configs noise,volume): the group's config list and its float sums follow it.
+    samples = {**{c: samples[c] for c in results["results"] if c in samples}, **samples}
+    recomputed = build_results(samples, run_config=results["config"], task_configs=results["configs"],
+                               n_original={c: results["n-samples"].get(c, {}).get("original", 0) for c in samples},
+                               date=results["date"])
+    errors: list[str] = []
+    for key in ("results", "groups", "breakdowns", "n-samples"):
+        _diff(results[key], recomputed[key], key, errors)
+    return errors
+
+
+def validate_submission(sub: Mapping[str, Any]) -> list[str]:
+    """Every problem found in a submission; [] means it is valid."""
+    errors = schema_errors(sub)
+    if errors:
+        return errors
+    results, samples = sub["results"], sub["samples"]
+    run = results["config"]
+    errors = _run_problems(sub)
+    stop = _config_set_problem(samples)
+    if stop is not None:
+        return [*errors, stop]
     for config, rows in samples.items():
-        ids = [str(r.get("benchmark_clip_id")) for r in rows]
         try:
             want = expected_ids(str(run.get("source")), str(run.get("split")), config)
         except ValueError as err:
             errors.append(str(err))
             break
-        have = set(ids)
-        missing = [i for i in want if i not in have]
-        extra = sorted(have - set(want))
-        twice = sorted(i for i, n in Counter(ids).items() if n > 1)
-        listening = run.get("mode") == "listening"  # humans answer a balanced sample, each clip several times
-        if missing and not listening:
-            errors.append(f"{config}: {len(missing)} of {len(want)} clips missing (e.g. {', '.join(missing[:MAX_PER_KIND])})")
-        if extra:
-            errors.append(f"{config}: {len(extra)} clip ids not in the dataset (e.g. {', '.join(extra[:MAX_PER_KIND])})")
-        if twice and not listening:
-            errors.append(f"{config}: clips listed more than once (e.g. {', '.join(twice[:MAX_PER_KIND])})")
+        errors += _coverage_problems(config, rows, want, run)
         errors += _row_problems(config, rows, run)
         if sub["samples_sha256"].get(config) != samples_sha256(rows):
             errors.append(f"{config}: samples altered after submission (sha256 mismatch)")
-    # In the run's own config order (--configs noise,volume): the group's config list and its float sums follow it.
-    samples = {**{c: samples[c] for c in results["results"] if c in samples}, **samples}
-    recomputed = build_results(samples, run_config=run, task_configs=results["configs"],
-                               n_original={c: results["n-samples"].get(c, {}).get("original", 0) for c in samples},
-                               date=results["date"])
-    for key in ("results", "groups", "breakdowns", "n-samples"):
-        _diff(results[key], recomputed[key], key, errors)
-    return errors
+    return errors + _metric_problems(results, samples)
 
 
 def validate_file(path: str | Path) -> tuple[dict[str, Any], list[str]]:

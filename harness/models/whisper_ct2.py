@@ -61,52 +61,61 @@ class CT2Model:
         return self.variables[self.aliases.get(name, name)]
 
 
+class _CT2Reader:
+    """A cursor over model.bin's bytes; every read past the end names the file and the byte."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.data, self.pos = path, path.read_bytes(), 0
+
+    def take(self, fmt: str) -> Any:
+        """One little-endian value of struct format `fmt`."""
+        size = struct.calcsize("<" + fmt)
+        if self.pos + size > len(self.data):
+            raise CT2FormatError(f"{self.path}: truncated at byte {self.pos} (wanted {size} more bytes)")
+        (value,) = struct.unpack_from("<" + fmt, self.data, self.pos)
+        self.pos += size
+        return value
+
+    def string(self) -> str:
+        """A length-prefixed, NUL-padded UTF-8 string."""
+        n = self.take("H")
+        raw = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return raw.rstrip(b"\0").decode("utf-8")
+
+    def variable(self) -> tuple[str, np.ndarray]:
+        """One named array: name, shape, dtype code, byte count, then the bytes."""
+        name = self.string()
+        shape = tuple(self.take("I") for _ in range(self.take("B")))
+        code, nbytes = self.take("B"), self.take("I")
+        if code not in _DTYPES:
+            raise CT2FormatError(f"{self.path}: variable {name!r} has unknown dtype code {code}")
+        if self.pos + nbytes > len(self.data):
+            raise CT2FormatError(f"{self.path}: truncated inside variable {name!r} "
+                                 f"(needs {nbytes} bytes at {self.pos})")
+        arr = np.frombuffer(self.data, dtype=_DTYPES[code], count=nbytes // np.dtype(_DTYPES[code]).itemsize,
+                            offset=self.pos)
+        self.pos += nbytes
+        if code == 5:  # bfloat16: the high half of a float32
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        return name, arr.reshape(shape)
+
+
 def read_ct2(path: str | Path) -> CT2Model:
     """Parse a CTranslate2 model.bin (little-endian) into numpy arrays."""
     path = Path(path)
-    data = path.read_bytes()
-    pos = 0
-
-    def take(fmt: str) -> Any:
-        nonlocal pos
-        size = struct.calcsize("<" + fmt)
-        if pos + size > len(data):
-            raise CT2FormatError(f"{path}: truncated at byte {pos} (wanted {size} more bytes)")
-        (value,) = struct.unpack_from("<" + fmt, data, pos)
-        pos += size
-        return value
-
-    def string() -> str:
-        nonlocal pos
-        n = take("H")
-        raw = data[pos : pos + n]
-        pos += n
-        return raw.rstrip(b"\0").decode("utf-8")
-
-    version = take("I")
+    reader = _CT2Reader(path)
+    version = reader.take("I")
     if version < 5:
         raise CT2FormatError(f"{path}: CTranslate2 format version {version} is older than this reader (>= 5)")
-    spec, revision = string(), take("I")
-    variables: dict[str, np.ndarray] = {}
-    for _ in range(take("I")):
-        name = string()
-        shape = tuple(take("I") for _ in range(take("B")))
-        code, nbytes = take("B"), take("I")
-        if code not in _DTYPES:
-            raise CT2FormatError(f"{path}: variable {name!r} has unknown dtype code {code}")
-        if pos + nbytes > len(data):
-            raise CT2FormatError(f"{path}: truncated inside variable {name!r} (needs {nbytes} bytes at {pos})")
-        arr = np.frombuffer(data, dtype=_DTYPES[code], count=nbytes // np.dtype(_DTYPES[code]).itemsize, offset=pos)
-        pos += nbytes
-        if code == 5:  # bfloat16: the high half of a float32
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
-        variables[name] = arr.reshape(shape)
+    spec, revision = reader.string(), reader.take("I")
+    variables = dict(reader.variable() for _ in range(reader.take("I")))
     aliases = {}
-    for _ in range(take("I")):
-        alias = string()
-        aliases[alias] = string()
-    if pos != len(data):
-        raise CT2FormatError(f"{path}: {len(data) - pos} trailing bytes after the alias table")
+    for _ in range(reader.take("I")):
+        alias = reader.string()
+        aliases[alias] = reader.string()
+    if reader.pos != len(reader.data):
+        raise CT2FormatError(f"{path}: {len(reader.data) - reader.pos} trailing bytes after the alias table")
     return CT2Model(spec, version, revision, variables, aliases)
 
 

@@ -22,16 +22,8 @@ def to_int16_grid(data: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(data * 32768.0), -32768, 32767).astype(np.int16)
 
 
-def read_pcm(path: str | os.PathLike[str], *, clip_name: str, expected_rate: int | None = None) -> PCM:
-    """Read a WAV/FLAC file as mono int16; errors are SourceError naming the clip and the file.
-
-    16-bit PCM is read sample for sample (bit-exact). Every other encoding (8-, 24-, 32-bit PCM, 32/64-bit
-    float, ...) is decoded by libsndfile to float64 in [-1, 1) and put on the int16 grid by `to_int16_grid`;
-    `PCM.source_format` then names the file's subtype so builds can report it.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise SourceError(f"clip {clip_name}: audio file not found: {path}")
+def _decode(path: Path, clip_name: str, expected_rate: int | None) -> tuple[np.ndarray, int, str]:
+    """(samples as frames x channels, rate, subtype): int16 for 16-bit PCM, else float64 in [-1, 1)."""
     try:
         with sf.SoundFile(str(path)) as f:
             rate, subtype = int(f.samplerate), str(f.subtype)
@@ -46,6 +38,11 @@ def read_pcm(path: str | os.PathLike[str], *, clip_name: str, expected_rate: int
         raise
     except (sf.LibsndfileError, RuntimeError, OSError) as exc:
         raise SourceError(f"clip {clip_name}: cannot decode audio file {path}: {exc}") from exc
+    return data, rate, subtype
+
+
+def _check_samples(data: np.ndarray, path: Path, clip_name: str, subtype: str) -> None:
+    """Refuse an empty or non-finite clip; warn (at read_pcm's caller) about clipping and a channel mix."""
     if data.shape[0] == 0:
         raise SourceError(f"clip {clip_name}: audio file {path} holds no samples")
     if data.dtype != np.int16:
@@ -54,19 +51,38 @@ def read_pcm(path: str | os.PathLike[str], *, clip_name: str, expected_rate: int
         peak = float(np.abs(data).max())
         if peak > 1.0:
             warnings.warn(f"clip {clip_name}: {path} ({subtype}) peaks at {peak:.3g} > 1.0; clipped to the int16 range",
-                          stacklevel=2)
+                          stacklevel=3)
     if data.shape[1] > 1:
         warnings.warn(
             f"clip {clip_name}: {path} has {data.shape[1]} channels; mixed to mono "
             "(mean in float64, rounded half-to-even to int16)",
-            stacklevel=2,
+            stacklevel=3,
         )
+
+
+def _mono_int16(data: np.ndarray) -> np.ndarray:
+    """Frames x channels to mono int16: PCM16 mono as is, otherwise the channel mean on the int16 grid."""
     if data.dtype == np.int16:
         if data.shape[1] == 1:
-            return PCM(np.ascontiguousarray(data[:, 0]), rate, subtype)
+            return np.ascontiguousarray(data[:, 0])
         # The mean of int16 values always lies in the int16 range, so rounding cannot overflow.
-        return PCM(np.rint(data.astype(np.float64).mean(axis=1)).astype(np.int16), rate, subtype)
-    return PCM(to_int16_grid(data.mean(axis=1)), rate, subtype)
+        return np.rint(data.astype(np.float64).mean(axis=1)).astype(np.int16)
+    return to_int16_grid(data.mean(axis=1))
+
+
+def read_pcm(path: str | os.PathLike[str], *, clip_name: str, expected_rate: int | None = None) -> PCM:
+    """Read a WAV/FLAC file as mono int16; errors are SourceError naming the clip and the file.
+
+    16-bit PCM is read sample for sample (bit-exact). Every other encoding (8-, 24-, 32-bit PCM, 32/64-bit
+    float, ...) is decoded by libsndfile to float64 in [-1, 1) and put on the int16 grid by `to_int16_grid`;
+    `PCM.source_format` then names the file's subtype so builds can report it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SourceError(f"clip {clip_name}: audio file not found: {path}")
+    data, rate, subtype = _decode(path, clip_name, expected_rate)
+    _check_samples(data, path, clip_name, subtype)
+    return PCM(_mono_int16(data), rate, subtype)
 
 
 def write_wav_pcm16(path: str | os.PathLike[str], samples_int16: np.ndarray, sr: int) -> None:
