@@ -10,24 +10,18 @@ import pytest
 import torch
 
 from harness.models import families as fam
-from harness.models.protocol import AudioClip, Prompt
+from harness.models.protocol import Prompt
 from harness.models.tiny import TINY_FAMILIES, tiny_model
+from tests.synthetic_audio import tone_clip
 
 ALL = list(TINY_FAMILIES)
 QUESTION = 'Does the volume increase or decrease over time?\n\nAnswer with only one word: "increase" or "decrease".'
 CHOICES = ("increase", "decrease")
 
 
-def _clip(seconds: float, seed: int, sr: int = 16000) -> AudioClip:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * sr)) / sr
-    x = 0.3 * np.sin(2 * np.pi * (200 + 100 * seed) * t) + 0.05 * rng.standard_normal(t.size)
-    return AudioClip(x.astype(np.float32), sr)
-
-
 PROMPTS = [
-    Prompt((QUESTION, _clip(1.3, 0)), clip_id="a", meta={"attribute": "volume"}),
-    Prompt((QUESTION, _clip(5.0, 1, sr=48000)), clip_id="b", meta={"attribute": "volume"}),  # a few seconds, at 48 kHz
+    Prompt((QUESTION, tone_clip(1.3, 0)), clip_id="a", meta={"attribute": "volume"}),
+    Prompt((QUESTION, tone_clip(5.0, 1, sr=48000)), clip_id="b", meta={"attribute": "volume"}),  # a few seconds, at 48 kHz
 ]
 
 
@@ -66,7 +60,7 @@ EXPECTED_PROMPT = {
 
 
 def test_prompt_renders_as_the_model_card_shows(lm):
-    card = Prompt((_clip(1.0, 3), CARD_TEXT), clip_id="card")  # audio first, as in the cards' examples
+    card = Prompt((tone_clip(1.0, 3), CARD_TEXT), clip_id="card")  # audio first, as in the cards' examples
     if lm.spec.name == "voxtral":
         # Voxtral-Mini-3B-2507 card: mistral-common instruct tokens <s>[INST][BEGIN_AUDIO][AUDIO]... text [/INST];
         # a 1 s clip is padded to one 30 s chunk: 30 s x 12.5 tokens/s = 375 [AUDIO] tokens.
@@ -164,6 +158,14 @@ def test_generate_batches_like_singles(lm):
 
 
 # ---- hidden states (SPEC §6) ---------------------------------------------------------------------------------------
+# Each family's own audio adapter, written here by hand from the transformers modelling code (not from our spec).
+ADAPTER_MODULE = {
+    "qwen2-audio": "multi_modal_projector", "audio-flamingo-3": "multi_modal_projector",
+    "voxtral": "multi_modal_projector", "qwen2.5-omni": "audio_tower", "granite-speech": "projector",
+    "phi-4-multimodal": "embed_tokens_extend.audio_embed.down_proj_for_speech", "gemma-3n": "embed_audio",
+}
+
+
 def _adapter_rows(lm, prompt: Prompt) -> np.ndarray:
     """The family's own audio adapter output for one prompt's clip, valid frames only (an independent hook)."""
     name, model = lm.spec.name, lm.model
@@ -173,16 +175,7 @@ def _adapter_rows(lm, prompt: Prompt) -> np.ndarray:
     def keep(key):
         return lambda m, a, k, o: grabbed.setdefault(key, []).append((k, o))
 
-    if name in ("qwen2-audio", "audio-flamingo-3", "voxtral"):
-        module = model.model.multi_modal_projector
-    elif name == "qwen2.5-omni":
-        module = model.model.audio_tower
-    elif name == "granite-speech":
-        module = model.model.projector
-    elif name == "phi-4-multimodal":
-        module = model.model.embed_tokens_extend.audio_embed.down_proj_for_speech
-    else:
-        module = model.model.embed_audio
+    module = model.model.get_submodule(ADAPTER_MODULE.get(name, "embed_audio"))
     hooks = [module.register_forward_hook(keep("adapter"), with_kwargs=True)]
     if name == "gemma-3n":
         hooks.append(model.model.audio_tower.register_forward_hook(keep("tower"), with_kwargs=True))
@@ -266,7 +259,7 @@ def test_granite_torch_mel_matches_an_independent_reference():
 
     from harness.models.frontends import TorchMelSpectrogram
 
-    x = _clip(0.7, 5).array
+    x = tone_clip(0.7, 5).array
     ours = TorchMelSpectrogram(16000, 512, 400, 160, 80)(torch.from_numpy(x)[None])[0].numpy()
     power = np.abs(librosa.stft(x, n_fft=512, hop_length=160, win_length=400, window="hann", center=True,
                                 pad_mode="reflect")) ** 2
@@ -302,6 +295,6 @@ def test_a_wheel_that_fails_to_load_counts_as_missing(tmp_path, monkeypatch):
 
 def test_a_clip_longer_than_the_front_end_takes_is_an_error_row():
     lm = tiny_model("qwen2-audio")
-    items = lm.generate_items([Prompt((QUESTION, _clip(31.0, 4)), clip_id="long"), PROMPTS[0]], max_new_tokens=1)
+    items = lm.generate_items([Prompt((QUESTION, tone_clip(31.0, 4)), clip_id="long"), PROMPTS[0]], max_new_tokens=1)
     assert "at most 30 s per clip" in items[0].message and items[0].clip_id == "long"
     assert isinstance(items[1], str)

@@ -9,26 +9,20 @@ import torch
 
 from harness.models.base import ItemErrors, ModelError
 from harness.models.fast_encoder import build_fast_audio
-from harness.models.protocol import AudioClip, Prompt
+from harness.models.protocol import Prompt
 from harness.models.tiny import tiny_model
+from tests.synthetic_audio import tone_clip
 
 FAMILIES = ("qwen2-audio", "audio-flamingo-3")
 QUESTION = 'Does the volume increase or decrease over time?\n\nAnswer with only one word: "increase" or "decrease".'
 CHOICES = ("increase", "decreasingly")  # the second is several tokens in the tiny vocabulary
 
 
-def _clip(seconds: float, seed: int, sr: int = 16000) -> AudioClip:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * sr)) / sr
-    x = 0.3 * np.sin(2 * np.pi * (200 + 100 * seed) * t) + 0.05 * rng.standard_normal(t.size)
-    return AudioClip(x.astype(np.float32), sr)
-
-
 # Different lengths, deliberately not sorted, one at 48 kHz (resampled by the wrapper).
 PROMPTS = [
-    Prompt((QUESTION, _clip(1.0, 0)), clip_id="a"),
-    Prompt((QUESTION, _clip(2.53, 1, sr=48000)), clip_id="b"),
-    Prompt((QUESTION, _clip(0.71, 2)), clip_id="c"),
+    Prompt((QUESTION, tone_clip(1.0, 0)), clip_id="a"),
+    Prompt((QUESTION, tone_clip(2.53, 1, sr=48000)), clip_id="b"),
+    Prompt((QUESTION, tone_clip(0.71, 2)), clip_id="c"),
 ]
 
 
@@ -160,7 +154,7 @@ def test_item_failure_becomes_an_error_row(lm, monkeypatch):
 
 
 def test_fast_encoder_logits_match_stock(lm, monkeypatch):
-    long = Prompt((QUESTION, _clip(30.0, 3)), clip_id="long")  # the full window: no frames to skip
+    long = Prompt((QUESTION, tone_clip(30.0, 3)), clip_id="long")  # the full window: no frames to skip
     prompts = [*PROMPTS, long]
     inputs = lm._encode(prompts)
     stock = lm._forward_prompt(inputs, use_cache=False, hidden=False).last_logits
@@ -184,7 +178,7 @@ def test_fast_encoder_logits_match_stock(lm, monkeypatch):
 
 def test_af3_refuses_two_clips_per_prompt():
     lm = tiny_model("audio-flamingo-3")
-    two = Prompt(("Example:", _clip(0.5, 0), "Query:", _clip(0.5, 1)), clip_id="fewshot")
+    two = Prompt(("Example:", tone_clip(0.5, 0), "Query:", tone_clip(0.5, 1)), clip_id="fewshot")
     items = lm.generate_items([two, PROMPTS[0]], max_new_tokens=2)
     assert isinstance(items[0], ModelError) and "at most 1 clip" in items[0].message
     assert isinstance(items[1], str)

@@ -12,15 +12,16 @@ import pytest
 
 from harness.models.base import ModelError
 from harness.models.external import MissingDependency
+from harness.models.families import FAMILIES
 from harness.models.protocol import AudioClip, AudioLM, Prompt
-from harness.models.registry import HF_FAMILIES, get_model, list_models, registry
+from harness.models.registry import get_model, list_models, registry
 
 EXPECTED = {
     "signal-oracle", "always-increase", "random", "tiny-qwen2-audio", "tiny-audio-flamingo-3", "audio-flamingo-3",
     "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b", "granite-speech-3.3-8b", "phi-4-multimodal",
     "gemma-3n-e4b", "tiny-qwen2.5-omni", "tiny-voxtral", "tiny-granite-speech", "tiny-phi-4-multimodal",
     "tiny-gemma-3n", "kimi-audio", "mimo-audio", "step-audio-2-mini", "gemini-3-flash", "gpt-4o-audio",
-    "whisper-tiny-en", *(f"hf-{family}" for family in HF_FAMILIES),
+    "whisper-tiny-en", *(f"hf-{family}" for family in FAMILIES),
 }
 CLIP = AudioClip(np.zeros(16000, dtype=np.float32), 16000)
 

@@ -27,13 +27,13 @@ from typing import Any
 
 from .base import BaseAudioLM, ModelError, wav_base64
 from .external import answer_seed
-from .protocol import Prompt
+from .protocol import Listing, Prompt
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class APISpec:
+class APISpec(Listing):
     """How one provider's endpoint is called: authentication, fixed generation settings, token budget."""
 
     name: str
@@ -47,11 +47,13 @@ class APISpec:
     budget_field: str | None = None  # request field carrying max_new_tokens; None: the budget is not sent
     samples: bool = False  # answers are sampled: each request carries answer_seed(...) as its seed
     version_fields: tuple[str, ...] = ()  # response fields naming the model version that answered
-    source: str = ""  # the official documentation these settings follow
 
 
 GEMINI = APISpec(
     name="gemini",
+    registry_name="gemini-3-flash",
+    description=("gemini-3-flash-preview generateContent, inline WAV (GEMINI_API_KEY, sent as the x-goog-api-key "
+                 "header); thinking low, T 1.0, no output-token cap"),
     model="gemini-3-flash-preview",
     default_base_url="https://generativelanguage.googleapis.com",
     base_url_env="GEMINI_BASE_URL",
@@ -72,6 +74,9 @@ GEMINI = APISpec(
 
 OPENAI = APISpec(
     name="openai",
+    registry_name="gpt-4o-audio",
+    description=("gpt-4o-audio-preview chat completions with input_audio (OPENAI_API_KEY); text only, T 0, "
+                 "max_completion_tokens"),
     model="gpt-4o-audio-preview",
     default_base_url="https://api.openai.com/v1",
     base_url_env="OPENAI_BASE_URL",
@@ -145,7 +150,7 @@ class APIAudioLM(BaseAudioLM):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         # Requests in flight at once; the base class's batch is the same number (one call = one pool).
-        super().__init__(name, batch_size=concurrency)
+        super().__init__(name or self.spec.registry_name, batch_size=concurrency)
         self.model = model or self.spec.model
         self.base_url = (base_url or os.environ.get(self.spec.base_url_env) or self.spec.default_base_url).rstrip("/")
         key = (api_key if api_key is not None else os.environ.get(self.spec.key_env, "")).strip()

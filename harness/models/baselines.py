@@ -64,6 +64,7 @@ class AlwaysIncrease(LabelBaseline):
     """Always claims the rise: "increase" (direction and ternary configs), "yes" on yes/no change detection."""
 
     name = "always-increase"
+    description = "answers 'increase' ('yes' on yes/no configs) to everything"  # harness list-models
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
         labels = answer_vocabulary(prompt)[1]
@@ -75,6 +76,7 @@ class RandomBaseline(LabelBaseline):
     so reruns and shards agree and categories sharing a source clip draw independently."""
 
     name = "random"
+    description = "uniform over the offered answers, seeded by sha256(seed:category:clip_id)"  # harness list-models
 
     def __init__(self, name: str | None = None, *, seed: int = 1234, batch_size: int = 256) -> None:
         super().__init__(name, batch_size=batch_size)
@@ -91,6 +93,7 @@ class SignalOracle(LabelBaseline):
     """Reads the manipulated parameter's trajectory from the signal (vocalgrad_dataset.oracle)."""
 
     name = "signal-oracle"
+    description = "reads the manipulated trajectory from the signal (upper bound)"  # harness list-models
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
         from vocalgrad_dataset.oracle import predict  # lazy: the DSP stack loads only when used

@@ -31,11 +31,11 @@ from typing import Any, Literal
 import numpy as np
 
 from .base import BaseAudioLM, ModelError
-from .protocol import MissingDependency, Prompt
+from .protocol import Listing, MissingDependency, Prompt
 
 
 @dataclass(frozen=True)
-class RuntimeSpec:
+class RuntimeSpec(Listing):
     """How one external runtime is installed, prompted and run."""
 
     name: str
@@ -52,11 +52,13 @@ class RuntimeSpec:
     system_prompt: str | None  # None: the runtime's template has none
     generation: dict[str, Any] = field(default_factory=dict)  # fixed settings of every call
     samples: bool = False  # draws random tokens (seeded per call, see the module docstring)
-    source: str = ""  # the official usage these settings follow
 
 
 KIMI_AUDIO = RuntimeSpec(
     name="kimi-audio",
+    registry_name="kimi-audio",
+    description=("moonshotai/Kimi-Audio-7B-Instruct via kimia_infer (remote code); the README's sampling (text "
+                 "greedy), one message per segment in prompt order"),
     model_id="moonshotai/Kimi-Audio-7B-Instruct",
     runtime_modules=("kimia_infer.api.kimia",),
     install_hint="Kimi-Audio needs kimia_infer: git clone --recursive https://github.com/MoonshotAI/Kimi-Audio && "
@@ -82,6 +84,9 @@ KIMI_AUDIO = RuntimeSpec(
 
 MIMO_AUDIO = RuntimeSpec(
     name="mimo-audio",
+    registry_name="mimo-audio",
+    description=("XiaomiMiMo/MiMo-Audio-7B-Instruct via its runtime's audio-understanding template (the clip "
+                 "before the text, one clip); sampled at T 0.3, top-p 0.95"),
     model_id="XiaomiMiMo/MiMo-Audio-7B-Instruct",
     runtime_modules=("src.mimo_audio.mimo_audio", "mimo_audio.mimo_audio"),
     install_hint="MiMo-Audio needs its runtime: git clone https://github.com/XiaomiMiMo/MiMo-Audio && "
@@ -110,6 +115,9 @@ MIMO_AUDIO = RuntimeSpec(
 
 STEP_AUDIO_2_MINI = RuntimeSpec(
     name="step-audio-2-mini",
+    registry_name="step-audio-2-mini",
+    description=("stepfun-ai/Step-Audio-2-mini via its runtime (remote code); examples.py's audio-analysis system "
+                 "prompt, beam search of width 2"),
     model_id="stepfun-ai/Step-Audio-2-mini",
     runtime_modules=("stepaudio2",),
     install_hint="Step-Audio 2 mini needs its runtime: git clone https://github.com/stepfun-ai/Step-Audio2 && "

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .protocol import Listing
+
 
 @dataclass(frozen=True)
 class Adapter:
@@ -28,11 +30,15 @@ class Requirement:
 
 
 @dataclass(frozen=True)
-class FamilySpec:
+class FamilySpec(Listing):
     """How one transformers audio-LM family is loaded, prompted and read."""
 
     name: str
     model_class: str  # attribute of `transformers` instantiated with from_pretrained
+    # The registry entries this family gives (harness list-models): the published checkpoint under its own
+    # name (Listing.registry_name), `hf-<name>` for any checkpoint of the family, `tiny-<name>` for tests.
+    checkpoint: str = ""
+    tiny_description: str = ""
     processor_class: str = "AutoProcessor"
     # "render": the chat template renders text, then processor(text=..., audio=...);
     # "chat": processor.apply_chat_template(tokenize=True) takes the audio itself (Voxtral/mistral-common).
@@ -97,6 +103,10 @@ _TORCHVISION = Requirement("torchvision", "torchvision", "the image/video sub-pr
 # (30 s window), greedy decoding in our protocol. Template: chat_template.json of the checkpoint.
 QWEN2_AUDIO = FamilySpec(
     name="qwen2-audio",
+    registry_name="qwen2-audio-7b-instruct",
+    checkpoint="Qwen/Qwen2-Audio-7B-Instruct",
+    description="Qwen/Qwen2-Audio-7B-Instruct",
+    tiny_description="random-weight Qwen2-Audio: 2 encoder + 2 decoder layers (tests, benchmarks)",
     model_class="Qwen2AudioForConditionalGeneration",
     fast_encoder="whisper",
     feature_mask_key="feature_attention_mask",
@@ -107,6 +117,10 @@ QWEN2_AUDIO = FamilySpec(
 # one <sound> per user turn placed before the text by the template, 16 kHz, 30 s windows (up to 10 min).
 AUDIO_FLAMINGO_3 = FamilySpec(
     name="audio-flamingo-3",
+    registry_name="audio-flamingo-3",
+    checkpoint="nvidia/audio-flamingo-3-hf",
+    description="nvidia/audio-flamingo-3-hf (float32 as published)",
+    tiny_description="random-weight Audio Flamingo 3: 2 encoder + 2 decoder layers (tests)",
     model_class="AudioFlamingo3ForConditionalGeneration",
     dtype="float32",
     max_audios=1,
@@ -120,6 +134,10 @@ AUDIO_FLAMINGO_3 = FamilySpec(
 # the card's system prompt verbatim, use_audio_in_video=False, 16 kHz Whisper-style front end.
 QWEN2_5_OMNI = FamilySpec(
     name="qwen2.5-omni",
+    registry_name="qwen2.5-omni-7b",
+    checkpoint="Qwen/Qwen2.5-Omni-7B",
+    description="Qwen/Qwen2.5-Omni-7B, thinker only (text answers), the card's system prompt",
+    tiny_description="random-weight Qwen2.5-Omni thinker (tests)",
     model_class="Qwen2_5OmniForConditionalGeneration",
     processor_class="Qwen2_5OmniProcessor",
     submodule="thinker",
@@ -140,6 +158,10 @@ QWEN2_5_OMNI = FamilySpec(
 # 30 s chunks; no system prompt; bfloat16 on GPU. The projector output fills the [AUDIO] slots.
 VOXTRAL = FamilySpec(
     name="voxtral",
+    registry_name="voxtral-mini-3b",
+    checkpoint="mistralai/Voxtral-Mini-3B-2507",
+    description="mistralai/Voxtral-Mini-3B-2507 (`pip install -e '.[voxtral]'`)",
+    tiny_description="random-weight Voxtral, Tekken tokenizer via mistral-common (tests)",
     model_class="VoxtralForConditionalGeneration",
     processor_class="VoxtralProcessor",
     input_style="chat",
@@ -161,6 +183,10 @@ GRANITE_SYSTEM_PROMPT = (
 # enabled by the model for audio inputs; greedy decoding (num_beams=1 in our protocol).
 GRANITE_SPEECH = FamilySpec(
     name="granite-speech",
+    registry_name="granite-speech-3.3-8b",
+    checkpoint="ibm-granite/granite-speech-3.3-8b",
+    description="ibm-granite/granite-speech-3.3-8b, the card's fixed system prompt; one clip per forward (mel in plain torch without torchaudio)",
+    tiny_description="random-weight Granite Speech with its root LoRA (tests)",
     model_class="GraniteSpeechForConditionalGeneration",
     processor_class="GraniteSpeechProcessor",
     content_style="string",
@@ -184,6 +210,10 @@ GRANITE_SPEECH = FamilySpec(
 # with "<|audio|>" in the content where the clip goes.
 PHI4_MULTIMODAL = FamilySpec(
     name="phi-4-multimodal",
+    registry_name="phi-4-multimodal",
+    checkpoint="microsoft/Phi-4-multimodal-instruct",
+    description="microsoft/Phi-4-multimodal-instruct @ refs/pr/70, `speech-lora` active; one clip per forward",
+    tiny_description="random-weight Phi-4-multimodal with its speech-lora (tests)",
     model_class="Phi4MultimodalForCausalLM",
     processor_class="Phi4MultimodalProcessor",
     content_style="string",
@@ -204,6 +234,10 @@ PHI4_MULTIMODAL = FamilySpec(
 # audio prompts never reach it, so it is built empty when timm is missing.
 GEMMA3N = FamilySpec(
     name="gemma-3n",
+    registry_name="gemma-3n-e4b",
+    checkpoint="google/gemma-3n-E4B-it",
+    description="google/gemma-3n-E4B-it; one clip per forward (vision tower built empty without timm)",
+    tiny_description="random-weight Gemma 3n, SentencePiece-style BPE (tests)",
     model_class="Gemma3nForConditionalGeneration",
     processor_class="Gemma3nProcessor",
     unused_towers=("vision_tower",),

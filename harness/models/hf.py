@@ -252,15 +252,8 @@ class HFAudioLM(BaseAudioLM):
 
     def _encode(self, prompts: list[Prompt], suffixes: list[str] | None = None) -> dict[str, torch.Tensor]:
         """Processor outputs for a batch (left padded), on the model's device and dtype."""
-        limit, longest = self.spec.max_audios, self.spec.max_audio_seconds
         for p in prompts:
-            if limit is not None and len(p.audios) > limit:
-                raise ModelError(f"{self.spec.name} takes at most {limit} clip(s) per prompt", p.clip_id)
-            for clip in p.audios:  # the published front end would truncate it silently
-                seconds = len(clip.array) / clip.sampling_rate
-                if longest is not None and seconds > longest + 1e-6:
-                    raise ModelError(f"{self.spec.name} encodes at most {longest:g} s per clip; this one is "
-                                     f"{seconds:.2f} s", p.clip_id)
+            self._check_audio_limits(p)
         if self.spec.input_style == "chat":
             if suffixes:
                 raise ModelError(f"{self.spec.name}: prompt+answer rows need a 'render' family")
@@ -273,28 +266,43 @@ class HFAudioLM(BaseAudioLM):
                 processor_kwargs={"padding": True, **self.spec.processor_kwargs},
             )
         else:
-            texts = [self._render(self._conversation(p), True) for p in prompts]
-            if suffixes:
-                texts = [t + s for t, s in zip(texts, suffixes, strict=True)]
-            # Padding goes to the tokenizer only: Whisper-style feature extractors must keep their 30 s padding.
-            text_kwargs: dict[str, Any] = {"padding": True, "padding_side": "left"}
-            bos = getattr(self.tokenizer, "bos_token", None)
-            if bos and all(t.startswith(bos) for t in texts):
-                text_kwargs["add_special_tokens"] = False  # the template already wrote BOS
-            kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "text_kwargs": text_kwargs}
-            audios = [mono_at(a, self.spec.sampling_rate) for p in prompts for a in p.audios]
-            if audios:
-                kwargs[self.spec.audio_kwarg] = audios
-                kwargs["sampling_rate"] = self.spec.sampling_rate
-                if self.feature_device:
-                    kwargs["audio_kwargs"] = {"device": self.feature_device}
-            inputs = self.processor(**kwargs, **self.spec.processor_kwargs)
+            inputs = self._process_rendered(prompts, suffixes)
         out = {}
         for k, v in dict(inputs).items():
             if isinstance(v, torch.Tensor):
                 v = v.to(self.device)
                 out[k] = v.to(self.dtype) if v.is_floating_point() else v
         return out
+
+    def _check_audio_limits(self, prompt: Prompt) -> None:
+        """ModelError for more clips, or a longer clip, than the family's front end takes (never truncated)."""
+        limit, longest = self.spec.max_audios, self.spec.max_audio_seconds
+        if limit is not None and len(prompt.audios) > limit:
+            raise ModelError(f"{self.spec.name} takes at most {limit} clip(s) per prompt", prompt.clip_id)
+        for clip in prompt.audios:  # the published front end would truncate it silently
+            seconds = len(clip.array) / clip.sampling_rate
+            if longest is not None and seconds > longest + 1e-6:
+                raise ModelError(f"{self.spec.name} encodes at most {longest:g} s per clip; this one is "
+                                 f"{seconds:.2f} s", prompt.clip_id)
+
+    def _process_rendered(self, prompts: list[Prompt], suffixes: list[str] | None) -> Any:
+        """Template-rendered texts (plus answer suffixes) and the clips through the processor."""
+        texts = [self._render(self._conversation(p), True) for p in prompts]
+        if suffixes:
+            texts = [t + s for t, s in zip(texts, suffixes, strict=True)]
+        # Padding goes to the tokenizer only: Whisper-style feature extractors must keep their 30 s padding.
+        text_kwargs: dict[str, Any] = {"padding": True, "padding_side": "left"}
+        bos = getattr(self.tokenizer, "bos_token", None)
+        if bos and all(t.startswith(bos) for t in texts):
+            text_kwargs["add_special_tokens"] = False  # the template already wrote BOS
+        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "text_kwargs": text_kwargs}
+        audios = [mono_at(a, self.spec.sampling_rate) for p in prompts for a in p.audios]
+        if audios:
+            kwargs[self.spec.audio_kwarg] = audios
+            kwargs["sampling_rate"] = self.spec.sampling_rate
+            if self.feature_device:
+                kwargs["audio_kwargs"] = {"device": self.feature_device}
+        return self.processor(**kwargs, **self.spec.processor_kwargs)
 
     # ---- training and adapters (finetune/) ------------------------------------------------------------
     def _end_of_turn(self) -> tuple[str, int] | None:

