@@ -30,7 +30,7 @@ from typing import (
 from harness.parsing import PARSER_VERSION
 from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
-RESULTS_SCHEMA_VERSION = "2"
+RESULTS_SCHEMA_VERSION = "3"  # 3: the headline group holds the main categories only; its CI is Wilson
 SHARD_RE = re.compile(r"^samples_(?P<config>.+)\.rank(?P<rank>\d+)\.jsonl$")
 
 
@@ -137,7 +137,8 @@ def lm_eval_keys(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class GroupSummary(TypedDict):
-    """harness.metrics.category_mean() plus whether all nine categories are in it."""
+    """harness.metrics.category_mean() over the run's main categories (format and variant configs only when
+    the run has no main category), plus whether all nine are in it."""
 
     n_configs: int
     configs: NotRequired[list[str]]
@@ -269,12 +270,9 @@ def validate_results(obj: Any) -> None:
 
 def versions(generator_version: str | None = None) -> dict[str, str]:
     """Versions stored in results.json."""
-    from importlib.metadata import PackageNotFoundError, version
+    from vocalgrad_dataset.cliinfo import package_version
 
-    try:
-        harness_version = version("vocalgrad")
-    except PackageNotFoundError:
-        harness_version = "0.1.0+src"
+    harness_version = package_version()
     if generator_version is None:
         from vocalgrad_dataset.generate import GENERATOR_VERSION
 
@@ -547,8 +545,11 @@ def build_results(
     from harness.data import CONFIGS
     from harness.metrics import breakdowns, category_mean, summarize
 
-    group = category_mean(rows_by_config)
-    group["complete"] = set(rows_by_config) == set(CONFIGS)  # the headline needs all nine categories
+    # The headline is the mean over the nine categories; format and variant configs (pitch-ternary,
+    # beep-pitch, ...) have their own entries and stay out of it unless the run has nothing else.
+    main = {c: rows for c, rows in rows_by_config.items() if c in CONFIGS} or dict(rows_by_config)
+    group = category_mean(main)
+    group["complete"] = set(main) == set(CONFIGS)  # the headline needs all nine categories
     n_samples = {
         c: {"original": int(n_original.get(c, len(rows))), "effective": len(rows)} for c, rows in rows_by_config.items()
     }

@@ -93,6 +93,10 @@ def test_lm_eval_reads_the_results(run: Path) -> None:
     assert f1[5] == "N/A"  # no closed-form stderr: lm-eval's own marker, never a number
     assert [s[3] for s in shown if s[2] == "increase_ratio"] == [None, None]  # best at 50 %, neither way
     assert obj["n-samples"] == {"volume": {"original": 72, "effective": 18}, "noise-ternary": {"original": 75, "effective": 19}}
+    # the headline mean is over the main categories: the ternary config keeps its own entry
+    group = obj["groups"]["vocalgrad"]
+    assert group["configs"] == ["volume"] and group["accuracy"] == obj["results"]["volume"]["accuracy"]
+    assert group["complete"] is False
 
 
 def test_environment_timing_and_seed(run: Path) -> None:
