@@ -120,7 +120,7 @@ def format_report(results: Mapping[str, Any]) -> str:
             pct(s["exact_match_rate"]), str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]),
         ])
     complete = "" if group.get("complete") else " (incomplete: not all nine categories)"
-    body.append(["**mean**", "", pct(group["accuracy"]),
+    body.append(["**mean of the categories**", "", pct(group["accuracy"]),
                  f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
                  f"±{pct(Z95 * group['accuracy_cluster_stderr'])}"
                  if group.get("accuracy_cluster_stderr") is not None else "—", *[""] * 7])

@@ -474,6 +474,22 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _nvidia_smi_names() -> list[str]:
+    """GPU names as nvidia-smi lists them; [] without nvidia-smi (CPU machines) or when it fails."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
 ENV_PACKAGES = ("torch", "transformers", "datasets", "accelerate", "numpy", "peft", "librosa", "soundfile")
 
 
@@ -493,6 +509,8 @@ def environment() -> Environment:
     torch = sys.modules.get("torch")  # only if already loaded: a report must not import torch for this
     if torch is not None and torch.cuda.is_available():
         gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    elif torch is None:  # a run that never loaded torch (baselines, API models) still names the machine's GPUs
+        gpu = _nvidia_smi_names()
     git_hash = _git(["rev-parse", "HEAD"])
     dirty = _git(["status", "--porcelain", "--untracked-files=no"]) if git_hash else None
     return {
