@@ -7,6 +7,7 @@ import sys
 
 from harness.models.protocol import MissingDependency, ModelError
 from harness.runner import add_eval_arguments, eval_settings_from_args, run_eval
+from vocalgrad_dataset.cliinfo import DefaultsHelpFormatter, add_version_argument
 
 
 def _eval(ns: argparse.Namespace) -> int:
@@ -40,23 +41,39 @@ def _list_models(ns: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    p = argparse.ArgumentParser(prog="harness", description="Evaluate audio LMs on VocalGrad.")
-    sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("eval", help="run or resume an evaluation in this process")
+    """The argument parser of every subcommand (each with a description; --help shows the defaults)."""
+    fmt = DefaultsHelpFormatter
+    p = argparse.ArgumentParser(prog="harness", formatter_class=fmt,
+                                description="Evaluate audio language models on VocalGrad: run an evaluation, "
+                                "report and compare runs, and build the leaderboard.")
+    add_version_argument(p)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=helptext, description=description, formatter_class=fmt)
+
+    e = command("eval", "run or resume an evaluation in this process",
+                "Evaluate a model on VocalGrad configs (generated from --source, or read from a --dataset build) "
+                "and write samples_<config>.jsonl and results.json into --out; an existing run directory is "
+                "resumed. Multi-GPU: `accelerate launch harness/eval.py ...` with the same arguments.")
     add_eval_arguments(e)
     e.set_defaults(func=_eval)
-    r = sub.add_parser("report", help="tables and figures recomputed from the samples files of one or more runs")
+    r = command("report", "tables and figures recomputed from the samples files of one or more runs",
+                "Recompute every metric from the samples files (answers re-parsed by the current parser) and "
+                "write report.md plus the figures (PNG and SVG). Several runs give one table with a row per "
+                "model, beside the paper's Table 2 rows, then each run's own report.")
     r.add_argument("run_dirs", nargs="+", metavar="RUN", help="run directories; several are shown side by side")
-    r.add_argument("--out", default=None, help="where report.md and the figures (PNG, SVG) go (default: the first run)")
-    r.add_argument("--no-figures", action="store_true")
+    r.add_argument("--out", default=None, help="where report.md and the figures go (default: the first RUN)")
+    r.add_argument("--no-figures", action="store_true", help="write report.md only, no PNG/SVG figures")
     r.set_defaults(func=_report)
-    c = sub.add_parser("compare", help="McNemar test per config between two runs on the same clips")
-    c.add_argument("run_a")
-    c.add_argument("run_b")
+    c = command("compare", "McNemar test per config between two runs on the same clips",
+                "Pair the clips two runs share (by benchmark_clip_id) and test, per config, whether their "
+                "accuracies differ (exact McNemar test on the discordant pairs).")
+    c.add_argument("run_a", metavar="RUN_A", help="first run directory")
+    c.add_argument("run_b", metavar="RUN_B", help="second run directory")
     c.set_defaults(func=_compare)
-    m = sub.add_parser("list-models", help="models the registry knows (installed plugins included)",
-                       description="Every model name --model takes, with its kind and what it runs.")
+    m = command("list-models", "models the registry knows",
+                "Every registered model: name, kind (baseline, hf, external, api, ...) and a description.")
     m.add_argument("--markdown", action="store_true", help="print the README's model table")
     m.set_defaults(func=_list_models)
     from harness.leaderboard.cli import add_leaderboard_parser

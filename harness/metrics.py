@@ -3,8 +3,9 @@
 Conventions:
 - Headline accuracy is over all clips: unparsed and error rows count as wrong.
 - 95 % intervals of a proportion are Wilson score intervals (scipy's `binomtest(k, n).proportion_ci(
-  method="wilson")`): unlike p ± 1.96·sqrt(p(1−p)/n) they never collapse to [0, 0] at 0/n or [1, 1] at n/n
-  and keep their coverage at small n. At n = 2,400 they agree with the paper's parametric bootstrap of
+  method="wilson")`; the 9-category mean's at its effective sample size p(1−p)/se²): unlike
+  p ± 1.96·sqrt(p(1−p)/n) they never collapse to [0, 0] at 0/n or [1, 1] at n/n and keep their coverage
+  at small n. At n = 2,400 they agree with the paper's parametric bootstrap of
   Binomial(n, p̂) to 0.1 point. `accuracy_stderr` stays the binomial sqrt(p(1−p)/n) (lm-evaluation-harness's
   convention).
 - Clustered intervals treat the rows of one source clip as a cluster (the 24 conditions of a clip share
@@ -42,6 +43,15 @@ def binomial_interval(k: int, n: int, confidence: float = 0.95, method: str = "w
 
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method=method)
     return (float(ci.low), float(ci.high))
+
+
+def wilson_interval(p: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion p observed over an *effective* sample size n (not a whole
+    number in general, so not scipy's binomtest): (p + z²/2n ± z·sqrt(p(1−p)/n + z²/4n²)) / (1 + z²/n)."""
+    if not n > 0 or math.isnan(p):
+        return (float("nan"), float("nan"))
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (max(0.0, (centre - half) / (1 + z * z / n)), min(1.0, (centre + half) / (1 + z * z / n)))
 
 
 def binomial_stderr(k: int, n: int) -> float:
@@ -225,13 +235,17 @@ def category_mean(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     mean = sum(accs) / k
     se = math.sqrt(sum(s * s for s in ses)) / k
     se_cl = cluster_stderr(y, cl, weights=w, means=mu)
+    # Wilson at the effective sample size p(1−p)/se² (Kish): one config gives exactly its own Wilson interval,
+    # and a mean at 0 or 1 (se = 0) uses the pooled clips, so the interval never collapses to [0, 0].
+    n_eff = mean * (1 - mean) / (se * se) if se > 0 else float(len(y))
+    lo, hi = wilson_interval(mean, n_eff)
     return finite_or_none({
         "n_configs": k,
         "configs": list(rows_by_config),
         "accuracy": mean,
         "accuracy_stderr": se,
-        "accuracy_ci_low": max(0.0, mean - Z95 * se),
-        "accuracy_ci_high": min(1.0, mean + Z95 * se),
+        "accuracy_ci_low": lo,
+        "accuracy_ci_high": hi,
         "accuracy_cluster_stderr": se_cl,
     })
 

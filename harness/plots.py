@@ -16,6 +16,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.container import BarContainer, ErrorbarContainer
+from matplotlib.lines import Line2D
 
 from harness.results import atomic_write_bytes
 
@@ -24,6 +25,8 @@ plt.switch_backend("Agg")  # headless: reports run on servers and in CI
 Summaries = Mapping[str, Mapping[str, Any]]  # config (or tier, curve) -> summarize() output
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
 FORMATS = ("png", "svg")
+CI_PREFIX = "_ci:"  # errorbar containers carry "_ci:<run label>": kept out of the legend, which has one CI entry
+CI_LEGEND = "95 % Wilson CI"
 
 
 def save_figure(fig: Any, stem: str | Path, formats: Sequence[str] = FORMATS) -> list[Path]:
@@ -48,7 +51,12 @@ def save_png(fig: Any, path: str | Path) -> Path:
 
 def _wrap(title: str, width: int = 70) -> str:
     """A title broken into lines of at most `width` characters (several run names stay readable)."""
-    return "\n".join(textwrap.wrap(title, width)) or title
+    return "\n".join(textwrap.wrap(title, width, break_on_hyphens=False)) or title
+
+
+def _title(ax: Any, title: str) -> None:
+    """The Axes title wrapped to the figure's width (about 9 characters of the 12 pt title per inch)."""
+    ax.set_title(_wrap(title, max(50, int(9 * ax.figure.get_size_inches()[0]))))
 
 
 def _num(x: Any) -> float:
@@ -60,7 +68,8 @@ def _pct(x: Any) -> float:
 
 
 def read_axes(ax: Any) -> dict[str, Any]:
-    """What an Axes shows: bars and intervals per series label, markers, lines, limits, title, legend."""
+    """What an Axes shows: bars and intervals per series label (NaN where a value is missing), markers, lines,
+    limits, title, legend."""
     bars: dict[str, list[float]] = {}
     intervals: dict[str, list[tuple[float, float]]] = {}
     for c in ax.containers:
@@ -68,7 +77,9 @@ def read_axes(ax: Any) -> dict[str, Any]:
             bars[str(c.get_label())] = [float(p.get_height()) for p in c.patches]  # signed
         elif isinstance(c, ErrorbarContainer):
             segs = c.lines[2][0].get_segments() if c.lines[2] else []
-            intervals[str(c.get_label())] = [(float(s[0][1]), float(s[1][1])) for s in segs]
+            # an empty segment is a missing value (NaN): no interval drawn
+            intervals[str(c.get_label()).removeprefix(CI_PREFIX)] = [
+                (float(s[0][1]), float(s[1][1])) if len(s) else (math.nan, math.nan) for s in segs]
     markers: dict[str, list[tuple[float, float]]] = {}
     lines: dict[str, list[float]] = {}
     for line in ax.get_lines():
@@ -99,79 +110,70 @@ def _caps_fit(ax: Any, highs: Sequence[float], floor: float = 0.0, top: float = 
     ax.set_ylim(floor, peak + 0.06 * (peak - floor))
 
 
-def _category_bars(runs: Mapping[str, Summaries], height: float) -> tuple[list[str], Any, Any, float]:
-    """(categories, figure, axes, bar width) for grouped bars: one group per category, one bar per run."""
-    names = list(dict.fromkeys(c for s in runs.values() for c in s))
-    k = max(1, len(runs))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(names) * (k + 1) + 2), height))
-    return names, fig, ax, 0.8 / k
+def _legend_below(ax: Any, n_entries: int, with_ci: bool, offset: float) -> None:
+    """The legend under the axes in as many columns as fit; one "95 % Wilson CI" entry stands for every
+    run's intervals (a run's own CI would double the entries)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if with_ci:
+        handles.append(Line2D([], [], ls="none", marker="$\\mathsf{I}$", ms=8, color="black"))
+        labels.append(CI_LEGEND)
+    longest = max((len(s) for s in labels), default=1)
+    width_in = ax.figure.get_size_inches()[0]
+    ncol = max(1, min(n_entries + int(with_ci), int(width_in * 72 / (7 * 0.6 * longest + 40))))
+    ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, offset), ncol=ncol,
+              frameon=False)
 
 
-def _bar_xs(n: int, j: int, width: float) -> list[float]:
-    """The x of run `j`'s bar in each of `n` groups."""
+def _bar_xs(runs: Mapping[str, Any], label: str | None, n: int) -> list[float]:
+    """x of a run's bars in a grouped bar chart (category i spans i ± 0.4); the centres without a run."""
+    if label not in runs:
+        return [float(i) for i in range(n)]
+    width = 0.8 / max(1, len(runs))
+    j = list(runs).index(label)
     return [i - 0.4 + width * (j + 0.5) for i in range(n)]
-
-
-def _bars(ax: Any, xs: Sequence[float], heights: Sequence[float], width: float, j: int, label: str) -> None:
-    """Run `j`'s bars (a missing value draws none: height 0)."""
-    ax.bar(xs, [0.0 if math.isnan(h) else h for h in heights], width * 0.92, color=PALETTE[j % len(PALETTE)],
-           label=label)
-
-
-def _published_markers(ax: Any, published: Mapping[str, Mapping[str, float]] | None, names: Sequence[str],
-                       shift: float = 0.0) -> list[float]:
-    """A run's published values (minus `shift`) as diamonds over the categories; the y values drawn."""
-    highs: list[float] = []
-    for label, values in (published or {}).items():
-        ys = [float(values.get(c, math.nan)) - shift for c in names]
-        ax.plot(range(len(names)), ys, ls="None", marker="D", ms=5, color="#555555", mfc="white",
-                label=f"{label} (paper)")
-        highs += ys
-    return highs
-
-
-def _category_ticks(ax: Any, names: Sequence[str]) -> None:
-    ax.set_xticks(list(range(len(names))), names, rotation=30, ha="right")
-
-
-def _finish(fig: Any, ax: Any, stem: str | Path, title: str, *, legend_y: float, ncol: int) -> dict[str, Any]:
-    """Title, legend below the axes, save; what the axes show (read back before the figure is closed)."""
-    ax.set_title(_wrap(title))
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, legend_y), ncol=ncol, frameon=False)
-    data = read_axes(ax)
-    save_figure(fig, stem)
-    return data
 
 
 def plot_accuracy(runs: Mapping[str, Summaries], stem: str | Path, title: str = "Accuracy by category",
                   human: Mapping[str, float] | None = None,
-                  published: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+                  published: Mapping[str, Mapping[str, float]] | None = None,
+                  published_over: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Grouped bars: all-clip accuracy (%) per category for each run, Wilson 95 % intervals, chance at 50 %,
-    the paper's human accuracy and a run's published accuracy as markers (both in %)."""
-    names, fig, ax, width = _category_bars(runs, 4.2)
+    the paper's human accuracy and a run's published accuracy as markers (both in %). `published_over`
+    puts a published series (by its label) over the bars of a run (by its label) instead of the category
+    centre. A category a run did not evaluate gets no bar and no interval (NaN in the returned data)."""
+    names = list(dict.fromkeys(c for s in runs.values() for c in s))
+    k = max(1, len(runs))
+    width = 0.8 / k
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names) * (k + 1) + 2), 4.2))
     highs: list[float] = []
     for j, (label, summaries) in enumerate(runs.items()):
-        xs = _bar_xs(len(names), j, width)
+        xs = _bar_xs(runs, label, len(names))
         acc = [_pct(summaries.get(c, {}).get("accuracy")) for c in names]
         lo = [_pct(summaries.get(c, {}).get("accuracy_ci_low")) for c in names]
         hi = [_pct(summaries.get(c, {}).get("accuracy_ci_high")) for c in names]
-        _bars(ax, xs, acc, width, j, label)
-        err = [[0.0 if math.isnan(a - lo_) else a - lo_ for a, lo_ in zip(acc, lo, strict=True)],
-               [0.0 if math.isnan(h - a) else h - a for a, h in zip(acc, hi, strict=True)]]
-        ax.errorbar(xs, [0.0 if math.isnan(a) else a for a in acc], yerr=err, fmt="none", ecolor="black",
-                    capsize=3, lw=0.9, label=f"{label} 95 % CI")
+        ax.bar(xs, acc, width * 0.92, color=PALETTE[j % len(PALETTE)], label=label)
+        err = [[a - lo_ for a, lo_ in zip(acc, lo, strict=True)], [h - a for a, h in zip(acc, hi, strict=True)]]
+        ax.errorbar(xs, acc, yerr=err, fmt="none", ecolor="black", capsize=3, lw=0.9, label=CI_PREFIX + label)
         highs += hi
     if human:
         ys = [float(human.get(c, math.nan)) for c in names]
         ax.plot(range(len(names)), ys, ls="None", marker="_", ms=18, mew=2.5, color="#2ca02c",
                 label="human (paper)")
         highs += ys
-    highs += _published_markers(ax, published, names)
+    for label, values in (published or {}).items():
+        ys = [float(values.get(c, math.nan)) for c in names]
+        ax.plot(_bar_xs(runs, (published_over or {}).get(label), len(names)), ys, ls="None", marker="D", ms=5,
+                color="#555555", mfc="white", label=f"{label} (paper)")
+        highs += ys
     ax.axhline(50, color="grey", ls="--", lw=1, label="chance (50 %)")
-    _category_ticks(ax, names)
+    ax.set_xticks(list(range(len(names))), names, rotation=30, ha="right")
     _caps_fit(ax, highs)
     ax.set_ylabel("accuracy, all clips (%)")
-    return _finish(fig, ax, stem, title, legend_y=-0.3, ncol=min(4, max(1, len(runs)) + 2))
+    _title(ax, title)
+    _legend_below(ax, k + bool(human) + len(published or {}) + 1, with_ci=True, offset=-0.25)
+    data = read_axes(ax)
+    save_figure(fig, stem)
+    return data
 
 
 def plot_breakdown(runs: Mapping[str, Summaries], key: str, stem: str | Path, order: Sequence[str] = (),
@@ -180,7 +182,7 @@ def plot_breakdown(runs: Mapping[str, Summaries], key: str, stem: str | Path, or
     Wilson 95 % intervals; `runs` maps label -> {value: summary}."""
     values = list(order) or list(dict.fromkeys(v for s in runs.values() for v in s))
     values = [v for v in values if any(v in s for s in runs.values())]
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(values) + 2), 3.8))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(values) + 2), 3.8))
     highs: list[float] = []
     for j, (label, cells) in enumerate(runs.items()):
         acc = [_pct(cells.get(v, {}).get("accuracy")) for v in values]
@@ -191,31 +193,49 @@ def plot_breakdown(runs: Mapping[str, Summaries], key: str, stem: str | Path, or
         ax.plot(xs, acc, marker="o", color=color, label=label)
         ax.errorbar(xs, acc, yerr=[[a - lo_ for a, lo_ in zip(acc, lo, strict=True)],
                                    [h - a for a, h in zip(acc, hi, strict=True)]],
-                    fmt="none", ecolor=color, capsize=3, lw=0.9, label=f"{label} 95 % CI")
+                    fmt="none", ecolor=color, capsize=3, lw=0.9, label=CI_PREFIX + label)
         highs += hi
     ax.axhline(50, color="grey", ls="--", lw=1, label="chance (50 %)")
     ax.set_xticks(list(range(len(values))), values)
     _caps_fit(ax, highs)
     ax.set_xlabel(key)
     ax.set_ylabel("accuracy, all clips (%)")
-    return _finish(fig, ax, stem, title or f"Accuracy by {key}", legend_y=-0.22, ncol=min(4, len(runs) + 1))
+    _title(ax, title or f"Accuracy by {key}")
+    _legend_below(ax, len(runs) + 1, with_ci=True, offset=-0.2)
+    data = read_axes(ax)
+    save_figure(fig, stem)
+    return data
 
 
 def plot_increase_bias(runs: Mapping[str, Summaries], stem: str | Path,
                        title: str = '"increase" bias by category',
-                       published: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+                       published: Mapping[str, Mapping[str, float]] | None = None,
+                       published_over: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Grouped bars of (share of parsed answers that are "increase") − 50, in points, per category and
-    run; a run's published bias (from the paper's counts) as markers. 0 = unbiased."""
-    names, fig, ax, width = _category_bars(runs, 3.8)
+    run; a run's published bias (from the paper's counts) as markers (over that run's bars with
+    `published_over`, as in plot_accuracy). 0 = unbiased; a category a run did
+    not evaluate (or with no parsed answer) has no bar (NaN in the returned data)."""
+    names = list(dict.fromkeys(c for s in runs.values() for c in s))
+    k = max(1, len(runs))
+    width = 0.8 / k
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names) * (k + 1) + 2), 3.8))
     for j, (label, summaries) in enumerate(runs.items()):
+        xs = _bar_xs(runs, label, len(names))
         bias = [_pct(summaries.get(c, {}).get("increase_ratio")) - 50 for c in names]
-        _bars(ax, _bar_xs(len(names), j, width), bias, width, j, label)
-    _published_markers(ax, published, names, shift=50)
+        ax.bar(xs, bias, width * 0.92, color=PALETTE[j % len(PALETTE)], label=label)
+    for label, values in (published or {}).items():
+        ys = [float(values.get(c, math.nan)) - 50 for c in names]
+        ax.plot(_bar_xs(runs, (published_over or {}).get(label), len(names)), ys, ls="None", marker="D", ms=5,
+                color="#555555", mfc="white", label=f"{label} (paper)")
     ax.axhline(0, color="black", lw=0.8)
-    _category_ticks(ax, names)
+    ax.set_xticks(list(range(len(names))), names, rotation=30, ha="right")
     ax.set_ylim(-55, 55)
     ax.set_ylabel('"increase" share − 50 (points)\n> 0: answers "increase" too often')
-    return _finish(fig, ax, stem, title, legend_y=-0.3, ncol=min(4, max(1, len(runs)) + 1))
+    _title(ax, title)
+    _legend_below(ax, k + len(published or {}), with_ci=False, offset=-0.25)
+    data = read_axes(ax)
+    save_figure(fig, stem)
+    return data
 
 
 def confusion_counts(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> list[list[int]]:

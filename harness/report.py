@@ -120,7 +120,7 @@ def format_report(results: Mapping[str, Any]) -> str:
             pct(s["exact_match_rate"]), str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]),
         ])
     complete = "" if group.get("complete") else " (incomplete: not all nine categories)"
-    body.append(["**mean**", "", pct(group["accuracy"]),
+    body.append(["**mean of the categories**", "", pct(group["accuracy"]),
                  f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
                  f"±{pct(Z95 * group['accuracy_cluster_stderr'])}"
                  if group.get("accuracy_cluster_stderr") is not None else "—", *[""] * 7])
@@ -181,12 +181,15 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
     for r in runs:
         r.label = r.model
     for attr in ("prompt_variant", "mode"):
-        clash = [r for r in runs if sum(o.label == r.label for o in runs) > 1]
-        for r in clash:
-            r.label += f" ({attr.split('_')[0]} {r.results['config'].get(attr)})"
-    for r in runs:
-        if sum(o.label == r.label for o in runs) > 1:
-            r.label += f" [{r.path.name}]"
+        for label in {r.label for r in runs}:
+            clash = [r for r in runs if r.label == label]
+            if len({str(r.results["config"].get(attr)) for r in clash}) < 2:
+                continue  # the same value would tell the runs apart no better
+            for r in clash:
+                r.label += f" ({attr.split('_')[0]} {r.results['config'].get(attr)})"
+    clash = [r for r in runs if sum(o.label == r.label for o in runs) > 1]  # decided before any is renamed
+    for r in clash:
+        r.label += f" [{r.path.name}]"
     return runs
 
 
@@ -248,18 +251,21 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     main = {r.label: {c: s for c, s in r.results["results"].items() if c in CONFIGS or parse_config(c).format
                       == "direction"} for r in runs}
     human = HUMAN_TABLE2 if any(c in HUMAN_TABLE2 for s in main.values() for c in s) else None
-    published = {MODEL_DISPLAY[stem]: _published(r, "accuracy") for r in runs
-                 if (stem := published_stem(r.model)) and _published(r, "accuracy")}
+    # the paper's row of a run's model, drawn over that run's bars
+    over = {MODEL_DISPLAY[stem]: r.label for r in runs if (stem := published_stem(r.model)) and _published(r, "accuracy")}
+    published = {name: _published(next(r for r in runs if r.label == label), "accuracy") for name, label in over.items()}
     figs["accuracy_by_category"] = plots.plot_accuracy(
-        main, out / "accuracy_by_category", f"Accuracy by category: {title}", human=human, published=published)
+        main, out / "accuracy_by_category", f"Accuracy by category: {title}", human=human, published=published,
+        published_over=over)
     for key, order in (("tier", TIERS), ("curve", CURVES)):
         figs[f"accuracy_by_{key}"] = plots.plot_breakdown(
             {r.label: _pooled(r, key) for r in runs}, key, out / f"accuracy_by_{key}", order,
             f"Accuracy by {key} (all categories pooled): {title}")
-    bias_pub = {MODEL_DISPLAY[stem]: _published(r, "increase_ratio") for r in runs
-                if (stem := published_stem(r.model)) and _published(r, "increase_ratio")}
+    bias_pub = {name: _published(next(r for r in runs if r.label == label), "increase_ratio")
+                for name, label in over.items()}
     figs["increase_bias_by_category"] = plots.plot_increase_bias(
-        main, out / "increase_bias_by_category", f'"increase" bias by category: {title}', published=bias_pub)
+        main, out / "increase_bias_by_category", f'"increase" bias by category: {title}', published=bias_pub,
+        published_over=over)
     formats = list(dict.fromkeys(c for r in runs for c in r.rows if parse_config(c).format in ("yesno", "ternary")))
     for c in formats:
         labels = list(parse_config(c).labels)

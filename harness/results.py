@@ -30,7 +30,7 @@ from typing import (
 from harness.parsing import PARSER_VERSION
 from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
-RESULTS_SCHEMA_VERSION = "2"
+RESULTS_SCHEMA_VERSION = "3"  # 3: the headline group holds the main categories only; its CI is Wilson
 SHARD_RE = re.compile(r"^samples_(?P<config>.+)\.rank(?P<rank>\d+)\.jsonl$")
 
 
@@ -137,7 +137,8 @@ def lm_eval_keys(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class GroupSummary(TypedDict):
-    """harness.metrics.category_mean() plus whether all nine categories are in it."""
+    """harness.metrics.category_mean() over the run's main categories (format and variant configs only when
+    the run has no main category), plus whether all nine are in it."""
 
     n_configs: int
     configs: NotRequired[list[str]]
@@ -269,12 +270,9 @@ def validate_results(obj: Any) -> None:
 
 def versions(generator_version: str | None = None) -> dict[str, str]:
     """Versions stored in results.json."""
-    from importlib.metadata import PackageNotFoundError, version
+    from vocalgrad_dataset.cliinfo import package_version
 
-    try:
-        harness_version = version("vocalgrad")
-    except PackageNotFoundError:
-        harness_version = "0.1.0+src"
+    harness_version = package_version()
     if generator_version is None:
         from vocalgrad_dataset.generate import GENERATOR_VERSION
 
@@ -476,6 +474,22 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _nvidia_smi_names() -> list[str]:
+    """GPU names as nvidia-smi lists them; [] without nvidia-smi (CPU machines) or when it fails."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
 ENV_PACKAGES = ("torch", "transformers", "datasets", "accelerate", "numpy", "peft", "librosa", "soundfile")
 
 
@@ -495,6 +509,8 @@ def environment() -> Environment:
     torch = sys.modules.get("torch")  # only if already loaded: a report must not import torch for this
     if torch is not None and torch.cuda.is_available():
         gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    elif torch is None:  # a run that never loaded torch (baselines, API models) still names the machine's GPUs
+        gpu = _nvidia_smi_names()
     git_hash = _git(["rev-parse", "HEAD"])
     dirty = _git(["status", "--porcelain", "--untracked-files=no"]) if git_hash else None
     return {
@@ -547,8 +563,11 @@ def build_results(
     from harness.data import CONFIGS
     from harness.metrics import breakdowns, category_mean, summarize
 
-    group = category_mean(rows_by_config)
-    group["complete"] = set(rows_by_config) == set(CONFIGS)  # the headline needs all nine categories
+    # The headline is the mean over the nine categories; format and variant configs (pitch-ternary,
+    # beep-pitch, ...) have their own entries and stay out of it unless the run has nothing else.
+    main = {c: rows for c, rows in rows_by_config.items() if c in CONFIGS} or dict(rows_by_config)
+    group = category_mean(main)
+    group["complete"] = set(main) == set(CONFIGS)  # the headline needs all nine categories
     n_samples = {
         c: {"original": int(n_original.get(c, len(rows))), "effective": len(rows)} for c, rows in rows_by_config.items()
     }

@@ -10,20 +10,10 @@ from pathlib import Path
 
 from listening.analysis import ATTENTION_THRESHOLD
 from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int
+from vocalgrad_dataset.cliinfo import DefaultsHelpFormatter, add_version_argument
 from vocalgrad_dataset.generate import SPLITS
 
 DEFAULT_DB = "listening-study.sqlite"
-
-
-class DefaultsHelpFormatter(argparse.HelpFormatter):
-    """--help adds "(default: ...)" to every option that has a meaningful default (not None, False or [])."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text, default = action.help or "", action.default
-        if "%(default)" in text or action.required or default is None or default is False or default == [] \
-                or default is argparse.SUPPRESS:
-            return text
-        return f"{text} (default: %(default)s)"
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -156,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vocalgrad-listen", formatter_class=fmt,
                                 description="A listening test for the human baseline of VocalGrad: balanced sampling, "
                                 "a web app for annotators, export beside the models and analysis.")
+    add_version_argument(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:

@@ -47,6 +47,43 @@ def test_build_then_load_dataset_round_trip(tmp_path: Path) -> None:
     first = next(iter_rows("pitch", "test", "demo"))
     np.testing.assert_array_equal(audio.astype(np.float32) / 32768, first["audio"]["array"])
     assert "config_name: pitch" in (tmp_path / "README.md").read_text()
+    check_card(tmp_path, raw_rate=sr)
+
+
+def check_card(folder: Path, raw_rate: int) -> None:
+    """The card of a demo `pitch` build: dataset_info, long config names, citation, licences, package version."""
+    from importlib.metadata import version
+
+    import yaml
+
+    info = datasets.load_dataset_builder(str(folder), "pitch").info
+    assert info.features is not None and info.features["audio"].sampling_rate == raw_rate
+    assert info.features["label"].names == ["decrease", "increase"]
+    assert info.splits["test"].num_examples == 72
+    ds = datasets.load_dataset(str(folder), "voice_pitch", split="test")  # the published long name
+    assert len(ds) == 72 and ds[0]["benchmark_clip_id"] == next(iter_rows("pitch", "test", "demo"))["benchmark_clip_id"]
+    text = (folder / "README.md").read_text()
+    meta = yaml.safe_load(text.split("---\n")[1])
+    entry = next(e for e in meta["dataset_info"] if e["config_name"] == "pitch")
+    assert entry["splits"] == [{"name": "test", "num_bytes": entry["splits"][0]["num_bytes"], "num_examples": 72}]
+    assert entry["features"][0] == {"name": "audio", "dtype": {"audio": {"sampling_rate": raw_rate}}}
+    assert {c["config_name"] for c in meta["configs"]} >= {"pitch", "voice_pitch"}
+    assert "@misc{ryu2026vocalgrad," in text and "```bibtex" in text
+    assert f"Built by `vocalgrad-dataset` {version('vocalgrad')} (generator" in text
+    assert "`COPYING.cmu_arctic`" in text and "- `vctk`: VCTK 0.80" in text  # this source's terms, then the rest
+    assert meta["license"] == "other"  # the demo clips are not CC-BY-4.0
+
+
+def test_card_all_holds_the_nine_categories_only(tmp_path: Path) -> None:
+    build("volume", ["test"], tmp_path, source="demo", progress=False)
+    build("volume-ternary", ["test"], tmp_path, source="demo", progress=False)
+    build("echo", ["test"], tmp_path, source="demo", progress=False)
+    ds = datasets.load_dataset(str(tmp_path), "all", split="test")  # one schema: the ternary config stays out
+    assert len(ds) == 2 * 72 and sorted(set(ds["category"])) == ["echo", "volume"]
+    ternary = datasets.load_dataset_builder(str(tmp_path), "volume-ternary").info
+    assert ternary.features["label"].names == ["decrease", "increase", "constant"]
+    assert ternary.splits["test"].num_examples == 75
+    assert datasets.load_dataset_builder(str(tmp_path), "all").info.splits["test"].num_examples == 2 * 72
 
 
 def test_streaming_builder_shards_by_source_clip() -> None:

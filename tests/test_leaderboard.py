@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 
 from harness.cli import main as harness
-from harness.leaderboard.build import build
+from harness.data import CONFIGS
+from harness.leaderboard.build import (
+    Row,
+    build,
+    data_label,
+    is_official,
+    model_family,
+    reference_rows,
+    write_site,
+)
 from harness.leaderboard.schema import SUBMISSION_SCHEMA, SUBMISSION_SCHEMA_VERSION
 from harness.leaderboard.validate import validate_submission
 from harness.runner import EvalSettings, run_eval
@@ -185,8 +194,15 @@ def test_build_writes_page_markdown_csv_and_space_card(site: Path, submission: P
     rows = list(csv.DictReader((site / "leaderboard.csv").open()))
     assert len(rows) == 8 and [r["kind"] for r in rows].count("submission") == 2
     human = next(r for r in rows if r["kind"] == "human")
-    assert human["avg"] == "94.4" and human["volume"] == "100.0"
-    assert {r["rank"] for r in rows if r["kind"] == "submission"} == {"1", "2"}
+    assert human["avg"] == "94.4" and human["volume"] == "100.0" and human["family"] == "human"
+    # demo-source runs: listed after every official row, not comparable, never ranked
+    assert [r["comparable"] for r in rows] == ["True"] * 6 + ["False"] * 2
+    assert {(r["rank"], r["family"], r["data"]) for r in rows if r["kind"] == "submission"} == {
+        ("", "baseline", "demo test (not comparable)")}
+    assert next(r for r in rows if r["model"] == "Kimi-Audio (paper)")["family"] == "kimi-audio"
+    assert next(r for r in rows if r["model"] == "Audio Flamingo 3 (paper)")["family"] == "audio-flamingo-3"
+    official, other = md.split("## Other data: not comparable with the benchmark")
+    assert "Human (paper)" in official and "Always up" in other and "Always up" not in official
     page = (site / "index.html").read_text()
     assert "Coin &lt;b&gt;flip&lt;/b&gt;" in page and "<b>flip" not in page  # submitter text is escaped
     assert "sdk: static" in (site / "README.md").read_text()
@@ -201,38 +217,144 @@ def test_build_writes_page_markdown_csv_and_space_card(site: Path, submission: P
     assert [r.model for r in rows if r.kind == "submission"] == ["Always up"]
 
 
-def test_page_in_headless_chromium(site: Path, submission: Path) -> None:
+def _acc(base: float) -> dict[str, float]:
+    return {c: base + i % 3 for i, c in enumerate(CONFIGS)}
+
+
+def _demo_rows() -> list[Row]:
+    """Official submissions of two families and two prompts, one incomplete; two rows on other data, one
+    of them with the highest mean of all (it must still come after every official row)."""
+    return reference_rows() + [
+        Row("submission", "Qwen2-Audio LoRA (volume, all_linear, r16)", "VCTK test (official)", _acc(60), 61.0,
+            True, True, "qwen2-audio", 8_400_000_000, "bfloat16", "org/qwen2-audio-lora-volume", "default",
+            "generate", 21600),
+        Row("submission", "Qwen2-Audio-7B-Instruct", "VCTK test (official)", _acc(51), 52.0, True, True,
+            "qwen2-audio", 8_400_000_000, "bfloat16", "", "swap_order+audio_ref", "choices", 21600),
+        Row("submission", "Granite speech", "VCTK test (official, parquet)", {"volume": 58.0}, 58.0, False, True,
+            "granite-speech", None, "bfloat16", "", "default", "generate", 2400),
+        Row("submission", "Too good on demo data", "demo test (not comparable)", _acc(98), 99.0, True, False,
+            "baseline", 0, "n/a", "", "default", "generate", 648),
+        Row("human", "Human (our annotators)", "demo test (not comparable)", {"volume": 72.2}, 72.2, False, False,
+            "human", None, "", "", "default", "listening", 72),
+    ]
+
+
+def test_ranking_keeps_other_data_apart(tmp_path: Path) -> None:
+    ranked = write_site(_demo_rows(), tmp_path)
+    names = [r.model for r in ranked]
+    assert names[:3] == ["Human (paper)", "Qwen2-Audio LoRA (volume, all_linear, r16)", "Qwen2-Audio-7B-Instruct"]
+    assert names[-3:] == ["Granite speech", "Too good on demo data", "Human (our annotators)"]  # incomplete last
+    assert [(r.model, r.rank) for r in ranked if r.rank] == [
+        ("Qwen2-Audio LoRA (volume, all_linear, r16)", 1), ("Qwen2-Audio-7B-Instruct", 2), ("Granite speech", 3)]
+    assert (data_label("generate:vctk", "test"), is_official("generate:vctk", "train")) == ("VCTK test (official)", False)
+    assert (model_family("hf-qwen2-audio"), model_family("tiny-qwen2-audio"), model_family("random")) == (
+        "qwen2-audio", "qwen2-audio", "baseline")
+
+
+CHECK_LAYOUT = """() => {
+  const wrap = document.querySelector('.wrap');
+  const heads = Array.from(document.querySelectorAll('#leaderboard thead th')).filter(th => th.offsetParent);
+  return {doc: document.scrollingElement.scrollWidth, view: window.innerWidth,
+          wrap: wrap.scrollWidth, wrapView: wrap.clientWidth,
+          right: Math.max(...heads.map(th => th.getBoundingClientRect().right)),
+          heads: heads.map(th => th.textContent.trim())};
+}"""
+
+
+def _open_page(browser: Any, site: Path, width: int, height: int, errors: list[str]) -> Any:
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(site.joinpath("index.html").as_uri())
+    return page
+
+
+def _visible_rows(page: Any) -> list[dict[str, Any]]:
+    return page.evaluate("""() => Array.from(document.querySelectorAll('#leaderboard tr.row'))
+      .filter(tr => !tr.hidden).map(tr => ({model: tr.dataset.model, family: tr.dataset.family,
+        prompt: tr.dataset.prompt, section: tr.parentElement.id, y: tr.getBoundingClientRect().top,
+        avg: tr.cells[2].textContent.trim(), rank: tr.cells[0].textContent.trim()}))""")
+
+
+def _official_first(rows: list[dict[str, Any]]) -> bool:
+    official = [r["y"] for r in rows if r["section"] == "official"]
+    other = [r["y"] for r in rows if r["section"] == "other"]
+    return not official or not other or max(official) < min(other)
+
+
+def test_page_in_headless_chromium(site: Path, submission: Path, tmp_path: Path) -> None:
+    """Official rows ranked first, rows on other data apart (also after sorting), no horizontal scroll at
+    1,400 px nor on a 390 px phone, the family and prompt filters, details behind a row click."""
     if not CHROMIUM.exists():
         pytest.skip("Debian chromium is not installed (scripts/setup.sh installs it)")
     sync_api = pytest.importorskip("playwright.sync_api")
+    demo = tmp_path / "demo-site"
+    write_site(_demo_rows(), demo)
+    errors: list[str] = []
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(site.joinpath("index.html").as_uri())
+            # the site built from real submissions (demo-source runs: the section of other data)
+            page = _open_page(browser, site, 1400, 900, errors)
             assert page.title() == "VocalGrad leaderboard"
-            names = page.locator("#leaderboard tbody tr td:nth-child(2)")
-            assert names.count() == 8
-            shown = names.all_inner_texts()
-            for name in ("Coin <b>flip</b>", "Always up", "Human (paper)", "Audio Flamingo 3 (paper)"):
-                assert name in shown, name
+            rows = _visible_rows(page)
+            assert len(rows) == 8 and _official_first(rows)
+            other = [r for r in rows if r["section"] == "other"]
+            assert {r["model"] for r in other} == {"Always up", "Coin <b>flip</b>"} and {r["rank"] for r in other} == {"—"}
+            assert [r["avg"] for r in other] == sorted((r["avg"] for r in other), reverse=True)
+            assert page.locator("#other tr.section").is_visible()
+            page.locator("#leaderboard thead th").filter(has_text="model").click()  # text: A to Z, per section
+            names = [r["model"] for r in _visible_rows(page)]
+            assert names[:6] == sorted(names[:6], key=str.lower) and names[6:] == ["Always up", "Coin <b>flip</b>"]
+
+            page = _open_page(browser, demo, 1400, 900, errors)
+            layout = page.evaluate(CHECK_LAYOUT)
+            assert layout["doc"] <= layout["view"] and layout["wrap"] <= layout["wrapView"], layout
+            assert layout["right"] <= 1400 and layout["heads"] == ["#", "model", "avg", *CONFIGS, "prompt"]
+            rows = _visible_rows(page)
+            assert [r["rank"] for r in rows[:3]] == ["—", "1", "2"] and rows[-2]["avg"] == "99.0"
+            assert _official_first(rows) and rows[-2]["section"] == "other"
             header = page.locator("#leaderboard thead th")
-            header.filter(has_text="model").click()  # text: A to Z
-            assert names.all_inner_texts() == sorted(shown, key=str.lower)
-            avg_col = [c for c, t in enumerate(header.all_inner_texts()) if t.strip() == "avg"][0]
-            avg = page.locator(f"#leaderboard tbody tr td:nth-child({avg_col + 1})")
+            avg_col = header.filter(has_text="avg")
+            for direction in ("descending", "ascending"):
+                avg_col.click()
+                assert avg_col.get_attribute("aria-sort") == direction
+                rows = _visible_rows(page)
+                assert _official_first(rows), rows  # 99.0 on other data never climbs above an official row
+                official = [float(r["avg"].rstrip("*")) for r in rows if r["section"] == "official"]
+                assert official == sorted(official, reverse=direction == "descending")
+            assert rows[0]["model"] == "Audio Flamingo 3 (paper)"  # ascending: the lowest official mean first
 
-            def values() -> list[float]:
-                return [float(t.rstrip("*")) for t in avg.all_inner_texts()]
+            page.select_option("#filter-family", "qwen2-audio")
+            rows = _visible_rows(page)
+            assert {r["family"] for r in rows} == {"qwen2-audio"} and len(rows) == 2
+            assert not page.locator("#other tr.section").is_visible()  # no row on other data left
+            page.select_option("#filter-prompt", "swap_order+audio_ref")
+            assert [r["model"] for r in _visible_rows(page)] == ["Qwen2-Audio-7B-Instruct"]
+            assert page.locator("#shown").inner_text() == "1 of 11 rows"
+            page.select_option("#filter-family", "")
+            page.select_option("#filter-prompt", "default")
+            rows = _visible_rows(page)
+            assert {r["prompt"] for r in rows} == {"default"} and len(rows) == 9  # 5 paper, 2 official, 2 other
+            page.select_option("#filter-prompt", "")
+            assert len(_visible_rows(page)) == 11
 
-            header.nth(avg_col).click()  # numbers: high to low first
-            assert values() == sorted(values(), reverse=True) and values()[0] == 94.4
-            assert header.nth(avg_col).get_attribute("aria-sort") == "descending"
-            header.nth(avg_col).click()
-            assert values() == sorted(values())
-            assert header.nth(avg_col).get_attribute("aria-sort") == "ascending"
+            row = page.locator('tr.row[data-model="Qwen2-Audio LoRA (volume, all_linear, r16)"]')
+            details = page.locator(f"#{row.get_attribute('data-details')}")
+            assert not details.is_visible()
+            row.click()
+            assert details.is_visible() and row.get_attribute("aria-expanded") == "true"
+            assert "org/qwen2-audio-lora-volume" in details.inner_text() and "8.40 B" in details.inner_text()
+            assert not details.locator(".per-category").is_visible()  # the wide table has the categories
+            assert page.evaluate(CHECK_LAYOUT)["doc"] <= 1400  # the open details do not widen the page
+
+            phone = _open_page(browser, demo, 390, 844, errors)
+            layout = phone.evaluate(CHECK_LAYOUT)
+            assert layout["doc"] <= 390 and layout["wrap"] <= layout["wrapView"], layout
+            assert layout["heads"] == ["#", "model", "avg"] and layout["right"] <= 390
+            phone_row = phone.locator('tr.row[data-model="Granite speech"]')
+            phone_row.click()
+            per_category = phone.locator(f"#{phone_row.get_attribute('data-details')} .per-category")
+            assert per_category.is_visible() and "volume\n58.0" in per_category.inner_text()  # categories moved here
             assert not errors, errors
         finally:
             browser.close()

@@ -119,9 +119,10 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     assert human.kind == "human" and human.accuracy == {"volume": pytest.approx(100 * 52 / 72)}
     assert next(r for r in site if r.model == "Always increase").kind == "submission"
     page = (tmp_path / "site" / "index.html").read_text()
-    row = page.split('<tr class="human" data-model="Human (our annotators)">')[1].split("</tr>")[0]
-    assert '<td class="text">Human (our annotators)</td>' in row and ">72.2*</td>" in row and ">listening</td>" in row
-    assert '<tr class="submission" data-model="Always increase">' in page
+    # demo data: both rows in the page's "other data" section; the scoring mode is in the row's details
+    row, details = page.split('<tr class="row human other" data-model="Human (our annotators)"')[1].split("</tr>")[:2]
+    assert ">Human (our annotators)<" in row and ">72.2*</td>" in row and "<dd>listening</dd>" in details
+    assert '<tr class="row submission other" data-model="Always increase"' in page
     md = (tmp_path / "site" / "leaderboard.md").read_text()
     assert "| — | Human (our annotators) | demo test (not comparable) | 72.2* |" in md
     assert harness(["leaderboard", "build", str(sub.parent), "--out", str(tmp_path / "site2")]) == 0

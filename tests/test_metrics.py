@@ -120,6 +120,20 @@ def test_category_mean() -> None:
     assert m["accuracy_stderr"] == pytest.approx(math.sqrt(20 / 729 + 0.75 * 0.25 / 4) / 2)
     single = category_mean({"x": x})
     assert single["accuracy_cluster_stderr"] == pytest.approx(summarize(x)["accuracy_cluster_stderr"])
+    # one config: exactly its own Wilson interval; all wrong (0/8): never [0, 0]
+    assert (single["accuracy_ci_low"], single["accuracy_ci_high"]) == pytest.approx(binomial_interval(5, 9))
+    wrong = _rows([("increase", "decrease", "decrease", None, f"w{i}", "low") for i in range(8)], prefix="w")
+    z = 1.959964
+    m = category_mean({"w": wrong})
+    assert m["accuracy_ci_low"] == 0.0 and m["accuracy_ci_high"] == pytest.approx(z * z / (8 + z * z), abs=1e-6)
+    # two configs: Wilson at n_eff = p(1-p)/se² with the mean and the independent-configs SE above
+    p, se = (5 / 9 + 3 / 4) / 2, math.sqrt(20 / 729 + 0.75 * 0.25 / 4) / 2
+    n = p * (1 - p) / se**2
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert (m["accuracy_ci_low"], m["accuracy_ci_high"]) != (0.0, 0.0)
+    two = category_mean({"x": x, "y": y})
+    assert two["accuracy_ci_low"] == pytest.approx((centre - half) / (1 + z * z / n), abs=1e-6)
+    assert two["accuracy_ci_high"] == pytest.approx((centre + half) / (1 + z * z / n), abs=1e-6)
 
 
 def test_mcnemar_exact_values() -> None:

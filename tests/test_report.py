@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main as harness
-from harness.plots import plot_accuracy
+from harness.plots import plot_accuracy, plot_breakdown
 from harness.reference import HUMAN_TABLE2, reference
 from harness.report import report, write_figures
 from harness.runner import EvalSettings, run_eval
@@ -81,20 +81,24 @@ def test_figures_plot_the_samples(runs: dict[str, Path], tmp_path: Path) -> None
     assert acc["xticklabels"] == ["volume", "noise"]
     for label, run in (("random", runs["random"]), ("kimi-audio", runs["kimi"])):
         for i, c in enumerate(acc["xticklabels"]):
-            if not (run / f"samples_{c}.jsonl").exists():
-                assert acc["bars"][label][i] == 0.0
+            if not (run / f"samples_{c}.jsonl").exists():  # not evaluated: no bar, no interval
+                assert math.isnan(acc["bars"][label][i]) and all(map(math.isnan, acc["intervals"][label][i]))
                 continue
             rows = _rows(run, c)
             k = sum(map(_right, rows))
             assert acc["bars"][label][i] == pytest.approx(100 * k / len(rows))
             lo, hi = _wilson(k, len(rows))
-            assert acc["intervals"][f"{label} 95 % CI"][i] == pytest.approx((100 * lo, 100 * hi))
+            assert acc["intervals"][label][i] == pytest.approx((100 * lo, 100 * hi))
     assert acc["markers"]["human (paper)"] == [(0.0, HUMAN_TABLE2["volume"]), (1.0, HUMAN_TABLE2["noise"])]
     kimi_volume = 100 * reference("volume", "kimi-audio").accuracy
-    assert acc["markers"]["Kimi-Audio (paper)"][0] == (0.0, pytest.approx(kimi_volume))
-    tops = [hi for ivs in acc["intervals"].values() for _, hi in ivs] + [y for m in acc["markers"].values() for _, y in m]
+    # the paper's Kimi-Audio value sits over the kimi-audio bar (the second of two in the volume slot)
+    assert acc["markers"]["Kimi-Audio (paper)"][0] == (pytest.approx(0.2), pytest.approx(kimi_volume))
+    tops = [hi for ivs in acc["intervals"].values() for _, hi in ivs if not math.isnan(hi)]
+    tops += [y for m in acc["markers"].values() for _, y in m]
     assert acc["ylim"][0] == 0 and acc["ylim"][1] > max(tops) >= 100  # no cap or mark is cut
-    assert {"random", "kimi-audio", "human (paper)", "chance (50 %)"} <= set(acc["legend"])
+    assert acc["legend"] == ["human (paper)", "Kimi-Audio (paper)", "chance (50 %)", "random", "kimi-audio",
+                             "95 % Wilson CI"]  # one CI entry for every run's intervals
+    assert "random" in acc["title"] and "kimi-audio" in acc["title"]
 
     tiers = figs["accuracy_by_tier"]
     assert tiers["xticklabels"] == ["low", "mid", "high"]
@@ -110,7 +114,7 @@ def test_figures_plot_the_samples(runs: dict[str, Path], tmp_path: Path) -> None
     rows = _rows(runs["random"], "volume")
     parsed = [r for r in rows if r["pred"] is not None]
     assert bias["bars"]["random"][0] == pytest.approx(100 * sum(r["pred"] == "increase" for r in parsed) / len(parsed) - 50)
-    assert bias["bars"]["kimi-audio"] == [50.0, 0.0]  # no noise run: an empty slot, not a bar
+    assert bias["bars"]["kimi-audio"][0] == 50.0 and math.isnan(bias["bars"]["kimi-audio"][1])  # no noise run
     assert bias["markers"]["Kimi-Audio (paper)"][0][1] == pytest.approx(
         100 * reference("volume", "kimi-audio").increase_ratio - 50)
     assert "random" in bias["legend"]
@@ -126,9 +130,11 @@ def test_figures_plot_the_samples(runs: dict[str, Path], tmp_path: Path) -> None
 def test_axis_never_cuts_an_upper_cap(tmp_path: Path) -> None:
     s = {"accuracy": 1.0, "accuracy_ci_low": 0.6, "accuracy_ci_high": 1.0}
     data = plot_accuracy({"m": {"volume": s}}, tmp_path / "a", published={"P": {"volume": 100.0}})
-    assert data["intervals"]["m 95 % CI"] == [(60.0, 100.0)]
+    assert data["intervals"]["m"] == [(60.0, 100.0)]
     assert data["ylim"][1] > 100.0
     assert (tmp_path / "a.png").exists() and (tmp_path / "a.svg").exists()
+    line = plot_breakdown({"m": {"high": s}}, "tier", tmp_path / "b", ("low", "mid", "high"))
+    assert line["xticklabels"] == ["high"] and line["intervals"]["m"] == [(60.0, 100.0)] and line["ylim"][1] > 100.0
 
 
 def test_warns_when_samples_are_fewer_than_expected(runs: dict[str, Path], tmp_path: Path,
@@ -141,3 +147,21 @@ def test_warns_when_samples_are_fewer_than_expected(runs: dict[str, Path], tmp_p
     warning = "volume: 50 samples but the run expected 72 clips; the samples file is incomplete"
     assert f"**Warning:** {warning}" in text and warning in capsys.readouterr().err
     assert "LIMITED" not in text  # a full run, cut afterwards: incomplete, not limited
+
+
+def test_runs_of_one_model_get_labels_that_tell_them_apart(runs: dict[str, Path], tmp_path: Path) -> None:
+    from harness.report import load_runs
+
+    again = tmp_path / "again"
+    shutil.copytree(runs["random"], again)
+    assert [r.label for r in load_runs([runs["random"], again])] == ["random [random]", "random [again]"]
+    other_prompt = tmp_path / "swapped"
+    shutil.copytree(runs["random"], other_prompt)
+    for f in other_prompt.glob("samples_*.jsonl"):
+        f.write_text("".join(json.dumps({**json.loads(x), "prompt_variant": "swap_order"}) + "\n"
+                             for x in f.read_text().splitlines()))
+    res = json.loads((other_prompt / "results.json").read_text())
+    res["config"]["prompt_variant"] = "swap_order"
+    (other_prompt / "results.json").write_text(json.dumps(res))
+    labels = [r.label for r in load_runs([runs["random"], other_prompt, runs["base"]])]
+    assert labels == ["random (prompt default)", "random (prompt swap_order)", "always-increase"]

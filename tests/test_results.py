@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import sys
 import types
 import typing
 from pathlib import Path
@@ -108,6 +110,10 @@ def test_lm_eval_reads_the_results(run: Path) -> None:
     assert f1[5] == "N/A"  # no closed-form stderr: lm-eval's own marker, never a number
     assert [s[3] for s in shown if s[2] == "increase_ratio"] == [None, None]  # best at 50 %, neither way
     assert obj["n-samples"] == {"volume": {"original": 72, "effective": 18}, "noise-ternary": {"original": 75, "effective": 19}}
+    # the headline mean is over the main categories: the ternary config keeps its own entry
+    group = obj["groups"]["vocalgrad"]
+    assert group["configs"] == ["volume"] and group["accuracy"] == obj["results"]["volume"]["accuracy"]
+    assert group["complete"] is False
 
 
 def test_environment_timing_and_seed(run: Path) -> None:
@@ -128,6 +134,18 @@ def test_environment_timing_and_seed(run: Path) -> None:
     coin = RandomBaseline(seed=7)
     want = [coin.decide(Prompt((), r["benchmark_clip_id"], {"category": "volume"}))[0] for r in rows]
     assert [r["pred"] for r in rows] == want  # --seed reached the random baseline
+
+
+def test_environment_names_gpus_without_loading_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that never imports torch (a baseline, an API model) asks nvidia-smi for the GPU names."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\n[ "$1" = "--query-gpu=name" ] && printf "NVIDIA H200\\nNVIDIA H200\\n"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert res.environment()["gpu"] == ["NVIDIA H200", "NVIDIA H200"]
+    fake.write_text("#!/bin/sh\nexit 9\n")  # a driver that fails: no names, no crash
+    assert res.environment()["gpu"] == []
 
 
 def test_history_keeps_every_run(tmp_path: Path) -> None:

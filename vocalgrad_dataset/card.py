@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from .buildinfo import build_section
+from .buildinfo import SHARD_RE, build_section
 from .categories import CATEGORIES, CATEGORY_NAMES
+from .cliinfo import package_version
 from .fileio import atomic_write_text
-from .generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, GENERATOR_VERSION, noop_tiers
+from .generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, GENERATOR_VERSION, noop_tiers, parse_config
 from .grid import FORMAT_LABELS, TIERS
 from .sources.alternate import SAMPLE_RATE as ALTERNATE_RATE
 
@@ -99,49 +104,171 @@ SOURCES = {
 }
 
 
-def _yaml_configs(out_dir: Path) -> str:
-    configs = sorted(p.name for p in out_dir.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
-    lines = ["configs:"]
-    for name in configs:
-        splits = sorted({f.name.split("-")[0] for f in (out_dir / name).glob("*.parquet")})
-        lines.append(f"- config_name: {name}")
-        lines.append("  data_files:")
-        for split in splits:
-            lines += [f"  - split: {split}", f'    path: "{name}/{split}-*.parquet"']
-    if len(configs) > 1:
-        splits = sorted({f.name.split("-")[0] for c in configs for f in (out_dir / c).glob("*.parquet")})
-        lines += ["- config_name: all", "  data_files:"]
-        for split in splits:
-            lines += [f"  - split: {split}", f'    path: "*/{split}-*.parquet"']
-    return "\n".join(lines)
+# The paper as SPEC names it (Ryu & Yanaka 2026); the published release is on the Hub.
+CITATION_BIBTEX = r"""@misc{ryu2026vocalgrad,
+  title  = {{VocalGrad}: Evaluating Acoustic Perception in Audio Language Models},
+  author = {Ryu and Yanaka},
+  year   = {2026},
+  note   = {Published release: \url{https://huggingface.co/datasets/ynklab/vocalgrad}}
+}"""
+
+# source -> (the card's `license:` tag, the licence line of its clips). The generated clips are derived from
+# the source recordings, so the source's terms travel with them.
+SOURCE_LICENCES: dict[str, tuple[str, str]] = {
+    "vctk": ("cc-by-4.0", "VCTK 0.80 (CSTR, University of Edinburgh): CC-BY-4.0; the published VocalGrad release "
+             "(`ynklab/vocalgrad`) is CC-BY-4.0 as well."),
+    "demo": ("other", "CMU ARCTIC clips: the CMU ARCTIC licence (free use, notice kept; `COPYING.cmu_arctic`); "
+             "CMU AN4 clips: BSD-2 (Debian pocketsphinx test data, `COPYRIGHT.pocketsphinx-testdata`); LibriVox "
+             "readings: public domain. The files ship in `vocalgrad_dataset/data/demo/`."),
+    "beep": ("cc-by-4.0", "Synthetic sine tones made by this package: no third-party rights; CC-BY-4.0 like the "
+             "published release."),
+    "loquacious": ("other", "LoquaciousSet (`speechbrain/LoquaciousSet`): the terms on its dataset card, and those "
+                   "of the corpus each clip comes from (Common Voice, VoxPopuli, Libriheavy, People's Speech, YODAS)."),
+    "commonvoice-spontaneous": ("cc0-1.0", "Common Voice Spontaneous Speech 4.0 (Mozilla Common Voice): CC0-1.0."),
+    "folder": ("other", "Your own files: the licence you hold for them (set `license:` above accordingly)."),
+}
+OTHER_LICENCE = ("other", "The licence of the plugin source's recordings (see its documentation).")
+
+# Sources whose clips all have one rate: the first clip of a config says it. Others are checked shard by shard.
+FIXED_RATE_SOURCES = ("vctk", "demo", "beep", "loquacious", "commonvoice-spontaneous")
+
+
+def long_name(config: str) -> str | None:
+    """The config under the category's published long name (`voice_pitch`, `background_noise-ternary`,
+    `beep-voice_pitch`), or None when that is the config's own name."""
+    cat = parse_config(config).category
+    alias = re.sub(rf"(^|-){re.escape(cat.name)}($|-)", lambda m: f"{m[1]}{cat.release_name}{m[2]}", config, count=1)
+    if alias == config or parse_config(alias).name != config:
+        return None
+    return alias
+
+
+def _config_dirs(out_dir: Path) -> list[str]:
+    return sorted(p.name for p in out_dir.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
+
+
+def _shards_by_split(config_dir: Path) -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    for f in sorted(config_dir.glob("*.parquet")):
+        m = SHARD_RE.fullmatch(f.name)
+        out.setdefault(m["split"] if m else f.name.split("-")[0], []).append(f)
+    return out
+
+
+def _first_clip_rate(shard: Path) -> int | None:
+    """Sample rate of a shard's first clip, read from its WAV header (one row, not the whole shard)."""
+    import pyarrow.parquet as pq
+    import soundfile as sf
+
+    try:
+        batch = next(pq.ParquetFile(shard, pre_buffer=False).iter_batches(batch_size=1, columns=["audio"]))
+        audio = batch.column(0)[0].as_py()
+        return int(sf.info(io.BytesIO(audio["bytes"])).samplerate)
+    except (OSError, StopIteration, KeyError, TypeError, RuntimeError, ValueError):
+        return None
+
+
+def sampling_rate(shards: Sequence[Path], source: str) -> int | None:
+    """The one sample rate of a config's clips; None when they differ or cannot be read (no resampling claim)."""
+    files = list(shards[:1]) if source in FIXED_RATE_SOURCES else list(shards)
+    rates = {_first_clip_rate(f) for f in files}
+    return rates.pop() if len(rates) == 1 else None
+
+
+def _split_sizes(by_split: dict[str, list[Path]]) -> tuple[dict[str, tuple[int, int]], int]:
+    """split -> (bytes uncompressed, rows) from the Parquet footers, and the files' total size."""
+    import pyarrow.parquet as pq
+
+    out, download = {}, 0
+    for split, files in by_split.items():
+        n_bytes = n_rows = 0
+        for f in files:
+            meta = pq.ParquetFile(f).metadata
+            n_rows += meta.num_rows
+            n_bytes += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            download += f.stat().st_size
+        out[split] = (n_bytes, n_rows)
+    return out, download
+
+
+def _dataset_info(fmt: str, by_split: dict[str, list[Path]], rate: int | None) -> Any:
+    """datasets.DatasetInfo of a config: its features (Audio at `rate`) and splits with num_examples."""
+    import datasets
+
+    from .features import vocalgrad_features
+
+    sizes, download = _split_sizes(by_split)
+    features = vocalgrad_features(fmt)
+    features["audio"] = datasets.Audio(sampling_rate=rate)
+    split_dict = datasets.SplitDict()
+    for name, (n_bytes, n_rows) in sorted(sizes.items()):
+        split_dict.add(datasets.SplitInfo(name=name, num_bytes=n_bytes, num_examples=n_rows))
+    return datasets.DatasetInfo(features=features, splits=split_dict, download_size=download,
+                                dataset_size=sum(b for b, _ in sizes.values()))
+
+
+def card_metadata(out_dir: Path, *, source: str) -> str:
+    """The card's YAML header: tags, `configs:` (every config, again under its published long name, and
+    `all` over the nine categories) and `dataset_info:` (features with the Audio sampling rate, splits with
+    num_examples), written by datasets' and huggingface_hub's own card serialisers."""
+    from datasets.info import DatasetInfosDict
+    from huggingface_hub import DatasetCardData
+
+    configs: list[dict[str, Any]] = []
+    infos: dict[str, Any] = {}
+    main: dict[str, dict[str, list[Path]]] = {}
+    rates: set[int | None] = set()
+    for name in _config_dirs(out_dir):
+        by_split = _shards_by_split(out_dir / name)
+        rate = sampling_rate([f for fs in by_split.values() for f in fs], source)
+        info = _dataset_info(parse_config(name).format, by_split, rate)
+        data_files = [{"split": s, "path": f"{name}/{s}-*.parquet"} for s in sorted(by_split)]
+        for config_name in filter(None, (name, long_name(name))):  # own lists: no YAML anchors in the card
+            configs.append({"config_name": config_name, "data_files": [dict(d) for d in data_files]})
+            infos[config_name] = info
+        if name in CATEGORY_NAMES:  # `all` holds the nine categories only: they share one schema
+            main[name] = by_split
+            rates.add(rate)
+    if len(main) > 1:
+        splits = sorted({s for by_split in main.values() for s in by_split})
+        configs.append({"config_name": "all", "data_files": [
+            {"split": s, "path": [f"{name}/{s}-*.parquet" for name, by_split in main.items() if s in by_split]}
+            for s in splits]})
+        merged = {s: [f for by_split in main.values() for f in by_split.get(s, [])] for s in splits}
+        infos["all"] = _dataset_info("direction", merged, rates.pop() if len(rates) == 1 else None)
+    data = DatasetCardData(
+        license=SOURCE_LICENCES.get(source, OTHER_LICENCE)[0], pretty_name="VocalGrad",
+        task_categories=["audio-classification"], language=["en"],
+        tags=["audio", "speech", "benchmark", "audio-language-models"], configs=configs,
+    )
+    DatasetInfosDict(infos).to_dataset_card_data(data)
+    return data.to_yaml()
+
+
+def licence_lines(source: str) -> str:
+    """The licence section: this build's source first, then every built-in source for reference."""
+    own = SOURCE_LICENCES.get(source, OTHER_LICENCE)[1]
+    others = "\n".join(f"- `{name}`: {line}" for name, (_, line) in SOURCE_LICENCES.items() if name != source)
+    return f"This build (source `{source}`): {own}\n\nThe other sources, for builds made from them:\n\n{others}"
 
 
 def card_text(out_dir: Path, *, source: str) -> str:
     """README.md for a build folder: YAML header (license, configs) and the data card."""
     return f"""---
-license: cc-by-4.0
-pretty_name: VocalGrad
-task_categories:
-- audio-classification
-language:
-- en
-tags:
-- audio
-- speech
-- benchmark
-- audio-language-models
-{_yaml_configs(out_dir)}
+{card_metadata(out_dir, source=source).rstrip()}
 ---
 
 # VocalGrad
 
 Speech clips in which exactly one acoustic factor rises or falls over time; a model answers
-"increase" or "decrease" (Ryu & Yanaka 2026). Generated by `vocalgrad-dataset` {GENERATOR_VERSION}.
+"increase" or "decrease" (Ryu & Yanaka 2026). Built by `vocalgrad-dataset` {package_version()} (generator
+{GENERATOR_VERSION}, the version of the published stimuli, stored in the `generator_version` column).
 
 Source: {SOURCES.get(source, source)}
 
 Load: `datasets.load_dataset(<this folder or repo>, "pitch", split="test")` returns the standard
-`Audio` column (mono, the source rate, PCM16) plus the metadata below.
+`Audio` column (mono, the source rate, PCM16) plus the metadata below. The published long names work as
+config names too (`"voice_pitch"`, `"background_noise-ternary"`); `all` is the nine categories together.
 
 ## Categories and parameters
 
@@ -168,7 +295,13 @@ format's ClassLabel (no/yes; decrease/increase/constant).
 {QUIRKS}
 {build_section(out_dir)}## License
 
-CC-BY-4.0 (VCTK is CC-BY-4.0; the demo clips, LoquaciousSet and Common Voice clips keep their own licences).
+{licence_lines(source)}
+
+## Citation
+
+```bibtex
+{CITATION_BIBTEX}
+```
 """
 
 

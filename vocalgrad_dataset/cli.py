@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from .argtypes import nonnegative_float, nonnegative_int, positive_int
+from .cliinfo import DefaultsHelpFormatter, add_version_argument
 from .generate import SPLITS
 
 
@@ -108,19 +109,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the CLI)."""
-    p = argparse.ArgumentParser(prog="vocalgrad-dataset", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+    fmt = DefaultsHelpFormatter
+    p = argparse.ArgumentParser(prog="vocalgrad-dataset", description=__doc__, formatter_class=fmt)
+    add_version_argument(p)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=helptext, description=description, formatter_class=fmt)
 
     def common(sp: argparse.ArgumentParser, split_all: bool = False) -> None:
         sp.add_argument("--config", required=True, help="category (speed, pitch, ...) or published long name; "
                         "beep-<category>; <category>-yesno / -ternary / -source; all, all-<format>, beep-all")
-        sp.add_argument("--split", default="test", choices=[*SPLITS, "all"] if split_all else list(SPLITS))
+        sp.add_argument("--split", default="test", choices=[*SPLITS, "all"] if split_all else list(SPLITS),
+                        help="split of the source clips (vctk: 100 test, 500 train)"
+                        + (" (all: every split the source has)" if split_all else ""))
         sp.add_argument("--source", default=None, help="vctk (default; beep configs: beep), demo, folder, loquacious, "
                         "commonvoice-spontaneous, or package.module:Factory")
         sp.add_argument("--data-dir", default=None, help="corpus root (vctk: the VCTK-Corpus folder; folder: the folder; "
                         "loquacious: a local copy or Parquet files, default the Hub; commonvoice-spontaneous: the download)")
 
-    b = sub.add_parser("build", help="write Parquet shards + README (configs YAML, data card)")
+    b = command("build", "write Parquet shards + README (configs YAML, data card)",
+                "Render a config's splits to Parquet shards in --out/<config>/ and (re)write the data card "
+                "(README.md: configs, dataset_info, licences, citation). A killed build resumes where it stopped; "
+                "a rebuild with other settings is refused unless --overwrite.")
     common(b, split_all=True)
     b.add_argument("--out", required=True, help="build folder (created; one sub-folder per config)")
     b.add_argument("--num-proc", type=positive_int, default=1, help="worker processes (>= 1)")
@@ -132,26 +143,33 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--lock-timeout", type=nonnegative_float, default=None, metavar="SECONDS",
                    help="when another build holds --out: wait this long, then fail (0: fail at once; default: wait)")
     b.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload every config in --out to this dataset repo")
-    b.add_argument("--private", action="store_true")
+    b.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
     b.add_argument("--quiet", action="store_true", help="no progress output")
     b.set_defaults(func=cmd_build)
 
-    i = sub.add_parser("ids", help="print clip ids, one per line")
+    i = command("ids", "print clip ids, one per line",
+                "Print the benchmark_clip_id of every clip of a config and split, one per line, in dataset order "
+                "(frozen lists for vctk, beep and the alternative sources: no audio is read).")
     common(i)
     i.set_defaults(func=cmd_ids)
 
-    o = sub.add_parser("oracle", help="accuracy of the signal oracle (label integrity)")
+    o = command("oracle", "accuracy of the signal oracle (label integrity)",
+                "Generate the clips and score the signal oracle, which reads the changed factor off the audio: "
+                "a check that every label matches its clip. The last line is JSON (accuracy, by_tier).")
     common(o)
     o.set_defaults(func=cmd_oracle)
 
-    m = sub.add_parser("manifest", help="write the PCM-hash manifest of a build or published release folder")
+    m = command("manifest", "write the PCM-hash manifest of a build or published release folder",
+                "Hash the int16 PCM of every clip of DIR into a manifest CSV (category, clip id, rate, samples, "
+                "sha256). DIR/manifest.csv is what `harness eval --dataset DIR` records as manifest_sha256.")
     m.add_argument("dir", metavar="DIR", help="a `vocalgrad-dataset build` folder or a release folder (metadata.csv)")
     m.add_argument("--out", default=None, metavar="FILE",
                    help="where to write it (default DIR/manifest.csv, which harness eval records; - for stdout)")
     m.set_defaults(func=cmd_manifest)
 
-    v = sub.add_parser("verify", help="compare a build or release folder with a manifest, clip by clip (exit 1 on "
-                       "any difference)")
+    v = command("verify", "compare a build or release folder with a manifest, clip by clip",
+                "Compare DIR with a manifest clip by clip: missing, extra and different clips, and the largest "
+                "PCM difference where lossless copies are at hand. Exit 0 when identical, 1 on any difference.")
     v.add_argument("dir", metavar="DIR", help="the folder to check (build or release layout)")
     v.add_argument("--manifest", required=True, metavar="FILE",
                    help="a manifest CSV (lossless copies in audio/<category>/<clip>.flac beside it are used to measure "
@@ -159,8 +177,10 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--show", type=nonnegative_int, default=20, metavar="N", help="list at most N clips of each kind")
     v.set_defaults(func=cmd_verify)
 
-    ls = sub.add_parser("list", help="the categories and their parameters")
-    ls.add_argument("--markdown", action="store_true")
+    ls = command("list", "the categories and their parameters",
+                 "The nine categories with their published names, parameter and tier values (or, with --configs, "
+                 "every config name).")
+    ls.add_argument("--markdown", action="store_true", help="as the Markdown table of the README")
     ls.add_argument("--configs", action="store_true", help="every config name with its format, bound source and labels")
     ls.set_defaults(func=cmd_list)
     return p

@@ -1,8 +1,10 @@
 """`harness leaderboard build SUBS_DIR --out OUT`: validated submissions -> a ranked static site.
 
-OUT/index.html    one self-contained page (no external resources), sortable columns, the reference rows
-                  of the paper's Table 2 (SPEC §7) and human accuracy beside the submissions
-OUT/leaderboard.md, OUT/leaderboard.csv   the same table
+OUT/index.html    one self-contained page (no external resources): the official rows ranked with the
+                  reference rows of the paper's Table 2 (SPEC §7) and human accuracy, rows on other data
+                  in their own section below (never ranked), sortable columns that fit 1,400 px (details
+                  behind a row click; phones get model and mean), filters by model family and prompt
+OUT/leaderboard.md, OUT/leaderboard.csv   the same rows (the CSV says which are comparable)
 OUT/README.md     Space metadata (`sdk: static`), so OUT can be pushed to a Hugging Face Space as it is
 """
 
@@ -21,11 +23,12 @@ from typing import Any
 
 from harness.data import CONFIGS
 from harness.leaderboard.validate import validate_file
-from harness.reference import table2
+from harness.reference import MODEL_DISPLAY, PUBLISHED_STEM, table2
 from harness.results import atomic_write_text
 from harness.tables import markdown_table
 
 TITLE = "VocalGrad leaderboard"
+OTHER_DATA_TITLE = "Other data: not comparable with the benchmark"
 
 
 @dataclass
@@ -38,49 +41,79 @@ class Row:
     accuracy: dict[str, float] = field(default_factory=dict)  # config -> %, only the configs evaluated
     average: float = math.nan  # % over the evaluated configs
     complete: bool = False
+    official: bool = True  # on the official benchmark (VCTK test clips); otherwise shown apart, never ranked
+    family: str = ""  # model family, for the page's filter
     params: int | None = None
     precision: str = ""
     adapter: str = ""
     prompt: str = ""
     scoring: str = ""
     clips: int | None = None
+    notes: str = ""
     rank: int | None = None
     file: str = ""
+
+
+def is_official(source: str, split: str) -> bool:
+    """True for runs on the benchmark itself: the VCTK test clips, generated, built or released (validate has
+    checked the clip ids of built and released data against the frozen VCTK list)."""
+    kind, _, name = source.partition(":")
+    return split == "test" and ((kind == "generate" and name == "vctk") or kind in ("parquet", "release"))
 
 
 def data_label(source: str, split: str) -> str:
     """Where a run's clips came from, as the table shows it."""
     kind, _, name = source.partition(":")
-    if kind == "generate" and name == "vctk":
-        return f"VCTK {split} (official)"
-    if kind in ("parquet", "release"):
-        return f"VCTK {split} (official, {kind})"
+    if is_official(source, split):
+        return f"VCTK {split} (official)" if kind == "generate" else f"VCTK {split} (official, {kind})"
+    if kind in ("parquet", "release") or (kind == "generate" and name == "vctk"):
+        return f"VCTK {split} (not the benchmark split)"
     return f"{name or source} {split} (not comparable)"
+
+
+def model_family(registry_name: str) -> str:
+    """The family a registry model belongs to (qwen2-audio, kimi-audio, baseline, ...): the family of a
+    transformers entry (checkpoints of one architecture share it), "baseline" for the baselines, else the
+    name itself (external and API models, plugins, package.module:Factory)."""
+    from harness.models.registry import registry
+
+    entry = registry().get(registry_name)
+    if entry is None:
+        return registry_name
+    family = getattr(entry.factory, "fixed", {}).get("family")
+    if family:
+        return str(family)
+    return "baseline" if entry.kind == "baseline" else registry_name
 
 
 def submission_row(sub: dict[str, Any], file: str) -> Row:
     """The leaderboard line of a validated submission."""
     res, model, run = sub["results"], sub["model"], sub["results"]["config"]
     acc = {c: 100 * float(res["results"][c]["accuracy"]) for c in CONFIGS if c in res["results"]}
-    kind = "human" if model["scoring_mode"] == "listening" else "submission"  # a `vocalgrad-listen export`
+    human = model["scoring_mode"] == "listening"  # a `vocalgrad-listen export`
+    source, split = str(run.get("source")), str(run.get("split"))
     return Row(
-        kind=kind, model=model["name"], data=data_label(str(run.get("source")), str(run.get("split"))),
+        kind="human" if human else "submission", model=model["name"], data=data_label(source, split),
         accuracy=acc, average=sum(acc.values()) / len(acc) if acc else math.nan,
-        complete=bool(res["groups"]["vocalgrad"].get("complete")), params=model.get("params"),
+        complete=bool(res["groups"]["vocalgrad"].get("complete")), official=is_official(source, split),
+        family="human" if human else model_family(str(model["registry_name"])), params=model.get("params"),
         precision=model.get("precision") or "", adapter=model.get("adapter") or "",
         prompt=model["prompt_variant"], scoring=model["scoring_mode"],
-        clips=sum(int(r["n"]) for r in res["results"].values()), file=file,
+        clips=sum(int(r["n"]) for r in res["results"].values()), notes=model.get("notes") or "", file=file,
     )
 
 
 def reference_rows() -> list[Row]:
     """SPEC §7: human accuracy and the published models (default prompt, generate scoring, 2,400 clips each)."""
+    stem_of = {display: stem for stem, display in MODEL_DISPLAY.items()}
+    registry_of = {stem: name for name, stem in PUBLISHED_STEM.items()}
     rows = []
     for name, values in table2().items():
         human = name == "Human"
+        family = "human" if human else model_family(registry_of.get(stem_of.get(name, ""), name))
         rows.append(Row(
             kind="human" if human else "reference", model=f"{name} (paper)", data="VCTK test (paper, Table 2)",
-            accuracy={c: values[c] for c in CONFIGS}, average=values["avg"], complete=True,
+            accuracy={c: values[c] for c in CONFIGS}, average=values["avg"], complete=True, family=family,
             prompt="—" if human else "default", scoring="listening test" if human else "generate",
             clips=None if human else 2400 * len(CONFIGS),
         ))
@@ -88,12 +121,23 @@ def reference_rows() -> list[Row]:
 
 
 def rank(rows: list[Row]) -> list[Row]:
-    """Submissions ranked by mean accuracy, complete (all nine categories) ones first; references interleaved
-    by their mean so the table reads top to bottom."""
-    subs = sorted((r for r in rows if r.kind == "submission"), key=lambda r: (not r.complete, -_num(r.average), r.model))
+    """Official rows first, then the rows on other data, which are never ranked.
+
+    Official submissions are ranked by mean accuracy, complete (all nine categories) ones first; the
+    reference rows are interleaved by their mean so the table reads top to bottom, and rows with fewer
+    categories (a mean over fewer) come after the complete ones.
+    """
+    official = [r for r in rows if r.official]
+    subs = sorted((r for r in official if r.kind == "submission"),
+                  key=lambda r: (not r.complete, -_num(r.average), r.model))
     for i, r in enumerate(subs, 1):
         r.rank = i
-    return sorted(rows, key=lambda r: (-_num(r.average), r.kind != "human", r.rank or 0, r.model))
+    for r in rows:
+        if not r.official:
+            r.rank = None
+    top = sorted(official, key=lambda r: (not r.complete, -_num(r.average), r.kind != "human", r.rank or 0, r.model))
+    rest = sorted((r for r in rows if not r.official), key=lambda r: (not r.complete, -_num(r.average), r.model))
+    return top + rest
 
 
 def _num(x: float | None) -> float:
@@ -104,11 +148,15 @@ def _fmt(x: float | None) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
 
 
+# Columns of leaderboard.md (and the details of a page row); the page shows PAGE_COLUMNS, the rest on click.
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("#", "num"), ("model", "text"), ("data", "text"), ("avg", "num"), *((c, "num") for c in CONFIGS),
     ("params", "num"), ("precision", "text"), ("adapter", "text"), ("prompt", "text"), ("scoring", "text"),
     ("clips", "num"),
 )
+PAGE_COLUMNS: tuple[str, ...] = ("#", "model", "avg", *CONFIGS, "prompt")
+DETAIL_FIELDS: tuple[str, ...] = ("data", "family", "prompt", "params", "precision", "adapter", "scoring", "clips",
+                                  "notes", "file")
 
 
 def _cells(r: Row) -> list[tuple[str, str | None]]:
@@ -124,43 +172,94 @@ def _cells(r: Row) -> list[tuple[str, str | None]]:
     ]
 
 
+def _details(r: Row, cells: dict[str, tuple[str, str | None]]) -> str:
+    """The hidden line under a row: what the narrow table leaves out (all categories again for phones)."""
+    values = {**{k: v[0] for k, v in cells.items()}, "family": r.family, "notes": r.notes, "file": r.file}
+    items = [f"<div><dt>{html.escape(k)}</dt><dd>{html.escape(values[k])}</dd></div>" for k in DETAIL_FIELDS
+             if values.get(k)]
+    cats = "".join(f"<div><dt>{html.escape(c)}</dt><dd>{html.escape(cells[c][0]) or '—'}</dd></div>" for c in CONFIGS)
+    return (f'<dl class="facts">{"".join(items)}</dl>'
+            f'<dl class="per-category" aria-label="accuracy per category (%)">{cats}</dl>')
+
+
+def _page_row(r: Row, index: int) -> str:
+    cells = dict(zip([name for name, _ in COLUMNS], _cells(r), strict=True))
+    types = dict(COLUMNS)
+    tds = []
+    for name in PAGE_COLUMNS:
+        text, key = cells[name]
+        cls = [types[name], "cat" if name in CONFIGS else "", "col-prompt" if name == "prompt" else ""]
+        if name in CONFIGS or name == "avg":
+            value = r.accuracy.get(name) if name in CONFIGS else r.average
+            if value is not None and not math.isnan(value):
+                cls.append("chance" if value < 55 else "good" if value >= 80 else "")
+        sort = f' data-sort="{html.escape(key)}"' if key is not None else ""
+        if name == "model":
+            sub = "" if r.official else f'<span class="sub">{html.escape(r.data)}</span>'
+            tds.append(f'<td class="text model">{html.escape(text)}{sub}</td>')
+            continue
+        tds.append(f'<td class="{" ".join(c for c in cls if c)}"{sort}>{html.escape(text)}</td>')
+    section = "official" if r.official else "other"
+    attrs = (f'class="row {r.kind} {section}" data-model="{html.escape(r.model)}" '
+             f'data-family="{html.escape(r.family)}" data-prompt="{html.escape(r.prompt)}" '
+             f'data-details="d{index}" tabindex="0" aria-expanded="false"')
+    details = (f'<tr class="details" id="d{index}" hidden><td colspan="{len(PAGE_COLUMNS)}">'
+               f"{_details(r, cells)}</td></tr>")
+    return f"<tr {attrs}>{''.join(tds)}</tr>\n{details}"
+
+
+def _options(values: Sequence[str]) -> str:
+    return "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in sorted(set(values)) if v)
+
+
 def render_html(rows: Sequence[Row], notes: str) -> str:
-    """The index.html page (every text escaped: model names come from submitters)."""
+    """The index.html page (every text escaped: model names come from submitters): official rows in one
+    section, rows on other data in their own below it (sorting never mixes them), a filter by model family
+    and by prompt, and each row's details (data, precision, adapter, clips, ...) behind a click."""
+    types = dict(COLUMNS)
     head = "".join(
-        f'<th scope="col" class="{t}" data-type="{t}" tabindex="0" aria-sort="none">{html.escape(name)}</th>'
-        for name, t in COLUMNS)
-    body = []
-    for r in rows:
-        tds = []
-        for (text, key), (name, t) in zip(_cells(r), COLUMNS, strict=True):
-            cls = [t]
-            if name in CONFIGS or name == "avg":
-                value = r.accuracy.get(name) if name in CONFIGS else r.average
-                if value is not None and not math.isnan(value):
-                    cls.append("chance" if value < 55 else "good" if value >= 80 else "")
-            sort = f' data-sort="{html.escape(key)}"' if key is not None else ""
-            tds.append(f'<td class="{" ".join(c for c in cls if c)}"{sort}>{html.escape(text)}</td>')
-        body.append(f'<tr class="{r.kind}" data-model="{html.escape(r.model)}">{"".join(tds)}</tr>')
+        f'<th scope="col" class="{types[name]}{" cat" if name in CONFIGS else ""}'
+        f'{" col-prompt" if name == "prompt" else ""}" data-type="{types[name]}" data-col="{i}" tabindex="0" '
+        f'aria-sort="none">{html.escape(name)}</th>'
+        for i, name in enumerate(PAGE_COLUMNS))
+    official = [r for r in rows if r.official]
+    other = [r for r in rows if not r.official]
+    body_official = "\n".join(_page_row(r, i) for i, r in enumerate(official))
+    body_other = "\n".join(_page_row(r, len(official) + i) for i, r in enumerate(other))
+    other_head = (f'<tr class="section"><th colspan="{len(PAGE_COLUMNS)}" scope="rowgroup">'
+                  f"{html.escape(OTHER_DATA_TITLE)} (other clips than the VCTK test set; not ranked)</th></tr>")
     page = files("harness.leaderboard").joinpath("template.html").read_text(encoding="utf-8")
     return (page.replace("{{TITLE}}", html.escape(TITLE)).replace("{{HEAD}}", head)
-            .replace("{{BODY}}", "\n".join(body)).replace("{{NOTES}}", html.escape(notes)))
+            .replace("{{BODY}}", body_official)
+            .replace("{{OTHER}}", other_head + "\n" + body_other if other else "")
+            .replace("{{FAMILIES}}", _options([r.family for r in rows]))
+            .replace("{{PROMPTS}}", _options([r.prompt for r in rows]))
+            .replace("{{NOTES}}", html.escape(notes)))
 
 
 def render_markdown(rows: Sequence[Row], notes: str) -> str:
-    """leaderboard.md."""
+    """leaderboard.md: the official table, then the rows on other data in their own table."""
     header = [name for name, _ in COLUMNS]
-    cells = [[html.escape(t, quote=False).replace("|", "\\|") for t, _ in _cells(r)] for r in rows]  # no raw HTML
-    return f"# {TITLE}\n\n" + markdown_table(header, cells) + f"\n\n{notes}\n"
+
+    def table(part: Sequence[Row]) -> str:
+        cells = [[html.escape(t, quote=False).replace("|", "\\|") for t, _ in _cells(r)] for r in part]  # no raw HTML
+        return markdown_table(header, cells)
+
+    text = f"# {TITLE}\n\n" + table([r for r in rows if r.official])
+    other = [r for r in rows if not r.official]
+    if other:
+        text += f"\n\n## {OTHER_DATA_TITLE}\n\n" + table(other)
+    return text + f"\n\n{notes}\n"
 
 
 def render_csv(rows: Sequence[Row]) -> str:
     """leaderboard.csv with raw numbers (accuracy in %)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["rank", "kind", "model", "data", "complete", "avg", *CONFIGS, "params", "precision", "adapter",
-                "prompt", "scoring", "clips", "file"])
+    w.writerow(["rank", "kind", "model", "family", "data", "comparable", "complete", "avg", *CONFIGS, "params",
+                "precision", "adapter", "prompt", "scoring", "clips", "file"])
     for r in rows:
-        w.writerow([r.rank or "", r.kind, r.model, r.data, r.complete, _fmt(r.average),
+        w.writerow([r.rank or "", r.kind, r.model, r.family, r.data, r.official, r.complete, _fmt(r.average),
                     *(_fmt(r.accuracy.get(c)) for c in CONFIGS), r.params or "", r.precision, r.adapter, r.prompt,
                     r.scoring, r.clips or "", r.file])
     return buf.getvalue()
@@ -204,10 +303,16 @@ def build(subs_dir: str | Path, out_dir: str | Path, *, skip_invalid: bool = Fal
         raise ValueError("invalid submissions (fix them or pass --skip-invalid):\n" + "\n".join(problems))
     for p in problems:
         print(f"skipped {p}", file=sys.stderr)
-    ranked = rank(rows + reference_rows())
+    return write_site(rows + reference_rows(), out_dir)
+
+
+def write_site(rows: Sequence[Row], out_dir: str | Path) -> list[Row]:
+    """Rank `rows` and write index.html, leaderboard.md, leaderboard.csv and the Space README into out_dir."""
+    ranked = rank(list(rows))
     notes = ("* mean over the categories evaluated, not all nine. Reference rows: Ryu & Yanaka (2026), Table 2 "
              "(default prompt, parsed answers, 2,400 clips per category); Human: the paper's listening test. "
-             "Rows on other data than the official VCTK benchmark are not comparable with them.")
+             "Rows on other data than the official VCTK test clips are listed apart and not ranked: their "
+             "numbers are not comparable with the benchmark's.")
     out = Path(out_dir)
     atomic_write_text(out / "index.html", render_html(ranked, notes))
     atomic_write_text(out / "leaderboard.md", render_markdown(ranked, notes))

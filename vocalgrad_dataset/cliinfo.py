@@ -1,0 +1,37 @@
+"""What every console script says about itself: `--version`, and the defaults in `--help`.
+
+Light on purpose: `--version` and `--help` answer without importing numpy, datasets or torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import PackageNotFoundError, version
+
+DISTRIBUTION = "vocalgrad"  # pyproject.toml [project] name
+
+
+def package_version() -> str:
+    """The installed vocalgrad version, e.g. "0.1.0" ("0.1.0+src" in a checkout that was never installed)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "0.1.0+src"
+
+
+def add_version_argument(parser: argparse.ArgumentParser) -> None:
+    """`--version`: print "<prog> <version>" and exit 0."""
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                        help="print the vocalgrad version and exit")
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """--help adds "(default: ...)" to every option with a meaningful default (not None, False or []) whose
+    help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text, default = action.help or "", action.default
+        if "default" in text or action.required or default is None or default is False or default == [] \
+                or default is argparse.SUPPRESS or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
