@@ -7,7 +7,7 @@ import sys
 
 from harness.models.protocol import MissingDependency, ModelError
 from harness.runner import add_eval_arguments, eval_settings_from_args, run_eval
-from vocalgrad_dataset.cliinfo import DefaultsHelpFormatter, add_version_argument
+from vocalgrad_dataset.cliinfo import console_script
 
 
 def _eval(ns: argparse.Namespace) -> int:
@@ -42,15 +42,8 @@ def _list_models(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand (each with a description; --help shows the defaults)."""
-    fmt = DefaultsHelpFormatter
-    p = argparse.ArgumentParser(prog="harness", formatter_class=fmt,
-                                description="Evaluate audio language models on VocalGrad: run an evaluation, "
+    p, command = console_script("harness", "Evaluate audio language models on VocalGrad: run an evaluation, "
                                 "report and compare runs, and build the leaderboard.")
-    add_version_argument(p)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=helptext, description=description, formatter_class=fmt)
 
     e = command("eval", "run or resume an evaluation in this process",
                 "Evaluate a model on VocalGrad configs (generated from --source, or read from a --dataset build) "
@@ -78,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_list_models)
     from harness.leaderboard.cli import add_leaderboard_parser
 
-    add_leaderboard_parser(sub)
+    add_leaderboard_parser(command)
     return p
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from listening.analysis import ATTENTION_THRESHOLD
 from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int
-from vocalgrad_dataset.cliinfo import DefaultsHelpFormatter, add_version_argument
+from vocalgrad_dataset.cliinfo import console_script
 from vocalgrad_dataset.generate import SPLITS
 
 DEFAULT_DB = "listening-study.sqlite"
@@ -142,15 +142,8 @@ def _analyze(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand (each with a description; --help shows every default)."""
-    fmt = DefaultsHelpFormatter
-    p = argparse.ArgumentParser(prog="vocalgrad-listen", formatter_class=fmt,
-                                description="A listening test for the human baseline of VocalGrad: balanced sampling, "
+    p, command = console_script("vocalgrad-listen", "A listening test for the human baseline of VocalGrad: balanced sampling, "
                                 "a web app for annotators, export beside the models and analysis.")
-    add_version_argument(p)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=helptext, description=description, formatter_class=fmt)
 
     def server_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("--host", default="127.0.0.1", help="address the login links (and the server) use")

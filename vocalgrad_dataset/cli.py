@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from .argtypes import nonnegative_float, nonnegative_int, positive_int
-from .cliinfo import DefaultsHelpFormatter, add_version_argument
+from .cliinfo import console_script
 from .generate import SPLITS
 
 
@@ -109,13 +109,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the CLI)."""
-    fmt = DefaultsHelpFormatter
-    p = argparse.ArgumentParser(prog="vocalgrad-dataset", description=__doc__, formatter_class=fmt)
-    add_version_argument(p)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=helptext, description=description, formatter_class=fmt)
+    p, command = console_script("vocalgrad-dataset", __doc__)
 
     def common(sp: argparse.ArgumentParser, split_all: bool = False) -> None:
         sp.add_argument("--config", required=True, help="category (speed, pitch, ...) or published long name; "

@@ -6,6 +6,7 @@ Light on purpose: `--version` and `--help` answer without importing numpy, datas
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "vocalgrad"  # pyproject.toml [project] name
@@ -35,3 +36,24 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
                 or default is argparse.SUPPRESS or not action.option_strings:
             return text
         return f"{text} (default: %(default)s)"
+
+
+Command = Callable[[str, str, str], argparse.ArgumentParser]
+
+
+def subcommands(parser: argparse.ArgumentParser, dest: str = "command") -> Command:
+    """Required subcommands under `parser`; returns command(name, help, description) -> its parser, each
+    with a description and its defaults shown in --help."""
+    sub = parser.add_subparsers(dest=dest, required=True, metavar="COMMAND")
+
+    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=helptext, description=description, formatter_class=DefaultsHelpFormatter)
+
+    return command
+
+
+def console_script(prog: str, description: str) -> tuple[argparse.ArgumentParser, Command]:
+    """A console script's parser (`--version`, defaults in --help) and its subcommand maker."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=DefaultsHelpFormatter)
+    add_version_argument(parser)
+    return parser, subcommands(parser)

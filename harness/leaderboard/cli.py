@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+
+from vocalgrad_dataset.cliinfo import Command, subcommands
 
 
 def _submit(ns: argparse.Namespace) -> int:
@@ -55,17 +56,15 @@ def _schema(ns: argparse.Namespace) -> int:
     return 0
 
 
-def add_leaderboard_parser(sub: Any) -> None:
-    """Register `harness leaderboard {submit,validate,build,schema}` on the harness subparsers."""
-    from vocalgrad_dataset.cliinfo import DefaultsHelpFormatter as fmt
-
-    lb = sub.add_parser("leaderboard", help="make, check and publish leaderboard submissions", formatter_class=fmt,
-                        description="Leaderboard submissions: make one from a run (submit), check it (validate), "
-                        "render the site from a folder of them (build), print the format (schema).")
-    cmds = lb.add_subparsers(dest="leaderboard_command", required=True, metavar="COMMAND")
-    s = cmds.add_parser("submit", help="a submission JSON from a harness run directory", formatter_class=fmt,
-                        description="Pack a complete run (results.json, every samples file, model metadata) into "
-                        "one submission JSON; a run that validate would reject (e.g. a --limit run) is refused.")
+def add_leaderboard_parser(command: Command) -> None:
+    """Register `harness leaderboard {submit,validate,build,schema}` with the harness's subcommand maker."""
+    lb = command("leaderboard", "make, check and publish leaderboard submissions",
+                 "Leaderboard submissions: make one from a run (submit), check it (validate), render the "
+                 "site from a folder of them (build), print the format (schema).")
+    sub = subcommands(lb, dest="leaderboard_command")
+    s = sub("submit", "a submission JSON from a harness run directory",
+            "Pack a complete run (results.json, every samples file, model metadata) into one submission "
+            "JSON; a run that validate would reject (e.g. a --limit run) is refused.")
     s.add_argument("run_dir", metavar="RUN", help="a `harness eval` run directory")
     s.add_argument("--model-name", required=True, help="display name on the leaderboard")
     s.add_argument("--out", required=True, help="the submission file to write (SUB.json)")
@@ -75,20 +74,18 @@ def add_leaderboard_parser(sub: Any) -> None:
     s.add_argument("--adapter", default=None, help="LoRA adapter repo or path (default: from the run)")
     s.add_argument("--notes", default=None, help="free text shown with the row")
     s.set_defaults(func=_submit)
-    v = cmds.add_parser("validate", help="check a submission: exit 0 when valid, 1 naming every problem",
-                        formatter_class=fmt, description="Check a submission: schema, clip ids and gold labels, "
-                        "answers re-parsed, metrics recomputed, samples digest. Exit 0 when valid, 1 naming every "
-                        "problem.")
+    v = sub("validate", "check a submission: exit 0 when valid, 1 naming every problem",
+            "Check a submission: schema, clip ids and gold labels, answers re-parsed, metrics recomputed, "
+            "samples digest. Exit 0 when valid, 1 naming every problem.")
     v.add_argument("submission", metavar="SUB.json", help="the submission file")
     v.set_defaults(func=_validate)
-    b = cmds.add_parser("build", help="index.html + leaderboard.md + .csv from a folder of submissions",
-                        formatter_class=fmt, description="Validate every *.json in SUBS_DIR and write the static "
-                        "site: index.html (official rows ranked, other data apart, filters), leaderboard.md, "
-                        "leaderboard.csv and a Space README.md.")
+    b = sub("build", "index.html + leaderboard.md + .csv from a folder of submissions",
+            "Validate every *.json in SUBS_DIR and write the static site: index.html (official rows ranked,"
+            " other data apart, filters), leaderboard.md, leaderboard.csv and a Space README.md.")
     b.add_argument("subs_dir", metavar="SUBS_DIR", help="folder of submission JSON files")
     b.add_argument("--out", required=True, help="folder for the site (created)")
     b.add_argument("--skip-invalid", action="store_true", help="leave invalid submissions out instead of failing")
     b.set_defaults(func=_build)
-    j = cmds.add_parser("schema", help="print the submission JSON schema", formatter_class=fmt,
-                        description="Print the JSON schema of a submission (the version validate reads).")
+    j = sub("schema", "print the submission JSON schema",
+            "Print the JSON schema of a submission (the version validate reads).")
     j.set_defaults(func=_schema)
