@@ -33,7 +33,7 @@ import numpy as np
 
 from harness.data import RowSource, SourceUnit, attribute_word, config_name
 from harness.models.protocol import AudioLM, HiddenStates, ModelError, Prompt
-from harness.models.registry import load_model
+from harness.models.registry import check_protocol, load_model
 from harness.prompts import Variant, build_prompt, get_variant
 from harness.redact import public
 from harness.settings import (
@@ -167,13 +167,11 @@ class ExtractSettings(ModelSettings, RowSettings):
 
 
 def model_revision(model: AudioLM) -> str:
-    """The weights' identity: a wrapper's revision, the checkpoint's commit hash, or its model id."""
-    for value in (getattr(model, "revision", None),
-                  getattr(getattr(getattr(model, "model", None), "config", None), "_commit_hash", None),
-                  getattr(getattr(model, "spec", None), "revision", None)):
-        if value:
-            return str(value)
-    return f"{getattr(model, 'model_id', model.name)} (unversioned)"
+    """The weights' identity (pinned in every extraction): the wrapper's revision, else the commit its
+    checkpoint resolved to, else its model id marked unversioned."""
+    info = model.provenance()
+    value = info.get("revision") or info.get("commit_sha")
+    return str(value) if value else f"{info.get('model_id', model.name)} (unversioned)"
 
 
 def probe_prompt(row: dict[str, Any], variant: Variant) -> Prompt:
@@ -266,6 +264,7 @@ def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
         raise ValueError("--units-per-shard must be >= 1")
     source = source or settings.open_rows()
     model = model or load_model(settings, require=["hidden_states"])
+    check_protocol(model, settings.model)
     return [extract_config(model, source, c, settings, variant) for c in configs]
 
 

@@ -26,6 +26,7 @@ import torch
 from harness import results as res
 from harness.cli import main as harness
 from harness.data import open_source
+from harness.models.base import BaseAudioLM
 from harness.models.protocol import HiddenStates
 from harness.runner import EvalSettings, run_eval
 from tests.test_runner import CONFIGS, FakeDist, FakeModel, make_release, merged
@@ -270,13 +271,14 @@ def test_training_and_probe_records_hold_no_secret(release: Path, tmp_path: Path
 
 
 # ---- item 4 (probing): model args and dtype are pinned ------------------------------------------------------------
-class FakeEncoder:
+class FakeEncoder(BaseAudioLM):
     """An encoder-only feature source: 3 layers x 20 frames x 4 dims per clip; NaN for the clips in nan_ids."""
 
     name = "fake-encoder"
     supports_hidden_states = True
 
     def __init__(self, nan_ids: frozenset[str] = frozenset()) -> None:
+        super().__init__()
         self.nan_ids = nan_ids
 
     def hidden_items(self, prompts):

@@ -84,6 +84,9 @@ class _Counting:
         self.prompts += len(prompts)
         return self.model.hidden_items(prompts)
 
+    def __getattr__(self, name):  # the rest of the AudioLM protocol: the wrapped model's
+        return getattr(self.model, name)
+
 
 def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path: Path, tiny_qwen, monkeypatch) -> None:
     settings = _settings(tmp_path)

@@ -155,3 +155,23 @@ def test_unknown_model_arg_is_one_line_at_the_command_line(tmp_path, capsys):
                "--source", "demo", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "it accepts:" in err and "Traceback" not in err
+
+
+def test_any_checkpoint_of_a_family_runs_through_the_per_family_entry(tmp_path):
+    """A fine-tuned, merged or private checkpoint: `--model hf-<family> --model-arg pretrained=PATH` (lm-eval's
+    spelling), or the published entry with `model_id=PATH`; results.json names the checkpoint that ran."""
+    import json
+
+    from harness.cli import main
+    from harness.models.tiny import tiny_checkpoint
+
+    folder = str(tiny_checkpoint("qwen2-audio"))
+    for model, arg in (("hf-qwen2-audio", f"pretrained={folder}"), ("qwen2-audio-7b-instruct", f"model_id={folder}")):
+        out = tmp_path / model
+        assert main(["eval", "--model", model, "--model-arg", arg, "--model-arg", "revision=null", "--configs",
+                     "volume", "--source", "demo", "--limit", "4", "--mode", "choices", "--out", str(out)]) == 0
+        results = json.loads((out / "results.json").read_text())
+        info = results["model_info"]
+        assert info["model_id"] == folder and info["family"] == "qwen2-audio" and info["dtype"] == "float32"
+        assert info["device"] == "cpu" and set(info["versions"]) == {"torch", "transformers", "vocalgrad"}
+        assert results["results"]["volume"]["n"] == 4 and folder in results["config"]["model_args"].values()

@@ -172,6 +172,19 @@ class HFAudioLM(BaseAudioLM):
     def family(self) -> str:
         return self.spec.name
 
+    def provenance(self) -> dict[str, Any]:
+        """results.json "model_info": the resolved checkpoint (id, requested revision, the commit the Hub
+        resolved it to), family, dtype, device, adapters and the library versions that ran it."""
+        from importlib.metadata import version
+
+        return {
+            "kind": self.kind, "model_id": self.model_id, "family": self.spec.name, "revision": self.revision,
+            "commit_sha": getattr(self.model.config, "_commit_hash", None),
+            "dtype": str(self.dtype).removeprefix("torch."), "device": str(self.device),
+            "adapter": getattr(self, "adapter", None), "active_adapters": list(getattr(self, "active_adapters", [])),
+            "versions": {p: version(p) for p in ("torch", "transformers", "vocalgrad")},
+        }
+
     def base_revision(self) -> str | None:
         """The commit the base weights came from (Hub-resolved), else the family's pinned revision."""
         return getattr(self.model.config, "_commit_hash", None) or self.spec.revision

