@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import io
 import json
 import shutil
 from pathlib import Path
@@ -358,3 +359,23 @@ def test_page_in_headless_chromium(site: Path, submission: Path, tmp_path: Path)
             assert not errors, errors
         finally:
             browser.close()
+
+
+def test_free_text_cannot_break_the_markdown_or_run_in_a_spreadsheet(tmp_path: Path) -> None:
+    from harness.leaderboard.build import render_csv, render_markdown
+
+    evil = Row("submission", '=HYPERLINK("http://x","y")\nsecond | line', "VCTK test (official)", _acc(55), 56.0,
+               True, True, "qwen2-audio", 1, "+bf16", "@org/adapter", "-default", "generate", 21600)
+    md = render_markdown([evil], "notes")
+    line = next(x for x in md.splitlines() if "HYPERLINK" in x)
+    assert "second \\| line" in line and line.count(" | ") == len(line.split(" | ")) - 1  # one row, pipe escaped
+    assert line.startswith("| ") and line.endswith(" |") and "\nsecond" not in md
+    row = next(csv.DictReader(io.StringIO(render_csv([evil]))))
+    assert row["model"] == "'=HYPERLINK(\"http://x\",\"y\") second | line"
+    assert (row["precision"], row["adapter"], row["prompt"]) == ("'+bf16", "'@org/adapter", "'-default")
+    assert row["scoring"] == "generate" and row["avg"] == "56.0"  # plain text and numbers stay as they are
+
+
+def test_a_blank_model_name_is_refused(runs: dict[str, Path], tmp_path: Path, capsys) -> None:
+    code = harness(["leaderboard", "submit", str(runs["random"]), "--model-name", "  ", "--out", str(tmp_path / "s.json")])
+    assert code == 2 and "--model-name must not be empty" in capsys.readouterr().err and not (tmp_path / "s.json").exists()

@@ -14,6 +14,7 @@ import csv
 import html
 import io
 import math
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -242,8 +243,7 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     header = [name for name, _ in COLUMNS]
 
     def table(part: Sequence[Row]) -> str:
-        cells = [[html.escape(t, quote=False).replace("|", "\\|") for t, _ in _cells(r)] for r in part]  # no raw HTML
-        return markdown_table(header, cells)
+        return markdown_table(header, [[markdown_cell(t) for t, _ in _cells(r)] for r in part])
 
     text = f"# {TITLE}\n\n" + table([r for r in rows if r.official])
     other = [r for r in rows if not r.official]
@@ -259,10 +259,28 @@ def render_csv(rows: Sequence[Row]) -> str:
     w.writerow(["rank", "kind", "model", "family", "data", "comparable", "complete", "avg", *CONFIGS, "params",
                 "precision", "adapter", "prompt", "scoring", "clips", "file"])
     for r in rows:
-        w.writerow([r.rank or "", r.kind, r.model, r.family, r.data, r.official, r.complete, _fmt(r.average),
-                    *(_fmt(r.accuracy.get(c)) for c in CONFIGS), r.params or "", r.precision, r.adapter, r.prompt,
-                    r.scoring, r.clips or "", r.file])
+        text = [csv_text(x) for x in (r.model, r.family, r.data)]
+        w.writerow([r.rank or "", r.kind, *text, r.official, r.complete, _fmt(r.average),
+                    *(_fmt(r.accuracy.get(c)) for c in CONFIGS), r.params or "",
+                    *(csv_text(x) for x in (r.precision, r.adapter, r.prompt, r.scoring)), r.clips or "",
+                    csv_text(r.file)])
     return buf.getvalue()
+
+
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would evaluate (OWASP CSV injection)
+
+
+def markdown_cell(text: str) -> str:
+    """Submitter text as one Markdown table cell: no raw HTML, no pipe that splits the row, no line break."""
+    return html.escape(_LINE_BREAKS.sub(" ", str(text)), quote=False).replace("|", "\\|")
+
+
+def csv_text(text: Any) -> str:
+    """Submitter text as a CSV cell a spreadsheet shows as text: one line, a formula start defused by a
+    leading apostrophe."""
+    value = _LINE_BREAKS.sub(" ", str(text))
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
 SPACE_README = """---
