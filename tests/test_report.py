@@ -165,3 +165,18 @@ def test_runs_of_one_model_get_labels_that_tell_them_apart(runs: dict[str, Path]
     (other_prompt / "results.json").write_text(json.dumps(res))
     labels = [r.label for r in load_runs([runs["random"], other_prompt, runs["base"]])]
     assert labels == ["random (prompt default)", "random (prompt swap_order)", "always-increase"]
+
+
+def test_the_published_row_of_audio_flamingo_3_is_shown(tmp_path: Path) -> None:
+    """The registry name "audio-flamingo-3" is the paper's "audioflamingo3" (an exact mapping, not a substring
+    match), so its report carries the published per-config values beside ours."""
+    from harness.models.baselines import AlwaysIncrease
+    from harness.reference import published_stem, reference
+    from harness.report import report
+
+    assert published_stem("audio-flamingo-3") == "audioflamingo3" and published_stem("kimi-audio-lora") is None
+    run = tmp_path / "af3"
+    run_eval(EvalSettings("audio-flamingo-3", ["volume"], str(run), source="demo", limit=6), model=AlwaysIncrease())
+    text = report([run], tmp_path / "rep", figures=False)
+    published = reference("volume", "audioflamingo3")
+    assert "published" in text.lower() and f"| volume | 50.0 | {100 * published.accuracy:.1f} |" in text
