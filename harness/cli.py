@@ -7,7 +7,7 @@ import sys
 
 from harness.models.protocol import MissingDependency, ModelError
 from harness.runner import add_eval_arguments, eval_settings_from_args, run_eval
-from vocalgrad_dataset.cliinfo import console_script
+from vocalgrad_dataset.cliinfo import console_script, quiet_broken_pipe
 
 
 def _eval(ns: argparse.Namespace) -> int:
@@ -48,27 +48,25 @@ def build_parser() -> argparse.ArgumentParser:
     e = command("eval", "run or resume an evaluation in this process",
                 "Evaluate a model on VocalGrad configs (generated from --source, or read from a --dataset build) "
                 "and write samples_<config>.jsonl and results.json into --out; an existing run directory is "
-                "resumed. Multi-GPU: `accelerate launch harness/eval.py ...` with the same arguments.")
+                "resumed. Multi-GPU: `accelerate launch harness/eval.py ...` with the same arguments.",
+                run=_eval)
     add_eval_arguments(e)
-    e.set_defaults(func=_eval)
     r = command("report", "tables and figures recomputed from the samples files of one or more runs",
                 "Recompute every metric from the samples files (answers re-parsed by the current parser) and "
                 "write report.md plus the figures (PNG and SVG). Several runs give one table with a row per "
-                "model, beside the paper's Table 2 rows, then each run's own report.")
+                "model, beside the paper's Table 2 rows, then each run's own report.", run=_report)
     r.add_argument("run_dirs", nargs="+", metavar="RUN", help="run directories; several are shown side by side")
     r.add_argument("--out", default=None, help="where report.md and the figures go (default: the first RUN)")
     r.add_argument("--no-figures", action="store_true", help="write report.md only, no PNG/SVG figures")
-    r.set_defaults(func=_report)
     c = command("compare", "McNemar test per config between two runs on the same clips",
                 "Pair the clips two runs share (by benchmark_clip_id) and test, per config, whether their "
-                "accuracies differ (exact McNemar test on the discordant pairs).")
+                "accuracies differ (exact McNemar test on the discordant pairs).", run=_compare)
     c.add_argument("run_a", metavar="RUN_A", help="first run directory")
     c.add_argument("run_b", metavar="RUN_B", help="second run directory")
-    c.set_defaults(func=_compare)
     m = command("list-models", "models the registry knows",
-                "Every registered model: name, kind (baseline, hf, external, api, ...) and a description.")
+                "Every registered model: name, kind (baseline, hf, external, api, ...) and a description.",
+                run=_list_models)
     m.add_argument("--markdown", action="store_true", help="print the README's model table")
-    m.set_defaults(func=_list_models)
     from harness.leaderboard.cli import add_leaderboard_parser
 
     add_leaderboard_parser(command)
@@ -79,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `harness` console script."""
     ns = build_parser().parse_args(argv)
     try:
-        return ns.func(ns)
+        code = ns.func(ns)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `harness list-models | head`
+        return quiet_broken_pipe()
     except (ValueError, FileNotFoundError, MissingDependency, ModelError) as err:  # a message, not a traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

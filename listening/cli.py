@@ -10,7 +10,7 @@ from pathlib import Path
 
 from listening.analysis import ATTENTION_THRESHOLD
 from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int
-from vocalgrad_dataset.cliinfo import console_script
+from vocalgrad_dataset.cliinfo import console_script, quiet_broken_pipe
 from vocalgrad_dataset.generate import SPLITS
 
 DEFAULT_DB = "listening-study.sqlite"
@@ -151,9 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = command("sample", "print a balanced sample, one JSON line per item",
                 "Print the items a study of --config would use, one JSON line each (benchmark_clip_id, tier, curve, "
-                "direction, gold, speaker, source clip): in every tier x curve cell the directions split evenly.")
+                "direction, gold, speaker, source clip): in every tier x curve cell the directions split evenly.",
+                run=_sample)
     _add_data_args(s)
-    s.set_defaults(func=_sample)
     for name, func, helptext, description in (
             ("init", _init, "create a study database (sample + training examples)",
              "Sample --n items per config plus two training examples into a new SQLite study database and "
@@ -161,26 +161,26 @@ def build_parser() -> argparse.ArgumentParser:
             ("serve", _serve, "serve the listening test (creates the study if --db is new)",
              "Serve the listening test on --host:--port: creates the study first when --db does not exist, "
              "resumes it otherwise, and prints a fresh admin token for the admin page.")):
-        q = command(name, helptext, description)
+        q = command(name, helptext, description, run=func)
         _add_data_args(q)
         q.add_argument("--db", default=DEFAULT_DB, help="study database")
         q.add_argument("--annotators", type=nonnegative_int, default=2, help="annotators to create with a new study")
         server_args(q)
-        q.set_defaults(func=func)
         if name == "serve":
             q.add_argument("--no-prerender", action="store_true", help="render clips only when first requested")
             q.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                            help="uvicorn's log level")
     a = command("annotators", "add annotators to a study and print their login links",
-                "Add annotators (pseudonyms) to a study; each gets a token, shown once and stored hashed.")
+                "Add annotators (pseudonyms) to a study; each gets a token, shown once and stored hashed.",
+                run=_annotators)
     a.add_argument("--db", default=DEFAULT_DB, help="study database")
     a.add_argument("--add", type=positive_int, default=1, help="how many (named A01, A02, ...) when no --name is given")
     a.add_argument("--name", action="append", default=[], help="explicit pseudonym (repeatable)")
     server_args(a)
-    a.set_defaults(func=_annotators)
     e = command("export", "answers -> harness run dir (samples + results.json), CSV, submission",
                 "Write the answers as a harness run (samples_<config>.jsonl + results.json, readable by `harness "
-                "report` and `harness leaderboard submit`), as answers.csv, and optionally as a leaderboard submission.")
+                "report` and `harness leaderboard submit`), as answers.csv, and optionally as a leaderboard submission.",
+                run=_export)
     e.add_argument("--db", default=DEFAULT_DB, help="study database")
     e.add_argument("--out", required=True, help="run directory to write")
     e.add_argument("--exclude", action="append", default=[], help="leave an annotator out (repeatable)")
@@ -190,14 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--submission", default=None, help="also write a leaderboard submission here")
     e.add_argument("--model-name", default="Human (our annotators)", help="name of the human row on the leaderboard")
     e.add_argument("--notes", default=None, help="notes for the submission")
-    e.set_defaults(func=_export)
     z = command("analyze", "accuracy, breakdowns, agreement and the attention check",
                 "Print per-annotator and pooled accuracy (Wilson 95 % intervals) by tier, curve and direction, "
-                "pairwise agreement, Fleiss' kappa and the attention check, as Markdown.")
+                "pairwise agreement, Fleiss' kappa and the attention check, as Markdown.", run=_analyze)
     z.add_argument("--db", default=DEFAULT_DB, help="study database")
     z.add_argument("--attention-threshold", type=fraction, default=ATTENTION_THRESHOLD,
                    help="high-tier accuracy below which an annotator counts as careless")
-    z.set_defaults(func=_analyze)
     return p
 
 
@@ -210,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        return 0
+        return quiet_broken_pipe()
 
 
 if __name__ == "__main__":

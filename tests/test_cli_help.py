@@ -104,3 +104,15 @@ def test_eval_and_build_show_the_defaults_a_user_asks_about() -> None:
     text = " ".join(dict(_commands(_parser("vocalgrad-dataset")))[("build",)].format_help().split())
     for shown in ("every split the source has) (default: test)", "vctk (default; beep configs: beep)", "(>= 1) (default: 4)"):
         assert shown in text, shown
+
+
+@pytest.mark.parametrize("argv", [["harness.cli", "list-models"], ["listening.cli", "sample", "--config", "volume",
+                                                                     "--n", "8", "--seed", "0"]])
+def test_a_closed_pipe_ends_quietly(argv: list[str]) -> None:
+    """`harness list-models | head`: the reader is gone before anything is written; exit 141, no traceback."""
+    r, w = os.pipe()
+    os.close(r)
+    proc = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, stdout=w,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(w)
+    assert proc.stderr == "" and proc.returncode == 141

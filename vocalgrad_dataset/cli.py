@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 
 from .argtypes import nonnegative_float, nonnegative_int, positive_int
-from .cliinfo import console_script
+from .cliinfo import console_script, quiet_broken_pipe
 from .generate import SPLITS
 
 
@@ -125,7 +124,7 @@ def parser() -> argparse.ArgumentParser:
     b = command("build", "write Parquet shards + README (configs YAML, data card)",
                 "Render a config's splits to Parquet shards in --out/<config>/ and (re)write the data card "
                 "(README.md: configs, dataset_info, licences, citation). A killed build resumes where it stopped; "
-                "a rebuild with other settings is refused unless --overwrite.")
+                "a rebuild with other settings is refused unless --overwrite.", run=cmd_build)
     common(b, split_all=True)
     b.add_argument("--out", required=True, help="build folder (created; one sub-folder per config)")
     b.add_argument("--num-proc", type=positive_int, default=1, help="worker processes (>= 1)")
@@ -139,55 +138,42 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload every config in --out to this dataset repo")
     b.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
     b.add_argument("--quiet", action="store_true", help="no progress output")
-    b.set_defaults(func=cmd_build)
 
     i = command("ids", "print clip ids, one per line",
                 "Print the benchmark_clip_id of every clip of a config and split, one per line, in dataset order "
-                "(frozen lists for vctk, beep and the alternative sources: no audio is read).")
+                "(frozen lists for vctk, beep and the alternative sources: no audio is read).", run=cmd_ids)
     common(i)
-    i.set_defaults(func=cmd_ids)
 
     o = command("oracle", "accuracy of the signal oracle (label integrity)",
                 "Generate the clips and score the signal oracle, which reads the changed factor off the audio: "
-                "a check that every label matches its clip. The last line is JSON (accuracy, by_tier).")
+                "a check that every label matches its clip. The last line is JSON (accuracy, by_tier).",
+                run=cmd_oracle)
     common(o)
-    o.set_defaults(func=cmd_oracle)
 
     m = command("manifest", "write the PCM-hash manifest of a build or published release folder",
                 "Hash the int16 PCM of every clip of DIR into a manifest CSV (category, clip id, rate, samples, "
-                "sha256). DIR/manifest.csv is what `harness eval --dataset DIR` records as manifest_sha256.")
+                "sha256). DIR/manifest.csv is what `harness eval --dataset DIR` records as manifest_sha256.",
+                run=cmd_manifest)
     m.add_argument("dir", metavar="DIR", help="a `vocalgrad-dataset build` folder or a release folder (metadata.csv)")
     m.add_argument("--out", default=None, metavar="FILE",
                    help="where to write it (default DIR/manifest.csv, which harness eval records; - for stdout)")
-    m.set_defaults(func=cmd_manifest)
 
     v = command("verify", "compare a build or release folder with a manifest, clip by clip",
                 "Compare DIR with a manifest clip by clip: missing, extra and different clips, and the largest "
-                "PCM difference where lossless copies are at hand. Exit 0 when identical, 1 on any difference.")
+                "PCM difference where lossless copies are at hand. Exit 0 when identical, 1 on any difference.",
+                run=cmd_verify)
     v.add_argument("dir", metavar="DIR", help="the folder to check (build or release layout)")
     v.add_argument("--manifest", required=True, metavar="FILE",
                    help="a manifest CSV (lossless copies in audio/<category>/<clip>.flac beside it are used to measure "
                    "differences), or another build/release folder")
     v.add_argument("--show", type=nonnegative_int, default=20, metavar="N", help="list at most N clips of each kind")
-    v.set_defaults(func=cmd_verify)
 
     ls = command("list", "the categories and their parameters",
                  "The nine categories with their published names, parameter and tier values (or, with --configs, "
-                 "every config name).")
+                 "every config name).", run=cmd_list)
     ls.add_argument("--markdown", action="store_true", help="as the Markdown table of the README")
     ls.add_argument("--configs", action="store_true", help="every config name with its format, bound source and labels")
-    ls.set_defaults(func=cmd_list)
     return p
-
-
-def _quiet_broken_pipe() -> int:
-    """`vocalgrad-dataset ids ... | head`: the reader left; stop quietly (no traceback, no flush error at exit)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader closed the pipe
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -201,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
     except BrokenPipeError:
-        return _quiet_broken_pipe()
+        return quiet_broken_pipe()
     except KeyboardInterrupt:
         print("vocalgrad-dataset: interrupted", file=sys.stderr)
         return 130

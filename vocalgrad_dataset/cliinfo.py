@@ -6,6 +6,8 @@ Light on purpose: `--version` and `--help` answer without importing numpy, datas
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
@@ -38,16 +40,20 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-Command = Callable[[str, str, str], argparse.ArgumentParser]
+Command = Callable[..., argparse.ArgumentParser]
 
 
 def subcommands(parser: argparse.ArgumentParser, dest: str = "command") -> Command:
-    """Required subcommands under `parser`; returns command(name, help, description) -> its parser, each
-    with a description and its defaults shown in --help."""
+    """Required subcommands under `parser`; returns command(name, help, description, run=None) -> its
+    parser, each with a description and its defaults shown in --help; `run(namespace)` is what it does."""
     sub = parser.add_subparsers(dest=dest, required=True, metavar="COMMAND")
 
-    def command(name: str, helptext: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=helptext, description=description, formatter_class=DefaultsHelpFormatter)
+    def command(name: str, helptext: str, description: str, run: Callable[..., int] | None = None
+                ) -> argparse.ArgumentParser:
+        found = sub.add_parser(name, help=helptext, description=description, formatter_class=DefaultsHelpFormatter)
+        if run is not None:
+            found.set_defaults(func=run)
+        return found
 
     return command
 
@@ -57,3 +63,13 @@ def console_script(prog: str, description: str) -> tuple[argparse.ArgumentParser
     parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=DefaultsHelpFormatter)
     add_version_argument(parser)
     return parser, subcommands(parser)
+
+
+def quiet_broken_pipe() -> int:
+    """`cmd ... | head`: the reader left; stop quietly (no traceback, no flush error at exit), exit 141."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader closed the pipe

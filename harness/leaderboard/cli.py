@@ -64,7 +64,7 @@ def add_leaderboard_parser(command: Command) -> None:
     sub = subcommands(lb, dest="leaderboard_command")
     s = sub("submit", "a submission JSON from a harness run directory",
             "Pack a complete run (results.json, every samples file, model metadata) into one submission "
-            "JSON; a run that validate would reject (e.g. a --limit run) is refused.")
+            "JSON; a run that validate would reject (e.g. a --limit run) is refused.", run=_submit)
     s.add_argument("run_dir", metavar="RUN", help="a `harness eval` run directory")
     s.add_argument("--model-name", required=True, help="display name on the leaderboard")
     s.add_argument("--out", required=True, help="the submission file to write (SUB.json)")
@@ -73,19 +73,15 @@ def add_leaderboard_parser(command: Command) -> None:
     s.add_argument("--revision", default=None, help="commit of the base weights (default: from the run)")
     s.add_argument("--adapter", default=None, help="LoRA adapter repo or path (default: from the run)")
     s.add_argument("--notes", default=None, help="free text shown with the row")
-    s.set_defaults(func=_submit)
     v = sub("validate", "check a submission: exit 0 when valid, 1 naming every problem",
             "Check a submission: schema, clip ids and gold labels, answers re-parsed, metrics recomputed, "
-            "samples digest. Exit 0 when valid, 1 naming every problem.")
+            "samples digest. Exit 0 when valid, 1 naming every problem.", run=_validate)
     v.add_argument("submission", metavar="SUB.json", help="the submission file")
-    v.set_defaults(func=_validate)
     b = sub("build", "index.html + leaderboard.md + .csv from a folder of submissions",
             "Validate every *.json in SUBS_DIR and write the static site: index.html (official rows ranked,"
-            " other data apart, filters), leaderboard.md, leaderboard.csv and a Space README.md.")
+            " other data apart, filters), leaderboard.md, leaderboard.csv and a Space README.md.", run=_build)
     b.add_argument("subs_dir", metavar="SUBS_DIR", help="folder of submission JSON files")
     b.add_argument("--out", required=True, help="folder for the site (created)")
     b.add_argument("--skip-invalid", action="store_true", help="leave invalid submissions out instead of failing")
-    b.set_defaults(func=_build)
-    j = sub("schema", "print the submission JSON schema",
-            "Print the JSON schema of a submission (the version validate reads).")
-    j.set_defaults(func=_schema)
+    sub("schema", "print the submission JSON schema",
+        "Print the JSON schema of a submission (the version validate reads).", run=_schema)
