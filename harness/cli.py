@@ -7,7 +7,7 @@ import sys
 
 from harness.models.protocol import MissingDependency, ModelError
 from harness.runner import add_eval_arguments, eval_settings_from_args, run_eval
-from vocalgrad_dataset.cliinfo import console_script, quiet_broken_pipe
+from vocalgrad_dataset.cliinfo import console_script, run_command
 
 
 def _eval(ns: argparse.Namespace) -> int:
@@ -75,16 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `harness` console script."""
-    ns = build_parser().parse_args(argv)
-    try:
-        code = ns.func(ns)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
-        return code
-    except BrokenPipeError:  # `harness list-models | head`
-        return quiet_broken_pipe()
-    except (ValueError, FileNotFoundError, MissingDependency, ModelError) as err:  # a message, not a traceback
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv, (ValueError, FileNotFoundError, MissingDependency, ModelError))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from listening.analysis import ATTENTION_THRESHOLD
 from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int
-from vocalgrad_dataset.cliinfo import console_script, quiet_broken_pipe
+from vocalgrad_dataset.cliinfo import console_script, run_command
 from vocalgrad_dataset.generate import SPLITS
 
 DEFAULT_DB = "listening-study.sqlite"
@@ -201,14 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `vocalgrad-listen` console script."""
-    ns = build_parser().parse_args(argv)
-    try:
-        return ns.func(ns)
-    except (ValueError, FileNotFoundError, FileExistsError, KeyError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return quiet_broken_pipe()
+    return run_command(build_parser(), argv, (ValueError, FileNotFoundError, FileExistsError, KeyError))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from .argtypes import nonnegative_float, nonnegative_int, positive_int
-from .cliinfo import console_script, quiet_broken_pipe
+from .cliinfo import console_script, run_command
 from .generate import SPLITS
 
 
@@ -181,21 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .fileio import LockedError
     from .sources import SourceError
 
-    args = parser().parse_args(argv)
-    try:
-        code = args.func(args)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
-        return code
-    except BrokenPipeError:
-        return quiet_broken_pipe()
-    except KeyboardInterrupt:
-        print("vocalgrad-dataset: interrupted", file=sys.stderr)
-        return 130
-    except (SourceError, KeyError, ValueError, LockedError, OSError) as err:
-        # OSError: a file or folder that cannot be read or written (permissions, a full disk, a file for a folder)
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"vocalgrad-dataset: error: {msg}", file=sys.stderr)
-        return 2
+    # OSError: a file or folder that cannot be read or written (permissions, a full disk, a file for a folder)
+    return run_command(parser(), argv, (SourceError, KeyError, ValueError, LockedError, OSError),
+                       prefix="vocalgrad-dataset: error")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "vocalgrad"  # pyproject.toml [project] name
@@ -73,3 +73,23 @@ def quiet_broken_pipe() -> int:
     except (OSError, ValueError):
         pass
     return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader closed the pipe
+
+
+def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+                user_errors: tuple[type[BaseException], ...], prefix: str = "error") -> int:
+    """Parse, run the chosen subcommand (its `func`), and turn what a user can fix into one line on stderr
+    (exit 2), a closed pipe into a quiet exit 141 and Ctrl-C into 130; anything else stays a traceback."""
+    ns = parser.parse_args(argv)
+    try:
+        code = ns.func(ns)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+    except user_errors as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err  # KeyError quotes its text
+        print(f"{prefix}: {message}", file=sys.stderr)
+        return 2
