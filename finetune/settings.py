@@ -27,6 +27,7 @@ from harness.settings import (
     derive,
     settings_from_args,
 )
+from vocalgrad_dataset.cliinfo import add_version_argument
 
 SCOPES = ("lm_head", "all_linear")
 SCHEDULES = ("constant", "linear", "cosine")
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `vocalgrad-finetune` arguments (recipe flags default to SPEC §6)."""
     d = TrainSettings(model="", category="", scope="")
     p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)
+    add_version_argument(p)
     add_model_arguments(p, batch_size=None, adapter=False)
     add_source_arguments(p, what="train split")
     _add_run_arguments(p, d)

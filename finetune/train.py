@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    import argparse
+
     from accelerate import Accelerator
 
     from finetune.data import TrainingData
@@ -104,6 +106,13 @@ def train(settings: TrainSettings, lm: TrainableAudioLM | None = None) -> dict[s
                         private=settings.hub_private, dataset_repo=settings.dataset_repo)
     acc.wait_for_everyone()
     return info
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `vocalgrad-finetune` argument parser (defined in finetune.settings, which imports no torch)."""
+    from finetune.settings import build_parser as settings_parser
+
+    return settings_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

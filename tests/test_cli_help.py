@@ -22,6 +22,8 @@ SCRIPTS = {
     "harness": ("harness.cli", "build_parser"),
     "vocalgrad-dataset": ("vocalgrad_dataset.cli", "parser"),
     "vocalgrad-listen": ("listening.cli", "build_parser"),
+    "vocalgrad-paper": ("harness.paper.cli", "build_parser"),
+    "vocalgrad-finetune": ("finetune.train", "build_parser"),
 }
 
 
@@ -69,11 +71,12 @@ def test_version_and_help_of_every_command(script: str) -> None:
             if not action.option_strings or action.required or action.help == argparse.SUPPRESS:
                 continue
             assert action.help, f"{where} {action.option_strings[0]}: no help text"
-            if action.default not in (None, False, [], argparse.SUPPRESS) and not isinstance(
+            switch = isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction)  # says itself
+            if action.default not in (None, False, [], argparse.SUPPRESS) and not switch and not isinstance(
                     action, argparse._VersionAction | argparse._HelpAction):
                 shown = sub._get_formatter()._expand_help(action)
                 assert "default" in shown, f"{where} {action.option_strings[0]}: default {action.default!r} not shown"
-        assert "%(default)" not in helptext
+        assert "%(default)" not in helptext and "(default: True)" not in helptext  # a --no-x switch is on by default
         if isinstance(sub, argparse.ArgumentParser) and words:
             assert _run(module, *words, "--help").returncode == 0, where
 

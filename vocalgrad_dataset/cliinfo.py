@@ -34,8 +34,9 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text, default = action.help or "", action.default
+        switch = isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction)  # --x / --no-x: on/off
         if "default" in text or action.required or default is None or default is False or default == [] \
-                or default is argparse.SUPPRESS or not action.option_strings:
+                or default is argparse.SUPPRESS or not action.option_strings or switch:
             return text
         return f"{text} (default: %(default)s)"
 

@@ -21,12 +21,17 @@ from harness.paper.run import SuiteSettings, assemble_tables, plan, plan_markdow
 from harness.paper.suite import Suite, SuiteRun, default_suite, load_suite
 from harness.settings import MODES, add_model_arguments, add_source_arguments, limit_type, settings_from_args
 from vocalgrad_dataset.argtypes import nonnegative_int
+from vocalgrad_dataset.cliinfo import DefaultsHelpFormatter, add_version_argument
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Arguments of `vocalgrad-paper`."""
-    p = argparse.ArgumentParser(prog="vocalgrad-paper", description=(__doc__ or "").split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="vocalgrad-paper", formatter_class=DefaultsHelpFormatter,
+        description="Run the paper's appendix suite for one model (the runs and tables declared in "
+                    "harness/paper/suite.yaml, or a suite of your own with --suite) and assemble its tables beside "
+                    "the published values; a missing run marks its tables INCOMPLETE, never a fallback.")
+    add_version_argument(p)
     add_model_arguments(p)
     g = add_source_arguments(p, what="VCTK-based runs")
     g.add_argument("--dataset", default=None, help="a Parquet build instead of generating the VCTK-based runs")
