@@ -268,6 +268,7 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_context(bypass_csp=True).new_page()  # the page's CSP forbids Playwright's eval
+            page.set_default_timeout(90_000)  # a busy CI machine renders the first clips slowly (seen: > 30 s)
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(server.base + "/")
@@ -306,10 +307,12 @@ def test_browser_session_with_reload_and_export(study: Store, server: Server) ->
             page.wait_for_function("document.getElementById('count').textContent === '10 / 24 answered'")
             # a second annotator in another browser context sees only their own state
             other_page = browser.new_context(bypass_csp=True).new_page()
+            other_page.set_default_timeout(90_000)
             other_page.goto(f"{server.base}/#token={other}")
             other_page.wait_for_selector("#consent:not([hidden])")
             assert "#token" not in other_page.url  # the token left the address bar
             admin = browser.new_context(bypass_csp=True).new_page()
+            admin.set_default_timeout(90_000)
             admin.on("pageerror", lambda e: errors.append(str(e)))
             admin.goto(f"{server.base}/admin")
             admin.fill("#admin-token", study.set_admin_token())
