@@ -408,13 +408,16 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
         new = check_resume_key(out_dir, key)  # a mismatching directory fails before minutes of model loading
         if settings.mode not in MODES:
             raise ValueError(f"unknown mode {settings.mode!r}; expected one of {MODES}")
-        model = model or load_model(settings)
-        check_protocol(model, settings.model)
+        if model is None:
+            model = load_model(settings)  # checks the protocol itself
+        else:
+            check_protocol(model, settings.model)
         check_capabilities(model, ["choices"] if settings.mode == "choices" else [])
         variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
         apply_seed(model, settings)
         batch_size = runner_batch_size(settings, model)
-        skip = needs_preflight(model, settings, resumed=any(res.read_shards(out_dir, c) for c in configs))
+        resumed = any(f.stat().st_size for c in configs for f in res.shard_files(out_dir, c))  # no parse needed
+        skip = needs_preflight(model, settings, resumed=resumed)
         checked = {"skipped": skip} if skip else run_preflight(model, source, configs[0], variant, settings).record()
         dist.barrier()  # every rank has read the record before rank 0 writes it
         if new and dist.is_main:  # only once the model is up and answers: a failed start leaves the directory reusable

@@ -12,7 +12,6 @@ import argparse
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -115,11 +114,6 @@ def parse_model_arg(item: str) -> list[tuple[str, Any]]:
     return pairs
 
 
-def parse_model_args(items: Sequence[str]) -> dict[str, Any]:
-    """{key: value} from --model-arg strings (see parse_model_arg; a later key wins)."""
-    return {k: v for item in items for k, v in parse_model_arg(item)}
-
-
 def _argtype(parse: Any, name: str) -> Any:
     """An argparse type from a parser that raises ValueError, keeping its message as argparse's one line."""
 
@@ -153,7 +147,7 @@ def parse_configs(text: str) -> list[str]:
 model_arg_type = _argtype(parse_model_arg, "KEY=VALUE")
 batch_size_type = _argtype(parse_batch_size, "batch size")
 configs_type = _argtype(parse_configs, "configs")
-limit_type = _argtype(lambda t: parse_limit(t), "limit")
+limit_type = _argtype(parse_limit, "limit")
 
 
 # ---- argument groups -------------------------------------------------------------------------------------

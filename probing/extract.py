@@ -263,8 +263,10 @@ def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
     if settings.units_per_shard < 1:
         raise ValueError("--units-per-shard must be >= 1")
     source = source or settings.open_rows()
-    model = model or load_model(settings, require=["hidden_states"])
-    check_protocol(model, settings.model)
+    if model is None:
+        model = load_model(settings, require=["hidden_states"])  # checks the protocol itself
+    else:
+        check_protocol(model, settings.model)
     return [extract_config(model, source, c, settings, variant) for c in configs]
 
 

@@ -222,7 +222,6 @@ def get_model(name: str, *, adapter: str | None = None, **kwargs: Any) -> AudioL
     if local and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
         raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json there)")
     model = entry.factory(name=name, **kwargs)
-    model.kind = entry.kind  # the registry's word wins: a tiny model is an HFAudioLM of kind "tiny"
     if adapter is not None:
         if not model.supports_adapters:
             raise ValueError(f"model {name!r} ({entry.kind}) cannot take a LoRA adapter")

@@ -583,11 +583,12 @@ def tiny_checkpoint(family: str, *, seed: int = 0, init_std: float = 0.1, text_l
     target = cache_root() / f"{family}-{recipe_key(family, seed, init_std, text_layers)}"
     if (target / "config.json").is_file():
         return target
-    import tempfile
-
     target.parent.mkdir(parents=True, exist_ok=True)
     built = BUILDERS[family](seed, init_std, text_layers)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    # mkdir, not mkdtemp (0700): the saved checkpoint gets the user's umask like every other output
+    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
     try:
         built.model.save_pretrained(tmp)
         built.processor.save_pretrained(tmp)
@@ -616,6 +617,7 @@ def tiny_model(family: str, *, seed: int = 0, name: str | None = None, **kwargs:
     lm = HFAudioLM(str(path), _local(spec), name=name or f"tiny-{family}", **kwargs)
     # Provenance names the registry entry, not this machine's cache folder (the folder is in `checkpoint`).
     lm.model_id, lm.checkpoint = f"tiny-{family}", str(path)
+    lm.kind = "tiny"  # random weights: exempt from the preflight, listed as tiny
     return lm
 
 
