@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from harness.data import CONFIGS, PUBLISHED_NAME, attribute_word
-from harness.results import atomic_write_text
+from harness.results import atomic_write_text, component_versions, group_metrics, task_metrics
 from harness.tables import markdown_table, pct
 
 EVAL_RESULTS_FILE = ".eval_results/vocalgrad.yaml"
@@ -45,9 +45,9 @@ def eval_results_entries(info: Mapping[str, Any], results: Mapping[str, Any], *,
     entries = [
         EvalResultEntry(dataset_id=dataset_repo, task_id=PUBLISHED_NAME[c], value=round(100 * r["accuracy"], 2),
                         date=results.get("date"), notes=notes, **source_kw)
-        for c, r in results["results"].items() if r.get("accuracy") is not None
+        for c, r in task_metrics(results).items() if r.get("accuracy") is not None
     ]
-    group = results["groups"]["vocalgrad"]
+    group = group_metrics(results)
     if group.get("complete") and group.get("accuracy") is not None:
         entries.append(EvalResultEntry(dataset_id=dataset_repo, task_id="all", value=round(100 * group["accuracy"], 2),
                                        date=results.get("date"), notes=notes + "; mean of the nine categories",
@@ -128,9 +128,9 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
         parts.append("Not evaluated yet.")
     else:
         cfg = results["config"]
-        res = results["results"]
+        res, versions = task_metrics(results), component_versions(results)
         where = (f"test split, source `{cfg.get('source')}`, `{cfg.get('mode')}` scoring, prompt "
-                 f"`{cfg.get('prompt_variant')}`, harness {results['versions']['harness']}, parser v{results['versions']['parser']}")
+                 f"`{cfg.get('prompt_variant')}`, harness {versions['harness']}, parser v{versions['parser']}")
         if not is_official(str(cfg.get("source"))):
             where += (" — **not the official VCTK benchmark; not comparable with published numbers** (so no "
                       f"`{EVAL_RESULTS_FILE}` entries for `{dataset_repo}`)")

@@ -6,12 +6,18 @@ import argparse
 import sys
 
 from harness.models.protocol import MissingDependency, ModelError
-from harness.runner import add_eval_arguments, eval_settings_from_args, run_eval
+from harness.runner import RunIncomplete, add_eval_arguments, eval_settings_from_args, run_eval, summary_table
 from vocalgrad_dataset.cliinfo import console_script, run_command
 
 
 def _eval(ns: argparse.Namespace) -> int:
-    run_eval(eval_settings_from_args(ns))
+    try:
+        results = run_eval(eval_settings_from_args(ns))
+    except RunIncomplete as err:
+        print(summary_table(err.results))
+        raise
+    if results is not None:  # rank 0: the per-config table, as lm-eval prints one
+        print(summary_table(results))
     return 0
 
 

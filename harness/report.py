@@ -19,7 +19,15 @@ from harness.data import CONFIGS
 from harness.metrics import Z95, breakdowns, mcnemar
 from harness.parsing import get_parser
 from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
-from harness.results import atomic_write_text, build_results, read_jsonl, samples_path
+from harness.results import (
+    atomic_write_text,
+    build_results,
+    component_versions,
+    group_metrics,
+    read_jsonl,
+    samples_path,
+    task_metrics,
+)
 from harness.sampling import describe_limit
 from harness.tables import markdown_table, pct
 from vocalgrad_dataset.generate import parse_config
@@ -72,7 +80,7 @@ def compute(run_dir: str | Path) -> dict[str, Any]:
 def sample_warnings(results: Mapping[str, Any]) -> list[str]:
     """One line per config whose samples are fewer than the clips the run expected (or the dataset has)."""
     out = []
-    for c, s in results["results"].items():
+    for c, s in task_metrics(results).items():
         task = results["configs"].get(c, {})
         expected = task.get("n_expected")
         if expected is not None and s["n"] < expected:
@@ -95,14 +103,14 @@ def limit_note(results: Mapping[str, Any]) -> str | None:
 
 def format_report(results: Mapping[str, Any]) -> str:
     """All tables of a run as Markdown text."""
-    res, cfg = results["results"], results["config"]
+    res, cfg = task_metrics(results), results["config"]
     model = str(cfg.get("model"))
-    group = results["groups"]["vocalgrad"]
+    group = group_metrics(results)
     parts = [
         f"# VocalGrad report — {model}",
         f"mode {cfg.get('mode')}, prompt {cfg.get('prompt_variant')}, split {cfg.get('split')}, "
         f"source {cfg.get('source', '?')}, batch size {cfg.get('batch_size')}, "
-        f"processes {cfg.get('num_processes')}, seed {cfg.get('seed', '—')}; parser v{results['versions']['parser']}.",
+        f"processes {cfg.get('num_processes')}, seed {cfg.get('seed', '—')}; parser v{component_versions(results)['parser']}.",
         "Accuracy over all clips (unparsed = wrong), % with Wilson 95 % CI; "
         "clustered CI treats the 24 rows of a source clip as one cluster.",
     ]
@@ -207,16 +215,16 @@ def format_comparison(runs: Sequence[Run]) -> str:
     body = []
     for r in runs:
         mark = " †" if r.results.get("limited") else ""
-        body.append([f"**{r.label}**{mark}", *_row_cells(r.results["results"], r.results["groups"]["vocalgrad"])])
+        body.append([f"**{r.label}**{mark}", *_row_cells(task_metrics(r.results), group_metrics(r.results))])
     body += [[f"{name} (paper)", *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
     parts += ["## Models side by side (paper Table 2 layout)", markdown_table(["model", *cols], body)]
-    others = list(dict.fromkeys(c for r in runs for c in r.results["results"] if c not in CONFIGS))
+    others = list(dict.fromkeys(c for r in runs for c in task_metrics(r.results) if c not in CONFIGS))
     if others:
-        rows = [[r.label, *(pct(r.results["results"].get(c, {}).get("macro_f1" if parse_config(c).format in
+        rows = [[r.label, *(pct(task_metrics(r.results).get(c, {}).get("macro_f1" if parse_config(c).format in
                                                                          ("yesno", "ternary") else "accuracy"))
                             for c in others)] for r in runs]
         parts += ["## Other configs (accuracy %; macro-F1 % for yes/no and ternary)", markdown_table(["model", *others], rows)]
-    bias = [[r.label, *(pct(r.results["results"][c]["increase_ratio"]) if c in r.results["results"] else "—"
+    bias = [[r.label, *(pct(task_metrics(r.results)[c]["increase_ratio"]) if c in task_metrics(r.results) else "—"
                         for c in CONFIGS)] for r in runs]
     parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', markdown_table(["model", *CONFIGS], bias)]
     for r in runs:
@@ -233,7 +241,7 @@ def _published(run: Run, field: str) -> dict[str, float]:
     stem = published_stem(run.model)
     if not stem or run.results["config"].get("prompt_variant") != "default":
         return {}
-    return {c: 100 * getattr(ref, field) for c in run.results["results"] if (ref := reference(c, stem))}
+    return {c: 100 * getattr(ref, field) for c in task_metrics(run.results) if (ref := reference(c, stem))}
 
 
 def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
@@ -248,7 +256,7 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
 
     title = " vs ".join(r.label for r in runs)
     figs: dict[str, Any] = {}
-    main = {r.label: {c: s for c, s in r.results["results"].items() if c in CONFIGS or parse_config(c).format
+    main = {r.label: {c: s for c, s in task_metrics(r.results).items() if c in CONFIGS or parse_config(c).format
                       == "direction"} for r in runs}
     human = HUMAN_TABLE2 if any(c in HUMAN_TABLE2 for s in main.values() for c in s) else None
     # the paper's row of a run's model, drawn over that run's bars

@@ -30,7 +30,11 @@ from typing import (
 from harness.parsing import PARSER_VERSION
 from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
-RESULTS_SCHEMA_VERSION = "3"  # 3: the headline group holds the main categories only; its CI is Wilson
+# 3: the headline group holds the main categories only; its CI is Wilson. 4: lm-eval's shape exactly ("results"
+# and "groups" hold only "<metric>,none" keys, "versions" is per task); our summaries moved to "metrics",
+# "group_metrics" and "vocalgrad_versions"; "incomplete" says why a run that mostly failed is no result.
+RESULTS_SCHEMA_VERSION = "4"
+DEFAULT_MAX_ERROR_RATE = 0.1  # a run with a larger share of error rows is incomplete (non-zero exit, refused)
 SHARD_RE = re.compile(r"^samples_(?P<config>.+)\.rank(?P<rank>\d+)\.jsonl$")
 
 
@@ -72,6 +76,7 @@ class RunConfig(TypedDict):
     num_processes: int
     max_new_tokens: NotRequired[int]
     retry_max_new_tokens: NotRequired[int]
+    max_error_rate: NotRequired[float]  # a larger share of error rows marks the run incomplete
     limit: NotRequired[int | float | None]  # a count or a fraction; the clips are a stratified sample
     seed: NotRequired[int | None]
 
@@ -115,21 +120,24 @@ HIGHER_IS_BETTER: dict[str, bool | None] = {
 }
 LM_EVAL_FILTER = "none"  # lm-eval keys a metric "<metric>,<filter>"; our answers pass through no filter
 
-# One config's entry of results.json "results": MetricSummary, the task `alias` lm-eval prints, and each
-# HIGHER_IS_BETTER metric again under lm-eval's "<metric>,none" / "<metric>_stderr,none" keys (stderr "N/A"
-# where undefined, as lm-eval writes it), so lm-eval's tables and loaders read the file as it is.
+# One config's entry of results.json "results" (and of "groups"), exactly as lm-evaluation-harness writes it:
+# the task `alias` it prints, then each HIGHER_IS_BETTER metric under "<metric>,none" and "<metric>_stderr,none"
+# (stderr "N/A" where undefined, as lm-eval writes it). Counts and CI bounds stay out of it (lm-eval's
+# make_table would list them as metrics): they are in "metrics" / "group_metrics", which lm-eval ignores.
 TaskResult = TypedDict("TaskResult", {  # type: ignore[misc]
-    **get_type_hints(MetricSummary),
     "alias": str,
     **{f"{m},{LM_EVAL_FILTER}": float | None for m in HIGHER_IS_BETTER},
     **{f"{m}_stderr,{LM_EVAL_FILTER}": float | str for m in HIGHER_IS_BETTER},
 })
+GroupResult = TypedDict("GroupResult", {  # type: ignore[misc]
+    "alias": str, f"accuracy,{LM_EVAL_FILTER}": float | None, f"accuracy_stderr,{LM_EVAL_FILTER}": float | str,
+})
 
 
-def lm_eval_keys(summary: Mapping[str, Any]) -> dict[str, Any]:
+def lm_eval_keys(summary: Mapping[str, Any], metrics: Iterable[str] = HIGHER_IS_BETTER) -> dict[str, Any]:
     """The "<metric>,none" and "<metric>_stderr,none" entries of a summary (lm-evaluation-harness's keys)."""
     out: dict[str, Any] = {}
-    for m in HIGHER_IS_BETTER:
+    for m in metrics:
         se = summary.get(f"{m}_stderr")
         out[f"{m},{LM_EVAL_FILTER}"] = summary.get(m)
         out[f"{m}_stderr,{LM_EVAL_FILTER}"] = "N/A" if se is None else se
@@ -181,11 +189,15 @@ class DatasetInfo(TypedDict):
 ResultsJSON = TypedDict(
     "ResultsJSON",
     {
-        "results": dict[str, TaskResult],  # config -> metrics (accuracy, accuracy_stderr, ...)
-        "groups": dict[str, GroupSummary],  # "vocalgrad" -> 9-category mean
+        "results": dict[str, TaskResult],  # config -> lm-eval's "<metric>,none" keys only
+        "groups": dict[str, GroupResult],  # "vocalgrad" -> the 9-category mean, lm-eval's keys only
+        "metrics": dict[str, MetricSummary],  # config -> every count and metric (what reports read)
+        "group_metrics": dict[str, GroupSummary],  # "vocalgrad" -> 9-category mean with CI and completeness
         "breakdowns": dict[str, dict[str, dict[str, MetricSummary]]],  # config -> key -> value -> metrics
         "configs": dict[str, dict[str, Any]],  # config -> task settings (split, parser, n_expected, ...)
-        "versions": dict[str, str],
+        "versions": dict[str, str],  # config -> task version (lm-eval's per-task "versions")
+        "vocalgrad_versions": dict[str, str],  # harness, parser, generator, results schema
+        "incomplete": str | None,  # why the run is no result (too many error rows), else None
         "n-samples": dict[str, NSamples],
         "n-shot": dict[str, int],  # audio examples in the prompt (4 for few-shot, else 0)
         "higher_is_better": dict[str, dict[str, bool | None]],  # config -> metric -> direction (None: neither)
@@ -283,6 +295,39 @@ def versions(generator_version: str | None = None) -> dict[str, str]:
         "generator": generator_version,
         "results_schema": RESULTS_SCHEMA_VERSION,
     }
+
+
+def task_version(generator_version: str | None = None) -> str:
+    """A config's version in lm-eval's per-task "versions": what fixes its rows and its scoring (the
+    generator that renders the clips and the parser that reads the answers)."""
+    v = versions(generator_version)
+    return f"{v['generator']}+parser.{v['parser']}"
+
+
+def error_summary(rows_by_config: Mapping[str, list[Mapping[str, Any]]], max_rate: float) -> str | None:
+    """One line counting the error rows and showing the first, when their share exceeds `max_rate`; else None."""
+    rows = [(c, r) for c, rs in rows_by_config.items() for r in rs]
+    failed = [(c, r) for c, r in rows if r.get("error")]
+    if not rows or len(failed) / len(rows) <= max_rate:
+        return None
+    config, first = failed[0]
+    return (f"{len(failed)} of {len(rows)} rows are errors ({100 * len(failed) / len(rows):.1f} % > "
+            f"{100 * max_rate:g} %); first: {config} {first.get('benchmark_clip_id')}: {first.get('error')}")
+
+
+def task_metrics(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Config -> MetricSummary of a results.json (schema 4's "metrics"; schema 3 kept them in "results")."""
+    return dict(results["metrics"] if "metrics" in results else results["results"])
+
+
+def group_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The headline GroupSummary of a results.json (schema 4's "group_metrics"; schema 3's "groups")."""
+    return dict((results.get("group_metrics") or results["groups"])["vocalgrad"])
+
+
+def component_versions(results: Mapping[str, Any]) -> dict[str, str]:
+    """harness / parser / generator / results_schema versions of a results.json (any schema)."""
+    return dict(results.get("vocalgrad_versions") or results["versions"])
 
 
 def _jsonable(obj: Any) -> Any:
@@ -572,12 +617,16 @@ def build_results(
         c: {"original": int(n_original.get(c, len(rows))), "effective": len(rows)} for c, rows in rows_by_config.items()
     }
     variant = str(run_config.get("prompt_variant", "default"))
+    metrics = {c: summarize(rows) for c, rows in rows_by_config.items()}
     out = {
-        "results": {c: {"alias": c, **(m := summarize(rows)), **lm_eval_keys(m)} for c, rows in rows_by_config.items()},
-        "groups": {"vocalgrad": group},
+        "results": {c: {"alias": c, **lm_eval_keys(m)} for c, m in metrics.items()},
+        "groups": {"vocalgrad": {"alias": "vocalgrad", **lm_eval_keys(group, ("accuracy",))}},
+        "metrics": metrics,
+        "group_metrics": {"vocalgrad": group},
         "breakdowns": {c: breakdowns(rows) for c, rows in rows_by_config.items()},
         "configs": {c: dict(task_configs.get(c, {})) for c in rows_by_config},
-        "versions": versions(),
+        "versions": dict.fromkeys(rows_by_config, task_version()),
+        "vocalgrad_versions": versions(),
         "n-samples": n_samples,
         "n-shot": {c: n_shot(task_configs.get(c, {}).get("prompt_variant", variant)) for c in rows_by_config},
         "higher_is_better": {c: dict(HIGHER_IS_BETTER) for c in rows_by_config},
@@ -585,6 +634,7 @@ def build_results(
         # the run sampled its clips (--limit); samples missing from a full run make it incomplete, not limited
         "limited": any(bool(task_configs.get(c, {}).get("limited")) for c in rows_by_config)
         or run_config.get("limit") is not None and any(v["effective"] < v["original"] for v in n_samples.values()),
+        "incomplete": error_summary(rows_by_config, float(run_config.get("max_error_rate", DEFAULT_MAX_ERROR_RATE))),
         "date": date or datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     out.update({k: v for k, v in (extra or {}).items() if k not in out})

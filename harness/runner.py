@@ -44,7 +44,7 @@ from harness.settings import (
     settings_from_args,
 )
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.argtypes import nonnegative_int, positive_int
+from vocalgrad_dataset.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
 
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
@@ -69,6 +69,7 @@ class EvalSettings(ModelSettings, RowSettings):
     retry_max_new_tokens: int = 256  # one retry when the first answer is unparsed
     data_workers: int = 0  # processes generating/decoding rows ahead of the model (0: in this process)
     preflight: bool = True  # ask a few high-tier clips first; stop when most answers are unusable
+    max_error_rate: float = res.DEFAULT_MAX_ERROR_RATE  # more error rows than this share: incomplete, exit non-zero
 
 
 class Dist:
@@ -451,6 +452,7 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
         "retry_max_new_tokens": settings.retry_max_new_tokens,
         "limit": settings.limit,
         "seed": settings.seed,
+        "max_error_rate": settings.max_error_rate,
     }
     extra = {
         "start_time": started,
@@ -465,7 +467,32 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
                             n_original={c: t["n_original"] for c, t in tasks.items()}, extra=extra)
     res.write_results(out_dir / "results.json", out)
     print(f"wrote {out_dir / 'results.json'} ({time.time() - start:.1f} s)")
+    if out["incomplete"]:
+        raise RunIncomplete(f"{out_dir}: incomplete run, {out['incomplete']} (--max-error-rate "
+                            f"{settings.max_error_rate:g}; results.json marks it incomplete)", out)
     return out
+
+
+class RunIncomplete(ValueError):
+    """A run whose share of error rows exceeds --max-error-rate: written, marked incomplete, exit non-zero."""
+
+    def __init__(self, message: str, results: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    """The per-config table `harness eval` prints at the end, as lm-eval prints its results table."""
+    from harness.tables import markdown_table, pct
+
+    rows = [[c, pct(m["accuracy"]), f"[{pct(m['accuracy_ci_low'])}, {pct(m['accuracy_ci_high'])}]", str(m["n"]),
+             str(m["n_unparsed"]), str(m["n_error"])] for c, m in res.task_metrics(results).items()]
+    group = res.group_metrics(results)
+    if len(rows) > 1:
+        rows.append(["mean of the categories" + ("" if group.get("complete") else " (not all nine)"),
+                     pct(group["accuracy"]), f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
+                     "", "", ""])
+    return markdown_table(["config", "accuracy %", "95% CI", "n", "unparsed", "errors"], rows)
 
 
 def model_info(model: AudioLM, settings: EvalSettings) -> dict[str, Any]:
@@ -481,8 +508,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     add_row_arguments(p)
     g = p.add_argument_group("run")
-    g.add_argument("--configs", type=configs_type, default=list(CONFIGS),
-                   help="comma-separated configs, e.g. volume,noise or pitch-ternary (default: all nine)")
+    g.add_argument("--configs", "--tasks", dest="configs", type=configs_type, default=list(CONFIGS),
+                   help="comma-separated configs, e.g. volume,noise or pitch-ternary (--tasks: lm-eval's "
+                        "spelling; default: all nine)")
     g.add_argument("--out", required=True, help="run directory (resumed if it exists)")
     g.add_argument("--mode", choices=MODES, default="generate",
                    help="generate: the paper's protocol (free answer, parsed); choices: score the answer words "
@@ -499,6 +527,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-preflight", dest="preflight", action="store_false",
                    help="skip the check that asks 8 high-tier clips first and stops when most answers are "
                         "unparsed or refusals (the usual sign of a wrong template, adapter or audio input)")
+    g.add_argument("--max-error-rate", type=share, default=res.DEFAULT_MAX_ERROR_RATE,
+                   help="largest share of error rows (model or input failures) a run may have; above it the run "
+                        "is written but marked incomplete and the command exits non-zero (default: %(default)s)")
     g.add_argument("--max-new-tokens", type=positive_int, default=128, help="(default: %(default)s)")
     g.add_argument("--retry-max-new-tokens", type=nonnegative_int, default=256,
                    help="budget of the one retry of an unparsed answer; 0 disables it (default: %(default)s)")

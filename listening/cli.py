@@ -106,6 +106,7 @@ def _serve(ns: argparse.Namespace) -> int:
 
 
 def _export(ns: argparse.Namespace) -> int:
+    from harness.results import task_metrics
     from listening.analysis import analyze, careless
     from listening.app import export_csv
     from listening.export import export_run, write_submission
@@ -118,7 +119,7 @@ def _export(ns: argparse.Namespace) -> int:
         exclude |= set(careless(analyze(store.answers(), ns.attention_threshold)))
     results = export_run(store, ns.out, exclude)
     atomic_write_text(Path(ns.out) / "answers.csv", export_csv(store))
-    acc = {c: round(100 * r["accuracy"], 1) for c, r in results["results"].items()}
+    acc = {c: round(100 * r["accuracy"], 1) for c, r in task_metrics(results).items()}
     dropped = f"; left out: {', '.join(sorted(exclude))}" if exclude else ""
     print(f"wrote {ns.out}/samples_<config>.jsonl, results.json, answers.csv (accuracy % {acc}{dropped})")
     if ns.submission:

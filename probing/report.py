@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from harness.plots import plt, save_png
-from harness.results import atomic_write_text
+from harness.results import atomic_write_text, task_metrics
 from harness.tables import markdown_table, pct
 from probing.directions import plot_heatmap
 from probing.train import rep_sort_key
@@ -61,7 +61,7 @@ def load_end_to_end(harness_run: str | Path) -> dict[str, dict[str, float]]:
     if "results" not in data:
         raise ValueError(f"{path}: no 'results' field (not a harness results.json)")
     out = {}
-    for config, m in data["results"].items():
+    for config, m in task_metrics(data).items():
         if "accuracy" not in m:
             raise ValueError(f"{path}: results[{config!r}] has no 'accuracy'")
         out[config] = {"accuracy": m["accuracy"], "ci_low": m.get("accuracy_ci_low"), "ci_high": m.get("accuracy_ci_high")}

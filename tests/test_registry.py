@@ -21,7 +21,7 @@ EXPECTED = {
     "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b", "granite-speech-3.3-8b", "phi-4-multimodal",
     "gemma-3n-e4b", "tiny-qwen2.5-omni", "tiny-voxtral", "tiny-granite-speech", "tiny-phi-4-multimodal",
     "tiny-gemma-3n", "kimi-audio", "mimo-audio", "step-audio-2-mini", "gemini-3-flash", "gpt-4o-audio",
-    "whisper-tiny-en", *(f"hf-{family}" for family in FAMILIES),
+    "whisper-tiny-en", "hf", *(f"hf-{family}" for family in FAMILIES),
 }
 CLIP = AudioClip(np.zeros(16000, dtype=np.float32), 16000)
 
@@ -121,7 +121,7 @@ def test_every_hf_entry_names_a_real_transformers_class():
     for spec in FAMILIES.values():
         assert spec.model_class in exported, spec.model_class
         assert spec.processor_class in exported, spec.processor_class
-    assert {e.name for e in registry().values() if e.kind == "hf" and not e.name.startswith("hf-")} == {
+    assert {e.name for e in registry().values() if e.kind == "hf" and not e.name.startswith("hf")} == {
         "audio-flamingo-3", "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b",
         "granite-speech-3.3-8b", "phi-4-multimodal", "gemma-3n-e4b"}
 
@@ -132,7 +132,8 @@ def test_model_args_are_checked_against_the_factory_before_anything_loads():
     accepted = accepted_arguments("qwen2-audio-7b-instruct")
     assert {"model_id", "pretrained", "revision", "dtype", "trust_remote_code", "fast_encoder"} <= set(accepted)
     with pytest.raises(ValueError, match=r"^model 'qwen2-audio-7b-instruct' does not take --model-arg no_such_arg; "
-                                         r"it accepts: attn_implementation, batch_size, device, .*pretrained, revision"):
+                                         r"it accepts: adapter, attn_implementation, batch_size, device, .*peft, pretrained, "
+                                         r"revision"):
         check_model_args("qwen2-audio-7b-instruct", {"no_such_arg": 1})
     # lm-eval's word for the checkpoint; a fine-tuned or merged checkpoint of the family, no TypeError
     assert check_model_args("qwen2-audio-7b-instruct", {"pretrained": "org/ft", "revision": "abc"}) == {

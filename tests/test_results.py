@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -89,31 +90,71 @@ def test_results_follow_the_typeddict(run: Path) -> None:
     assert "NaN" not in (run / "results.json").read_text()
 
 
-def test_lm_eval_reads_the_results(run: Path) -> None:
-    """The keys lm-eval's make_table and loaders use: '<metric>,<filter>', its '_stderr' twin, alias, n-shot,
-    higher_is_better and n-samples."""
-    obj = json.loads((run / "results.json").read_text())
-    shown = []
+# lm-evaluation-harness 0.4's results.json shape, written out by hand from its documentation and from
+# lm_eval/utils.py::make_table (v0.4.9): for each task of "results", every key except "alias" is a
+# "<metric>,<filter>" entry whose "<metric>_stderr,<filter>" twin is its standard error ("N/A" when none);
+# "versions", "n-shot" and "higher_is_better" are keyed by task; higher_is_better maps metric -> True/False.
+LM_EVAL_TASK_KEY = re.compile(r"^(?P<metric>[a-z0-9_]+),(?P<filter>none)$")
+
+
+def _make_table_rows(obj: dict) -> list[tuple]:
+    """(task, version, filter, n-shot, metric, higher_is_better, value, stderr): what make_table prints."""
+    rows = []
     for task, dic in obj["results"].items():
-        hib = obj["higher_is_better"][task]
-        n = obj["n-shot"][task]
-        for mf, v in dic.items():
+        dic = dict(dic)
+        alias = dic.pop("alias")
+        for mf, v in sorted(dic.items()):
             m, _, f = mf.partition(",")
-            if m.endswith("_stderr") or f != "none":
+            if m.endswith("_stderr"):
                 continue
-            se = dic[f"{m}_stderr,{f}"]
-            shown.append((dic["alias"], n, m, hib[m], v, se))
-    acc = [s for s in shown if s[0] == "volume" and s[2] == "accuracy"][0]
-    k, n = obj["results"]["volume"]["n_correct"], obj["results"]["volume"]["n"]
-    assert acc == ("volume", 0, "accuracy", True, pytest.approx(k / n), pytest.approx((k / n * (1 - k / n) / n) ** 0.5))
-    f1 = [s for s in shown if s[0] == "noise-ternary" and s[2] == "macro_f1"][0]
-    assert f1[5] == "N/A"  # no closed-form stderr: lm-eval's own marker, never a number
-    assert [s[3] for s in shown if s[2] == "increase_ratio"] == [None, None]  # best at 50 %, neither way
+            rows.append((alias, obj["versions"][task], f, obj["n-shot"][task], m, obj["higher_is_better"][task].get(m),
+                         v, dic[f"{m}_stderr,{f}"]))
+    return rows
+
+
+def test_lm_eval_reads_the_results(run: Path) -> None:
+    """lm-eval's shape exactly: metrics only as '<m>,none' with their '_stderr' twin (no counts, no bare keys),
+    a version, n-shot and higher_is_better per task; our counts live where lm-eval does not look."""
+    obj = json.loads((run / "results.json").read_text())
+    for task, dic in obj["results"].items():
+        keys = set(dic) - {"alias"}
+        assert all(LM_EVAL_TASK_KEY.match(k.replace("_stderr,", ",")) for k in keys), sorted(keys)
+        assert all(f"{k.split(',')[0]}_stderr,none" in keys for k in keys if "_stderr" not in k)
+        assert isinstance(obj["versions"][task], str) and obj["versions"][task] != "N/A"
+    shown = _make_table_rows(obj)
+    assert len(shown) == len({(s[0], s[4]) for s in shown})  # every metric once
+    assert {s[4] for s in shown} == {"accuracy", "parsed_accuracy", "balanced_accuracy", "macro_f1", "exact_match_rate",
+                                     "exact_match_accuracy", "increase_ratio", "increase_ratio_all"}
+    acc = [s for s in shown if s[0] == "volume" and s[4] == "accuracy"][0]
+    k, n = obj["metrics"]["volume"]["n_correct"], obj["metrics"]["volume"]["n"]
+    assert acc[2:] == ("none", 0, "accuracy", True, pytest.approx(k / n), pytest.approx((k / n * (1 - k / n) / n) ** 0.5))
+    f1 = [s for s in shown if s[0] == "noise-ternary" and s[4] == "macro_f1"][0]
+    assert f1[7] == "N/A"  # no closed-form stderr: lm-eval's own marker, never a number
+    assert [s[5] for s in shown if s[4] == "increase_ratio"] == [None, None]  # best at 50 %, neither way
     assert obj["n-samples"] == {"volume": {"original": 72, "effective": 18}, "noise-ternary": {"original": 75, "effective": 19}}
+    assert obj["groups"] == {"vocalgrad": {"alias": "vocalgrad", "accuracy,none": acc[6],
+                                           "accuracy_stderr,none": obj["group_metrics"]["vocalgrad"]["accuracy_stderr"]}}
     # the headline mean is over the main categories: the ternary config keeps its own entry
-    group = obj["groups"]["vocalgrad"]
-    assert group["configs"] == ["volume"] and group["accuracy"] == obj["results"]["volume"]["accuracy"]
-    assert group["complete"] is False
+    group = obj["group_metrics"]["vocalgrad"]
+    assert group["configs"] == ["volume"] and group["accuracy"] == obj["metrics"]["volume"]["accuracy"]
+    assert group["complete"] is False and obj["incomplete"] is None
+    assert obj["vocalgrad_versions"]["parser"] == "1"
+
+
+def test_lm_eval_make_table_prints_each_metric_once(run: Path) -> None:
+    """lm-eval itself (the dev extra): its make_table prints one row per metric, our versions, no count rows."""
+    utils = pytest.importorskip("lm_eval.utils")
+    obj = json.loads((run / "results.json").read_text())
+    table = utils.make_table(obj)
+    lines = [line for line in table.splitlines() if line.startswith("|") and "---" not in line][1:]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    metrics = [c[5] for c in cells]
+    assert len(metrics) == 16 and not {"n", "n_correct", "n_error", "accuracy_ci_low"} & set(metrics)
+    assert all(c[2] == "none" for c in cells) and "N/A" not in {c[1] for c in cells if c[1]}
+    volume_acc = next(c for c in cells if c[5] == "accuracy")
+    assert volume_acc[0] == "volume" and volume_acc[1] == obj["versions"]["volume"] and volume_acc[6] == "↑"
+    assert float(volume_acc[7]) == pytest.approx(obj["metrics"]["volume"]["accuracy"], abs=1e-4)
+    assert "vocalgrad" in utils.make_table(obj, "groups")
 
 
 def test_environment_timing_and_seed(run: Path) -> None:
@@ -155,8 +196,8 @@ def test_history_keeps_every_run(tmp_path: Path) -> None:
     files = res.history(out)
     assert len(files) == 2 and all(f.name.startswith("results_") for f in files)
     latest = json.loads((out / "results.json").read_text())
-    assert json.loads(files[-1].read_text()) == latest and list(latest["results"]) == ["volume", "noise"]
-    assert list(json.loads(files[0].read_text())["results"]) == ["volume"]
+    assert json.loads(files[-1].read_text()) == latest and list(latest["metrics"]) == ["volume", "noise"]
+    assert list(json.loads(files[0].read_text())["metrics"]) == ["volume"]
     run_eval(EvalSettings("always-increase", ["volume", "noise"], str(out), source="demo", limit=6))
     assert len(res.history(out)) == 2  # a rerun that evaluated nothing new adds no entry
 
@@ -188,7 +229,7 @@ def test_batch_size_auto_halves_to_what_fits(tmp_path: Path) -> None:
     out = run_eval(EvalSettings("fits-five", ["volume"], str(tmp_path), source="demo", batch_size="auto"),
                    model=model)
     assert out["config"]["batch_size"] == "auto" and out["config"]["batch_sizes"] == [4]  # 64 -> 32 -> ... -> 4
-    assert model.stats["oom_halvings"] == 4 and out["results"]["volume"]["n_error"] == 0
+    assert model.stats["oom_halvings"] == 4 and out["metrics"]["volume"]["n_error"] == 0
 
 
 @pytest.mark.parametrize(("argv", "ok"), [

@@ -25,7 +25,7 @@ from typing import Any
 from harness.data import CONFIGS
 from harness.leaderboard.validate import validate_file
 from harness.reference import MODEL_DISPLAY, PUBLISHED_STEM, table2
-from harness.results import atomic_write_text
+from harness.results import atomic_write_text, group_metrics, task_metrics
 from harness.tables import markdown_table
 
 TITLE = "VocalGrad leaderboard"
@@ -90,17 +90,18 @@ def model_family(registry_name: str) -> str:
 def submission_row(sub: dict[str, Any], file: str) -> Row:
     """The leaderboard line of a validated submission."""
     res, model, run = sub["results"], sub["model"], sub["results"]["config"]
-    acc = {c: 100 * float(res["results"][c]["accuracy"]) for c in CONFIGS if c in res["results"]}
+    metrics = task_metrics(res)
+    acc = {c: 100 * float(metrics[c]["accuracy"]) for c in CONFIGS if c in metrics}
     human = model["scoring_mode"] == "listening"  # a `vocalgrad-listen export`
     source, split = str(run.get("source")), str(run.get("split"))
     return Row(
         kind="human" if human else "submission", model=model["name"], data=data_label(source, split),
         accuracy=acc, average=sum(acc.values()) / len(acc) if acc else math.nan,
-        complete=bool(res["groups"]["vocalgrad"].get("complete")), official=is_official(source, split),
+        complete=bool(group_metrics(res).get("complete")), official=is_official(source, split),
         family="human" if human else model_family(str(model["registry_name"])), params=model.get("params"),
         precision=model.get("precision") or "", adapter=model.get("adapter") or "",
         prompt=model["prompt_variant"], scoring=model["scoring_mode"],
-        clips=sum(int(r["n"]) for r in res["results"].values()), notes=model.get("notes") or "", file=file,
+        clips=sum(int(r["n"]) for r in metrics.values()), notes=model.get("notes") or "", file=file,
     )
 
 

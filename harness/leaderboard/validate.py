@@ -24,7 +24,7 @@ from harness.leaderboard.submit import samples_sha256
 from harness.parsing import PARSER_VERSION, get_parser
 from harness.prompts import get_variant
 from harness.redact import redact
-from harness.results import build_results
+from harness.results import DEFAULT_MAX_ERROR_RATE, build_results, component_versions, error_summary
 from vocalgrad_dataset import grid
 
 TOLERANCE = 1e-9  # recomputed floats may differ from the claimed ones by rounding only
@@ -150,8 +150,9 @@ def _run_problems(sub: Mapping[str, Any]) -> list[str]:
     results, samples, model = sub["results"], sub["samples"], sub["model"]
     run = results["config"]
     errors = []
-    if str(results["versions"].get("parser")) != PARSER_VERSION:
-        errors.append(f"results.json: parser version {results['versions'].get('parser')!r}, but the leaderboard "
+    parser = component_versions(results).get("parser")
+    if str(parser) != PARSER_VERSION:
+        errors.append(f"results.json: parser version {parser!r}, but the leaderboard "
                       f"scores with parser version {PARSER_VERSION}")
     args = run.get("model_args") or {}
     if isinstance(args, Mapping) and redact(args) != args:
@@ -204,8 +205,11 @@ def _metric_problems(results: Mapping[str, Any], samples: Mapping[str, Any]) -> 
                                n_original={c: results["n-samples"].get(c, {}).get("original", 0) for c in samples},
                                date=results["date"])
     errors: list[str] = []
-    for key in ("results", "groups", "breakdowns", "n-samples"):
-        _diff(results[key], recomputed[key], key, errors)
+    for key in ("results", "groups", "metrics", "group_metrics", "breakdowns", "n-samples", "incomplete"):
+        _diff(results.get(key), recomputed[key], key, errors)
+    failed = error_summary(samples, DEFAULT_MAX_ERROR_RATE)  # the leaderboard's own bar, whatever the run set
+    if failed:
+        errors.append(f"the run is incomplete: {failed}; the leaderboard ranks runs whose answers came back")
     return errors
 
 

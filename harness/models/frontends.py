@@ -164,22 +164,37 @@ def with_standins(cls: type) -> type:
     return Processor
 
 
+# The sub-processor kinds a processor attribute name can hold, most specific first. transformers itself maps an
+# attribute ("image_processor", "encoder_image_processor", "text_tokenizer") to its kind by the first of these
+# its name contains (a private helper of transformers.processing_utils, so not imported: it may go without
+# notice); the rule is pinned here and checked against every family's processor in tests/test_frontends.py.
+MODALITIES = ("audio_tokenizer", "image_processor", "video_processor", "feature_extractor", "audio_processor",
+              "tokenizer")
+
+
+def modality_of(attribute: str) -> str:
+    """The sub-processor kind of a processor attribute ("encoder_image_processor" -> "image_processor")."""
+    for modality in MODALITIES:
+        if modality in attribute:
+            return modality
+    raise ValueError(f"cannot tell the sub-processor kind of processor attribute {attribute!r}")
+
+
 def load_processor(spec: Any, path: str, hub: dict[str, Any]) -> Any:
     """The family's processor as from_pretrained builds it; sub-processors whose backend cannot be imported
     here are replaced (Granite's mel by the torch one, unused image/video processors by empty stand-ins)."""
     import transformers
-    from transformers.processing_utils import _get_modality_for_attribute
 
     cls = getattr(transformers, spec.processor_class)
     vision_ok = importable("torchvision")
     granite_mel = spec.name == "granite-speech" and not importable("torchaudio")
     attributes = cls.get_attributes() if hasattr(cls, "get_attributes") else []
-    visual = [a for a in attributes if _get_modality_for_attribute(a) in ("image_processor", "video_processor")]
+    visual = [a for a in attributes if modality_of(a) in ("image_processor", "video_processor")]
     if not granite_mel and (vision_ok or not visual):
         return cls.from_pretrained(path, **hub)
     args = []
     for attribute in attributes:
-        modality = _get_modality_for_attribute(attribute)
+        modality = modality_of(attribute)
         if modality == "tokenizer":
             args.append(transformers.AutoTokenizer.from_pretrained(path, **hub))
         elif modality in ("image_processor", "video_processor") and not vision_ok:

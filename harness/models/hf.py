@@ -6,6 +6,7 @@ import copy
 import inspect
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,8 @@ import torch
 from harness.audio import mono_at
 
 from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
+from .checkpoint import active_lora_adapters, adapter_digest, local_folder, weights_digest
+from .external import hub_commit
 from .families import FamilySpec, get_family
 from .fast_encoder import build_fast_audio
 from .frontends import importable, load_processor, without_towers
@@ -52,6 +55,56 @@ def _audio_token_id(config: Any, processor: Any) -> int:
     if isinstance(value, int):
         return value
     return int(processor.tokenizer.convert_tokens_to_ids(processor.audio_token))
+
+
+def family_model_type(spec: FamilySpec) -> str:
+    """The config.json `model_type` of the family's checkpoints (its transformers config class says it)."""
+    import transformers
+
+    return getattr(transformers, spec.model_class).config_class.model_type
+
+
+def checkpoint_model_type(model_id: str, revision: str | None = None) -> str | None:
+    """`model_type` from the checkpoint's config.json (a folder, or a Hub id as cached or downloaded), read
+    before any weight is loaded; None when config.json names none."""
+    from transformers import PretrainedConfig
+
+    try:
+        config, _ = PretrainedConfig.get_config_dict(model_id, revision=revision)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot read config.json of {model_id}: {err}") from None
+    value = config.get("model_type")
+    return value if isinstance(value, str) else None
+
+
+def family_of_model_type(model_type: str | None, model_id: str) -> FamilySpec:
+    """The family whose checkpoints have `model_type` (lm-eval's `--model hf`); "did you mean" otherwise."""
+    import difflib
+
+    from .families import FAMILIES
+
+    known = {family_model_type(f): f for f in FAMILIES.values()}
+    if model_type in known:
+        return known[model_type]
+    close = difflib.get_close_matches(str(model_type), known, n=2, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise ModelError(f"{model_id}: config.json model_type {model_type!r} is not a family this harness drives{hint} "
+                     f"(known: {', '.join(sorted(known))})")
+
+
+def check_model_type(spec: FamilySpec, model_id: str, revision: str | None) -> None:
+    """Refuse a checkpoint of another family before loading it (transformers would re-initialise the parts
+    that do not match, with only a warning, and every answer would be noise)."""
+    found, want = checkpoint_model_type(model_id, revision), family_model_type(spec)
+    if found is not None and found != want:
+        raise ModelError(f"{model_id} is a {found!r} checkpoint (config.json model_type), but {spec.name} loads "
+                         f"{want!r} checkpoints; use --model hf to pick the family from model_type")
+
+
+def auto_model(model_id: str, *, revision: str | None = None, **kwargs: Any) -> HFAudioLM:
+    """`--model hf --model-arg pretrained=PATH_OR_ID`: the family picked from config.json `model_type`."""
+    spec = family_of_model_type(checkpoint_model_type(model_id, revision), model_id)
+    return HFAudioLM(model_id, spec, revision=revision, **kwargs)
 
 
 def check_requirements(spec: FamilySpec) -> None:
@@ -119,6 +172,8 @@ class HFAudioLM(BaseAudioLM):
         self.revision = revision or self.spec.revision
         # trust_remote_code is only ever what the caller passed: never switched on here.
         hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
+        if model is None:
+            check_model_type(self.spec, model_id, self.revision)
         if model is None or processor is None:
             check_requirements(self.spec)
         if processor is None:
@@ -173,15 +228,22 @@ class HFAudioLM(BaseAudioLM):
         return self.spec.name
 
     def provenance(self) -> dict[str, Any]:
-        """results.json "model_info": the resolved checkpoint (id, requested revision, the commit the Hub
-        resolved it to), family, dtype, device, adapters and the library versions that ran it."""
+        """results.json "model_info": the checkpoint (absolute folder or Hub id, requested revision, the commit
+        it resolved to, a sha256 over its weights), family, dtype, device, the attached adapter (absolute path,
+        sha256), the adapters the model reports active, and the library versions that ran it."""
         from importlib.metadata import version
 
+        if "_weights" not in self.__dict__:  # hashed once per model, not per call
+            where = getattr(self, "checkpoint", self.model_id)  # a tiny model's saved folder
+            commit = getattr(self.model.config, "_commit_hash", None) or hub_commit(where, self.revision)
+            self._weights = {"commit_sha": commit, **weights_digest(local_folder(where, commit or self.revision))}
+            self._adapter = adapter_digest(getattr(self, "adapter", None))
+        local = Path(self.model_id).expanduser()
         return {
-            "kind": self.kind, "model_id": self.model_id, "family": self.spec.name, "revision": self.revision,
-            "commit_sha": getattr(self.model.config, "_commit_hash", None),
-            "dtype": str(self.dtype).removeprefix("torch."), "device": str(self.device),
-            "adapter": getattr(self, "adapter", None), "active_adapters": list(getattr(self, "active_adapters", [])),
+            "kind": self.kind, "model_id": str(local.resolve()) if local.is_dir() else self.model_id,
+            "family": self.spec.name, "revision": self.revision, **self._weights,
+            "dtype": str(self.dtype).removeprefix("torch."), "device": str(self.device), **self._adapter,
+            "active_adapters": active_lora_adapters(self.model),
             "versions": {p: version(p) for p in ("torch", "transformers", "vocalgrad")},
         }
 
@@ -372,6 +434,7 @@ class HFAudioLM(BaseAudioLM):
         # PEFT injects the LoRA layers into self.model itself; keep the transformers class on the surface.
         self.model = peft_model.base_model.model.eval()
         self.adapter = str(path)
+        self.__dict__.pop("_weights", None)  # provenance names the adapter now attached
 
     # ---- forward passes -------------------------------------------------------------------------------
     def _fast_embeds(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

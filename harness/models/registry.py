@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 # Keywords a factory takes from the harness itself, never from --model-arg.
 _INTERNAL = frozenset({"name", "model", "processor", "family", "self"})
-# lm-evaluation-harness's word for the checkpoint, accepted beside ours.
-_ALIASES = {"pretrained": "model_id"}
+# lm-evaluation-harness's words for the checkpoint and its PEFT adapter, accepted beside ours.
+_ALIASES = {"pretrained": "model_id", "peft": "adapter"}
+ADAPTER_SUBDIR = "adapter"  # where vocalgrad-finetune saves the LoRA inside its output folder
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,10 @@ class LazyFactory:
         """Keyword arguments a user may pass (sorted), from the target's (and passthrough's) signature."""
         names: set[str] = set()
         for target in filter(None, (self.target, self.passthrough)):
-            names |= _keywords(_import(target))
+            found = _import(target)
+            names |= _keywords(found)
+            if getattr(found, "supports_adapters", False):
+                names.add("adapter")  # taken by get_model, attached after the model is built
         names = (names - _INTERNAL - self.exclude - set(self.fixed)) | set(self.overridable)
         return sorted(names | {alias for alias, to in _ALIASES.items() if to in names})
 
@@ -136,6 +140,9 @@ def _builtin_entries() -> list[ModelEntry]:
         *(ModelEntry(f.registry_name, "hf", f.description, _hf(f.checkpoint, f.name)) for f in families),
         *(ModelEntry(f"hf-{f.name}", "hf", f"any {f.name} checkpoint: --model-arg pretrained=ORG/ID or a local "
                      "path [,revision=...]", _hf(None, f.name)) for f in families),
+        ModelEntry("hf", "hf", "any checkpoint of these seven families: --model-arg pretrained=ORG/ID or a local "
+                   "path; the family is read from its config.json model_type (lm-eval's `--model hf`)",
+                   LazyFactory(".hf:auto_model", overridable=frozenset({"model_id"}), passthrough=".hf:HFAudioLM")),
         *external,
         *api,
     ]
@@ -195,7 +202,8 @@ def check_model_args(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     out = {_ALIASES.get(k, k): v for k, v in kwargs.items()}
     for alias, to in _ALIASES.items():
         if alias in kwargs and to in kwargs and kwargs[alias] != kwargs[to]:
-            raise ValueError(f"model {name!r}: --model-arg {alias} and {to} name different checkpoints; give one")
+            to_what = "adapters" if to == "adapter" else "checkpoints"
+            raise ValueError(f"model {name!r}: --model-arg {alias} and {to} name different {to_what}; give one")
     if accepted is not None:
         unknown = sorted(k for k in kwargs if k not in accepted and _ALIASES.get(k, k) not in accepted)
         if unknown:
@@ -210,17 +218,30 @@ def check_model_args(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def resolve_adapter(adapter: str | None) -> str | None:
+    """The LoRA adapter to attach: a folder holding adapter_config.json, or a vocalgrad-finetune output folder
+    (its `adapter/` inside), as an absolute path; anything else is taken as a Hub repo id ("org/name")."""
+    if adapter is None:
+        return None
+    path = Path(adapter).expanduser()
+    if not (path.exists() or adapter.startswith((".", "/", "~"))):
+        return adapter
+    for folder in (path, path / ADAPTER_SUBDIR):
+        if (folder / "adapter_config.json").is_file():
+            return str(folder.resolve())
+    raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json there or in "
+                            f"{path / ADAPTER_SUBDIR})")
+
+
 def get_model(name: str, *, adapter: str | None = None, **kwargs: Any) -> AudioLM:
     """Build the model registered as `name` (kwargs go to its constructor, e.g. trust_remote_code=True).
 
-    `adapter`: a LoRA adapter (directory saved by vocalgrad-finetune, or Hub repo id), attached unmerged.
+    `adapter` (or --model-arg adapter= / peft=): a LoRA adapter (a vocalgrad-finetune output folder, its
+    adapter/ folder, or a Hub repo id), attached unmerged.
     """
     entry = get_entry(name)
-    kwargs = check_model_args(name, kwargs)
-    # A local directory must hold an adapter; anything else is taken as a Hub repo id ("org/name").
-    local = adapter is not None and (Path(adapter).exists() or adapter.startswith((".", "/", "~")))
-    if local and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
-        raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json there)")
+    kwargs = check_model_args(name, {**kwargs, **({"adapter": adapter} if adapter is not None else {})})
+    adapter = resolve_adapter(kwargs.pop("adapter", None))
     model = entry.factory(name=name, **kwargs)
     if adapter is not None:
         if not model.supports_adapters:
