@@ -107,7 +107,7 @@ def format_report(results: Mapping[str, Any]) -> str:
     model = str(cfg.get("model"))
     group = group_metrics(results)
     parts = [
-        f"# VocalGrad report — {model}",
+        f"# VocalGrad report — {run_label(results)}",
         f"mode {cfg.get('mode')}, prompt {cfg.get('prompt_variant')}, split {cfg.get('split')}, "
         f"source {cfg.get('source', '?')}, batch size {cfg.get('batch_size')}, "
         f"processes {cfg.get('num_processes')}, seed {cfg.get('seed', '—')}; parser v{component_versions(results)['parser']}.",
@@ -183,11 +183,27 @@ class Run:
         return str(self.results["config"].get("model"))
 
 
+def run_label(results: Mapping[str, Any]) -> str:
+    """What produced a run's numbers: the model, the checkpoint a generic entry (`hf`, `hf-<family>`) loaded,
+    and the adapter ("hf-qwen2-audio (my-ckpt) + adapter lora-volume"), from results.json model_info."""
+    model = str(results["config"].get("model"))
+    info = results.get("model_info") or {}
+    label = model
+    checkpoint = info.get("model_id")
+    if checkpoint and (model == "hf" or model.startswith("hf-")):
+        label += f" ({Path(str(checkpoint)).name})"
+    adapter = info.get("adapter")
+    if adapter:
+        path = Path(str(adapter))
+        label += f" + adapter {path.parent.name if path.name == 'adapter' else path.name}"  # a finetune output folder
+    return label
+
+
 def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
     """Runs with unique labels: the model name, plus prompt / mode / folder where two runs share it."""
     runs = [Run(Path(d), compute(d), load_samples(d)) for d in run_dirs]
     for r in runs:
-        r.label = r.model
+        r.label = run_label(r.results)
     for attr in ("prompt_variant", "mode"):
         for label in {r.label for r in runs}:
             clash = [r for r in runs if r.label == label]

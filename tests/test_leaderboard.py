@@ -76,11 +76,11 @@ def test_submission_validates(submission: Path, capsys: pytest.CaptureFixture) -
 
 
 def _metric(sub: dict[str, Any]) -> None:
-    sub["results"]["results"]["volume"]["accuracy"] += 0.25
+    sub["results"]["results"]["volume"]["accuracy,none"] += 0.25
 
 
 def _group(sub: dict[str, Any]) -> None:
-    sub["results"]["groups"]["vocalgrad"]["accuracy"] = 0.99
+    sub["results"]["group_metrics"]["vocalgrad"]["accuracy"] = 0.99
 
 
 def _missing(sub: dict[str, Any]) -> None:
@@ -88,7 +88,7 @@ def _missing(sub: dict[str, Any]) -> None:
 
 
 def _parser_version(sub: dict[str, Any]) -> None:
-    sub["results"]["versions"]["parser"] = "0"
+    sub["results"]["vocalgrad_versions"]["parser"] = "0"
     for row in sub["samples"]["noise"]:
         row["parser"] = "main-unique-direction-v0"
 
@@ -131,8 +131,8 @@ def _no_model(sub: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("tamper", "message"), [
-    (_metric, "results.volume.accuracy: claimed"),
-    (_group, "groups.vocalgrad.accuracy: claimed 0.99"),
+    (_metric, "results.volume.accuracy,none: claimed"),
+    (_group, "group_metrics.vocalgrad.accuracy: claimed 0.99"),
     (_missing, "volume: 3 of 72 clips missing"),
     (_parser_version, "parser version '0'"),
     (_pred, "pred does not follow from the raw answer"),
@@ -163,7 +163,8 @@ def test_altered_samples_break_the_digest_even_when_metrics_are_fixed(submission
     res = forged["results"]
     fixed = build_results(forged["samples"], run_config=res["config"], task_configs=res["configs"],
                           n_original={c: 72 for c in forged["samples"]}, date=res["date"])
-    forged["results"] = {**res, **{k: fixed[k] for k in ("results", "groups", "breakdowns", "n-samples")}}
+    forged["results"] = {**res, **{k: fixed[k] for k in ("results", "groups", "metrics", "group_metrics",
+                                                               "breakdowns", "n-samples")}}
     assert validate_submission(forged) == ["volume: samples altered after submission (sha256 mismatch)"]
 
 
