@@ -3,12 +3,18 @@ clear line naming the file, clip or field, or by the right behaviour."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from harness import results as res
 from harness.cli import main as harness
+from tests.test_runner import FakeModel, make_release
 from tests.test_faults_dataset import fbuild, tiny_folder
 from vocalgrad_dataset.buildinfo import BuildMismatchError
 from vocalgrad_dataset.export import build
@@ -34,6 +40,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     fbuild(data, root / "C", clips_per_shard=1)
     build("noise", ["test"], root / "C", source="folder", data_dir=str(data), clips_per_shard=1, progress=False)
     return root / "C"
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_release(tmp_path_factory.mktemp("release"))
 
 
 def _copy(built: Path, tmp_path: Path) -> Path:
@@ -87,3 +98,80 @@ def test_an_empty_shard_is_named(built: Path, tmp_path: Path, capsys) -> None:
     victim = c / "volume" / "test-00002-of-00003.parquet"
     victim.write_bytes(b"")
     _one_line(capsys, _eval(c, tmp_path / "run"), str(victim), "0 bytes")
+
+
+# ---- 3. a key from the environment echoed by the endpoint; the provider's model echo -----------------------------
+ENV_KEY = "sk-env-4c1d9e7a2b3f5068"
+
+
+class EnvEchoModel(FakeModel):
+    """A wrapper that reads its key from the environment (as the API wrappers do) and echoes it in its answers."""
+
+    name = "env-echo"
+
+    def _generate_batch(self, prompts, max_new_tokens):
+        return [f"{a} (key {os.environ['GEMINI_API_KEY']})" for a in super()._generate_batch(prompts, max_new_tokens)]
+
+
+def _files_holding(root: Path, secret: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def test_a_key_from_the_environment_echoed_in_answers_reaches_no_file(release: Path, tmp_path: Path, capsys,
+                                                                       monkeypatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", ENV_KEY)
+    out = tmp_path / "run"
+    assert harness(["eval", "--model", "tests.test_faults_round3:EnvEchoModel", "--dataset", str(release),
+                    "--configs", "volume", "--out", str(out), "--batch-size", "8"]) == 0
+    rows = res.read_jsonl(res.samples_path(out, "volume"))
+    assert len(rows) == 72 and all(r["raw"].endswith("(key ***)") for r in rows)  # scrubbed, not dropped
+    from harness.leaderboard.submit import make_submission, write_submission
+
+    write_submission(make_submission(out, model_name="Echo"), tmp_path / "sub.json")
+    seen = capsys.readouterr()
+    assert _files_holding(tmp_path, ENV_KEY) == [] and ENV_KEY not in seen.out + seen.err
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """An OpenAI-style endpoint that echoes the bearer key in its answer and names a model of its choosing."""
+
+    model_echo = "gpt-4o-audio-preview-2024-12-17"
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        self.rfile.read(int(self.headers["Content-Length"]))
+        key = self.headers["Authorization"].removeprefix("Bearer ")
+        body = json.dumps({"model": self.model_echo, "system_fingerprint": "fp_1a2b",
+                           "choices": [{"message": {"content": f"increase (you sent {key})"}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("echo, recorded", [
+    ("gpt-4o-audio-preview-2024-12-17", "model=gpt-4o-audio-preview-2024-12-17"),
+    ("gpt-3.5-turbo", "model=gpt-3.5-turbo (asked for gpt-4o-audio-preview)"),
+    ("x" * 200_000, "model=<not an identifier: dropped>"),
+    (f"[{ENV_KEY}](http://evil)\x00", "model=<not an identifier: dropped>"),
+])
+def test_the_openai_wrapper_scrubs_an_env_key_and_checks_the_model_echo(release: Path, tmp_path: Path, capsys,
+                                                                         monkeypatch, echo: str, recorded: str) -> None:
+    handler = type("Echo", (_Echo,), {"model_echo": echo})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        out = tmp_path / "run"
+        assert harness(["eval", "--model", "gpt-4o-audio", "--dataset", str(release), "--configs", "volume",
+                        "--out", str(out), "--limit", "8"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    info = json.loads((out / "results.json").read_text())["model_info"]
+    assert info["api_model_versions"] == [f"{recorded}, system_fingerprint=fp_1a2b"]
+    assert _files_holding(tmp_path, ENV_KEY) == [] and ENV_KEY not in capsys.readouterr().err
