@@ -20,6 +20,7 @@ from vocalgrad_dataset import buildinfo, grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import parse_config, unit_ids
+from vocalgrad_dataset.sources import SourceError, check_wav_complete
 from vocalgrad_dataset.manifest import MANIFEST_NAME, read_manifest, read_release_metadata, short_category
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
@@ -104,7 +105,10 @@ def unit_key(source_item_id: str, source_clip_id: str) -> str:
 def decode_audio(file: str | Path | io.BytesIO, where: str) -> AudioDict:
     """read_audio with a clear error naming `where` (the file and clip) for missing or undecodable audio."""
     try:
+        check_wav_complete(file, where)
         return read_audio(file)
+    except SourceError as err:
+        raise ValueError(str(err)) from None
     except (sf.LibsndfileError, RuntimeError, OSError, TypeError) as err:  # TypeError: soundfile on garbage
         reason = str(err).rpartition(": ")[2] if isinstance(file, io.BytesIO) else str(err)  # not "<BytesIO at 0x..>"
         raise ValueError(f"{where}: audio cannot be decoded ({reason})") from None

@@ -175,3 +175,32 @@ def test_the_openai_wrapper_scrubs_an_env_key_and_checks_the_model_echo(release:
     info = json.loads((out / "results.json").read_text())["model_info"]
     assert info["api_model_versions"] == [f"{recorded}, system_fingerprint=fp_1a2b"]
     assert _files_holding(tmp_path, ENV_KEY) == [] and ENV_KEY not in capsys.readouterr().err
+
+
+# ---- 4. a WAV cut short mid-sample -------------------------------------------------------------------------------
+def _truncate(path: Path, frames: int) -> None:
+    """Cut a PCM16 mono WAV after `frames` frames and one more byte (mid-sample), keeping its header."""
+    data = path.read_bytes()
+    path.write_bytes(data[: 44 + 2 * frames + 1])
+
+
+def test_a_truncated_wav_is_refused_by_eval_naming_the_file(release: Path, tmp_path: Path, capsys) -> None:
+    import soundfile as sf
+
+    rel = Path(shutil.copytree(release, tmp_path / "rel"))
+    victim = sorted((rel / "audio").glob("volume__*.wav"))[0]
+    frames = sf.info(str(victim)).frames
+    _truncate(victim, frames * 6 // 10)
+    assert sf.read(str(victim))[0].shape[0] == frames * 6 // 10  # what soundfile alone would have used
+    code = harness(["eval", "--model", "always-increase", "--dataset", str(rel), "--configs", "volume",
+                    "--out", str(tmp_path / "run")])
+    _one_line(capsys, code, str(victim), "truncated WAV", f"{frames:,} frames", f"{frames * 6 // 10:,} are present")
+
+
+def test_a_truncated_source_wav_is_refused_by_the_build(tmp_path: Path) -> None:
+    from vocalgrad_dataset.sources import SourceError
+
+    data = tiny_folder(tmp_path / "src", n=1)
+    _truncate(data / "utt0.wav", 9000)
+    with pytest.raises(SourceError, match=r"utt0.wav: truncated WAV: its header says 16,000 frames but only 9,000"):
+        fbuild(data, tmp_path / "C")
