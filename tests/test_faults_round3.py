@@ -204,3 +204,31 @@ def test_a_truncated_source_wav_is_refused_by_the_build(tmp_path: Path) -> None:
     _truncate(data / "utt0.wav", 9000)
     with pytest.raises(SourceError, match=r"utt0.wav: truncated WAV: its header says 16,000 frames but only 9,000"):
         fbuild(data, tmp_path / "C")
+
+
+# ---- 5. clarity on an 8 kHz source ---------------------------------------------------------------------------------
+def test_clarity_on_an_8_khz_source_is_announced_like_distortion(tmp_path: Path) -> None:
+    import warnings
+
+    import numpy as np
+    import soundfile as sf
+
+    from vocalgrad_dataset import generate
+    from vocalgrad_dataset.categories import CATEGORIES
+    from vocalgrad_dataset.sources import SourceClip
+
+    # the clarity tiers' lowest cutoffs are 5000 / 2500 / 1200 Hz (voice_clarity_benchmark.json): at 8 kHz
+    # (Nyquist 4000 Hz) only the low tier's lies at or above Nyquist; at 16 kHz none does
+    assert generate.noop_tiers(CATEGORIES["clarity"], 8000) == ["low"]
+    assert generate.noop_tiers(CATEGORIES["clarity"], 16000) == []
+    sr = 8000
+    x = (0.3 * np.sin(2 * np.pi * 300 * np.arange(sr) / sr) * 32767).astype(np.int16)
+    sf.write(str(tmp_path / "a.wav"), x, sr)
+    clip = SourceClip("s1_01", "a", "s1", "", str(tmp_path / "a.wav"), 0.1, 0.9)
+    conds = [c for c in generate.conditions() if c.tier == "low" and c.curve == "linear"]
+    generate._WARNED_NOOP.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        generate.render_clip_rows(CATEGORIES["clarity"], clip, x, sr, conds)
+    msgs = [str(w.message) for w in caught if "no-ops at 8000 Hz" in str(w.message)]
+    assert len(msgs) == 1 and msgs[0].startswith("clarity: tier(s) low ") and "Nyquist" in msgs[0]
