@@ -232,3 +232,17 @@ def test_clarity_on_an_8_khz_source_is_announced_like_distortion(tmp_path: Path)
         generate.render_clip_rows(CATEGORIES["clarity"], clip, x, sr, conds)
     msgs = [str(w.message) for w in caught if "no-ops at 8000 Hz" in str(w.message)]
     assert len(msgs) == 1 and msgs[0].startswith("clarity: tier(s) low ") and "Nyquist" in msgs[0]
+
+
+# ---- 6. probing.extract --layers out of range --------------------------------------------------------------------
+@pytest.mark.slow  # a tiny random-weight model: ~30 s on a loaded machine
+def test_extract_refuses_a_layer_the_model_lacks_before_writing_a_shard(release: Path, tmp_path: Path, capsys) -> None:
+    from probing.extract import main as extract
+
+    out = tmp_path / "feat"
+    args = ["--model", "tiny-qwen2-audio", "--dataset", str(release), "--split", "test", "--configs", "volume",
+            "--out", str(out), "--limit-units", "1"]
+    _one_line(capsys, extract([*args, "--layers", "99"]), "--layers: layer 99 is outside 0..2")
+    assert not list(out.rglob("*.npz")) and not list(out.rglob("*.safetensors"))
+    assert all(not json.loads(m.read_text()).get("complete") for m in out.rglob("manifest.json"))
+    assert extract([*args, "--layers", "0,-1"]) == 0  # the same folder then takes a valid run
