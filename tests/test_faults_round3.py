@@ -246,3 +246,48 @@ def test_extract_refuses_a_layer_the_model_lacks_before_writing_a_shard(release:
     assert not list(out.rglob("*.npz")) and not list(out.rglob("*.safetensors"))
     assert all(not json.loads(m.read_text()).get("complete") for m in out.rglob("manifest.json"))
     assert extract([*args, "--layers", "0,-1"]) == 0  # the same folder then takes a valid run
+
+
+# ---- the suite: mutations no test used to catch --------------------------------------------------------------------
+def test_merge_keeps_the_first_copy_of_a_clip(tmp_path: Path) -> None:
+    """Two shards holding one clip (a rank that died after writing, then a rerun): rank order, then line order
+    decides, so the merged answer is the earliest one."""
+    from harness.runner import merge_config
+
+    first = {"benchmark_clip_id": "a__b__linear__low__up", "raw": "first"}
+    ids = [first["benchmark_clip_id"], "a__b__linear__low__down"]
+    with res.ShardWriter(res.shard_path(tmp_path, "volume", 0)) as w:
+        w.write_batch([first, {"benchmark_clip_id": ids[1], "raw": "only"}, {**first, "raw": "later line"}])
+    with res.ShardWriter(res.shard_path(tmp_path, "volume", 1)) as w:
+        w.write_batch([{**first, "raw": "rank 1"}])
+    merge_config(tmp_path, "volume", ids)
+    assert [r["raw"] for r in res.read_jsonl(res.samples_path(tmp_path, "volume"))] == ["first", "only"]
+
+
+def test_a_two_rank_resume_splits_what_is_left_by_what_is_left(release: Path, tmp_path: Path) -> None:
+    """Source clips p901 (0.05 s), p902 (0.15 s), p903 (0.10 s) x 24 rows; 21 of p902's rows are done. Weighted
+    by what is left (by hand): p903 2.4 s -> rank 0; p901 1.2 s -> rank 1; p902 3 x 0.15 = 0.45 s -> rank 1, the
+    less loaded. (Weighted by whole units, p902 3.6 s would go to rank 0 and p903 to rank 1.)"""
+    from harness.data import open_source
+    from harness.prompts import get_variant
+    from harness.runner import EvalSettings, run_config
+    from tests.test_runner import FakeDist
+
+    ref = tmp_path / "ref"
+    settings = EvalSettings("fake", ["volume"], str(ref), dataset=str(release), batch_size=5)
+    source = open_source(dataset=str(release))
+    run_config(FakeModel(), source, "volume", settings, FakeDist(0, 1, True), get_variant("default"))
+    want = res.read_jsonl(res.samples_path(ref, "volume"))
+    done = [r for r in want if r["source_clip_id"] == "p902_205"][:21]
+    out = tmp_path / "run"
+    with res.ShardWriter(res.shard_path(out, "volume", 0)) as w:
+        w.write_batch(done)
+    settings = EvalSettings("fake", ["volume"], str(out), dataset=str(release), batch_size=5)
+    for rank in (1, 0):  # rank 1 first: rank 0 merges once every shard is written
+        run_config(FakeModel(), source, "volume", settings, FakeDist(rank, 2, rank == 0), get_variant("default"))
+    by_rank = [[r["benchmark_clip_id"] for r in res.read_jsonl(res.shard_path(out, "volume", k))] for k in (0, 1)]
+    ids_of = {clip: [r["benchmark_clip_id"] for r in want if r["source_clip_id"] == clip]
+              for clip in ("p901_101", "p902_205", "p903_307")}
+    assert by_rank[0] == [r["benchmark_clip_id"] for r in done] + ids_of["p903_307"]
+    assert sorted(by_rank[1]) == sorted(ids_of["p901_101"] + ids_of["p902_205"][21:])
+    assert res.read_jsonl(res.samples_path(out, "volume")) == want  # nothing evaluated twice, nothing lost
