@@ -10,6 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness import results as res
@@ -291,3 +292,32 @@ def test_a_two_rank_resume_splits_what_is_left_by_what_is_left(release: Path, tm
     assert by_rank[0] == [r["benchmark_clip_id"] for r in done] + ids_of["p903_307"]
     assert sorted(by_rank[1]) == sorted(ids_of["p901_101"] + ids_of["p902_205"][21:])
     assert res.read_jsonl(res.samples_path(out, "volume")) == want  # nothing evaluated twice, nothing lost
+
+
+def test_probe_cross_validation_never_puts_a_speaker_on_both_sides(release: Path, tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """Speaker p901 reads two source clips (p901_101 and p902_205), p903 one: grouped by clip, fold 2 would hold
+    out p902_205 and train on p901_101, the same voice on both sides of the split."""
+    from probing import extract as ex
+    from probing import train
+    from probing.store import Extraction
+    from tests.test_faults_harness import FakeEncoder
+
+    rel = Path(shutil.copytree(release, tmp_path / "rel"))
+    meta = (rel / "metadata.csv").read_text().replace(",p902_205,p902,", ",p902_205,p901,")
+    train_rows = "\n".join(line.replace(",test", ",train") for line in meta.splitlines()[1:] if ",test" in line)
+    (rel / "metadata.csv").write_text(meta.rstrip("\n") + "\n" + train_rows + "\n")
+    root = tmp_path / "feat"
+    for split in ("train", "test"):
+        ex.run_extract(ex.ExtractSettings(model="fake-encoder", configs=["volume"], split=split, out=str(root),
+                                          dataset=str(rel)), model=FakeEncoder())
+    seen: list[list[np.ndarray]] = []
+    real = train.grouped_folds
+    monkeypatch.setattr(train, "grouped_folds", lambda groups, k: seen.append(real(groups, k)) or seen[-1])
+    out = train.train_run(root, representations=["encoder/1"], cv_folds=2, progress=False)
+    speakers = np.array(Extraction(root).open("train", "volume").rows["speaker_id"])
+    assert sorted(set(speakers)) == ["p901", "p903"] and out["cross_validation"]["group_by"]["volume"] == "speaker_id"
+    (folds,) = seen
+    for held in folds:
+        rest = np.setdiff1d(np.arange(len(speakers)), held)
+        assert len(held) and not set(speakers[held]) & set(speakers[rest])
