@@ -118,11 +118,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The `vocalgrad-finetune` command (also `python -m finetune.train`, `accelerate launch finetune/train.py`)."""
     from finetune.settings import settings_from_argv
+    from vocalgrad_dataset.cliinfo import path_error
 
     try:
         train(settings_from_argv(argv))
     except (ValueError, FileNotFoundError) as err:  # user errors: one line, not a traceback
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C: the newest checkpoint stays; a rerun resumes from it
+        print("vocalgrad-finetune: interrupted", file=sys.stderr)
+        return 130
+    except OSError as err:
+        if err.filename is None:
+            raise
+        print(f"error: {path_error(err)}", file=sys.stderr)
         return 2
     return 0
 

@@ -16,11 +16,12 @@ from typing import Any, Protocol, TypedDict
 import numpy as np
 import soundfile as sf
 
-from vocalgrad_dataset import grid
+from vocalgrad_dataset import buildinfo, grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import parse_config, unit_ids
-from vocalgrad_dataset.manifest import read_release_metadata
+from vocalgrad_dataset.sources import SourceError, check_wav_complete
+from vocalgrad_dataset.manifest import MANIFEST_NAME, read_manifest, read_release_metadata, short_category
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
@@ -104,7 +105,10 @@ def unit_key(source_item_id: str, source_clip_id: str) -> str:
 def decode_audio(file: str | Path | io.BytesIO, where: str) -> AudioDict:
     """read_audio with a clear error naming `where` (the file and clip) for missing or undecodable audio."""
     try:
+        check_wav_complete(file, where)
         return read_audio(file)
+    except SourceError as err:
+        raise ValueError(str(err)) from None
     except (sf.LibsndfileError, RuntimeError, OSError, TypeError) as err:  # TypeError: soundfile on garbage
         reason = str(err).rpartition(": ")[2] if isinstance(file, io.BytesIO) else str(err)  # not "<BytesIO at 0x..>"
         raise ValueError(f"{where}: audio cannot be decoded ({reason})") from None
@@ -221,6 +225,14 @@ class ParquetSource:
         files = sorted((self.path / config).glob(f"{self.split}-*.parquet"))
         if not files:
             raise FileNotFoundError(f"no {self.split} shards of config {config!r} under {self.path} (expected {config}/{self.split}-*.parquet)")
+        missing = buildinfo.missing_shards(self.path / config, self.split, files)
+        if missing:  # a deleted shard would silently shrink the run (n-samples original counts what is left)
+            raise ValueError(f"{self.path / config}: {len(missing)} of its {self.split} shards missing "
+                             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
+                             "`vocalgrad-dataset build` into the same --out")
+        for f in files:
+            if f.stat().st_size == 0:
+                raise ValueError(f"{f}: empty file (0 bytes; a copy cut short?); rebuild it")
         return files
 
     def _columns(self, file: Path) -> list[str]:
@@ -246,8 +258,12 @@ class ParquetSource:
         seen: dict[str, Path] = {}
         for file in self._files(config):
             names = self._columns(file)
-            cols = ["benchmark_clip_id"] + (["duration_sec"] if "duration_sec" in names else [])
+            cols = ["benchmark_clip_id"] + [c for c in ("duration_sec", "category") if c in names]
             meta = pq.read_table(file, columns=cols).to_pydict()
+            other = buildinfo.foreign_category(meta.get("category", []), config)
+            if other is not None:  # read as this config, its rows would be scored with this config's prompt
+                raise ValueError(f"{file}: rows of config {other!r}, not {config!r} (a shard copied from another "
+                                 "config?); rebuild it")
             for cid in meta["benchmark_clip_id"]:
                 if cid is None or not str(cid).strip():
                     raise ValueError(f"{file}: a row without a benchmark_clip_id")
@@ -258,7 +274,22 @@ class ParquetSource:
                 seen[cid] = file
             ids += meta["benchmark_clip_id"]
             durations += [_float(d) for d in meta.get("duration_sec", [None] * len(meta["benchmark_clip_id"]))]
+        self._check_manifest(config, ids)
         return _group_units(ids, durations)
+
+    def _check_manifest(self, config: str, ids: Sequence[str]) -> None:
+        """Refuse when the build's manifest.csv lists clips of this config that no shard of this split holds."""
+        path = self.path / MANIFEST_NAME
+        if not path.is_file():
+            return
+        listed = {h.benchmark_clip_id for h in read_manifest(path) if short_category(h.category) == config}
+        lost = listed - set(ids)
+        if lost:  # rows of the config's other splits are not lost
+            lost -= {cid for f in (self.path / config).glob("*.parquet") if not f.name.startswith(f"{self.split}-")
+                     for cid in _clip_ids(f)}
+        if lost:
+            raise ValueError(f"{path} lists {len(lost)} clip(s) of {config!r} that no shard under "
+                             f"{self.path / config} holds (first: {min(lost)}); a shard was deleted? rebuild it")
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
         import pyarrow.parquet as pq
@@ -279,6 +310,12 @@ class ParquetSource:
                         data = self.path / config / data
                     decoded = decode_audio(data, f"{file}: clip {cid}")
                     yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
+
+
+def _clip_ids(file: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return [str(c) for c in pq.read_table(file, columns=["benchmark_clip_id"]).column(0).to_pylist()]
 
 
 class ReleaseSource:

@@ -18,6 +18,21 @@ from typing import Any
 
 LOCK_DIR = ".locks"
 _RANK_LOCK = re.compile(r"^rank(\d+)\.lock$")
+_HELD: set[int] = set()  # lock fds of this process, closed in any child it forks
+
+
+def _drop_in_child() -> None:
+    """A forked child (a data worker, a helper) must not keep the run's lock alive after the run dies: an flock
+    lasts while any descriptor of it is open, so the child closes its copies (the parent keeps the lock)."""
+    for fd in list(_HELD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_drop_in_child)  # exec'd children never see it: os.open is close-on-exec
 
 
 class RunLockedError(ValueError):
@@ -35,7 +50,13 @@ def _try_flock(path: Path) -> int | None:
         if err.errno in (errno.EAGAIN, errno.EACCES):
             return None
         raise
+    _HELD.add(fd)
     return fd
+
+
+def _close(fd: int) -> None:
+    _HELD.discard(fd)
+    os.close(fd)
 
 
 class RunLock:
@@ -67,12 +88,12 @@ class RunLock:
                     if fd is None:
                         self.release()
                         raise self._refuse(int(m[1]))
-                    os.close(fd)
+                    _close(fd)
 
     def release(self) -> None:
         """Drop the lock (closing the descriptor releases the flock)."""
         if self._fd is not None:
-            os.close(self._fd)
+            _close(self._fd)
             self._fd = None
 
     def __enter__(self) -> RunLock:

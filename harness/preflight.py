@@ -75,8 +75,12 @@ def run_preflight(model: AudioLM, source: Any, config: str, variant: Any, settin
     """Ask the run's question on a few high-tier clips; PreflightError when most answers are unusable."""
     from harness.runner import evaluate_batch
 
+    from harness.redact import run_secrets, scrub_row
+
     result = PreflightResult(config)
-    rows = evaluate_batch(model, preflight_rows(source, config), variant, settings)
+    secrets = run_secrets(settings.model_args)  # an answer echoing a key reaches no message or record
+    rows = [scrub_row(r, secrets) for r in evaluate_batch(model, preflight_rows(source, config), variant, settings)]
+    failed = [r for r in rows if r.get("error") is not None]
     for row in rows:
         result.n += 1
         refused = is_refusal(row.get("raw"))
@@ -84,6 +88,10 @@ def run_preflight(model: AudioLM, source: Any, config: str, variant: Any, settin
         result.unparsed += (not row.get("parsed")) and not refused
         if (refused or not row.get("parsed")) and len(result.examples) < 2:
             result.examples.append(str(row.get("raw") if row.get("error") is None else row["error"]))
+    if not result.passed and len(failed) * 2 >= result.bad:  # errors, not answers: no template to blame
+        raise PreflightError(f"preflight: {len(failed)} of {result.n} calls on high-tier {config} clips failed "
+                             f"before any answer, e.g. {failed[0]['error'][:300]!r}. The model or its endpoint "
+                             "could not be reached or crashed; fix that (address, key, server) and rerun.")
     if not result.passed:
         shown = " | ".join(repr(e[:200]) for e in result.examples)
         raise PreflightError(f"preflight: {result.bad} of {result.n} answers on high-tier {config} clips were "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -53,6 +54,22 @@ def secret_values(args: Mapping[str, Any]) -> list[str]:
     return sorted(set(found), key=len, reverse=True)
 
 
+MIN_ENV_SECRET = 8  # shorter values of secret-named variables (flags such as HF_HUB_DISABLE_TOKEN=1) are no keys
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of secret-named environment variables (OPENAI_API_KEY, GEMINI_API_KEY, HF_TOKEN, ...), longest
+    first: a wrapper reads its key from there, and an endpoint echoing it must not put it in a file either."""
+    env = os.environ if environ is None else environ
+    found = {v.strip() for k, v in env.items() if is_secret_name(k) and len(v.strip()) >= MIN_ENV_SECRET}
+    return sorted(found, key=len, reverse=True)
+
+
+def run_secrets(args: Mapping[str, Any]) -> list[str]:
+    """Every secret a run must scrub: the secret model args and the secret environment variables."""
+    return sorted(set(secret_values(args)) | set(environment_secrets()), key=len, reverse=True)
+
+
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """`text` with every occurrence of each secret replaced by REDACTED."""
     for s in secrets:
@@ -62,11 +79,21 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 
 
 def scrub_row(row: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
-    """A samples row with secrets removed from its free-text fields (model output, error, prompt)."""
+    """A record (samples row, model_info) with secrets removed from its text, at any depth."""
     secrets = list(secrets)
     if not secrets:
         return dict(row)
-    return {k: scrub(v, secrets) if isinstance(v, str) else v for k, v in row.items()}
+    return {k: _scrub_value(v, secrets) for k, v in row.items()}
+
+
+def _scrub_value(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, Mapping):
+        return scrub_row(value, secrets)
+    if isinstance(value, (list, tuple)):
+        return [_scrub_value(v, secrets) for v in value]
+    return value
 
 
 @contextlib.contextmanager

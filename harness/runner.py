@@ -29,7 +29,7 @@ from harness.models.registry import check_capabilities, check_protocol, load_mod
 from harness.parsing import PARSER_VERSION
 from harness.preflight import needs_preflight, run_preflight
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
-from harness.redact import public, redact, scrub_row, scrubbed_logging, secret_values
+from harness.redact import public, redact, run_secrets, scrub_row, scrubbed_logging
 from harness.results import SampleRow
 from harness.sampling import check_limit, limited_count, stratified_ids
 from harness.settings import (
@@ -278,7 +278,7 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
 
             produced = prefetched_rows(source, config, mine, settings.data_workers)
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
-            secrets = secret_values(settings.model_args)
+            secrets = run_secrets(settings.model_args)  # also keys read from the environment
             for batch in _batches(rows, batch_size):
                 writer.write_batch([scrub_row(r, secrets) for r in evaluate_batch(model, batch, variant, settings)])
                 bar.update(len(batch))
@@ -404,7 +404,7 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     out_dir.mkdir(parents=True, exist_ok=True)
     # Locked before the model loads (a refused rerun fails in seconds) and before any shard is read (a live
     # earlier run's pending clips would be evaluated twice); held until results.json is written.
-    with RunLock(out_dir, dist), scrubbed_logging(secret_values(settings.model_args)):
+    with RunLock(out_dir, dist), scrubbed_logging(run_secrets(settings.model_args)):
         key = resume_key(settings, variant, source)
         new = check_resume_key(out_dir, key)  # a mismatching directory fails before minutes of model loading
         if settings.mode not in MODES:
@@ -460,7 +460,7 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
         "total_evaluation_time_seconds": round(time.time() - start, 3),
         "environment": res.environment(),
         "dataset": res.dataset_info(source),
-        "model_info": model_info(model, settings),
+        "model_info": scrub_row(model_info(model, settings), run_secrets(settings.model_args)),
         "preflight": preflight,
     }
     out = res.build_results(rows, run_config=run_config_, task_configs=tasks,

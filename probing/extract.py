@@ -227,11 +227,12 @@ def extract_config(model: AudioLM, source: RowSource, config: str, settings: Ext
         kept_rows, feats, errors = [], [], []
         expected = set(writer.manifest["representations"]) or None
         for row, prompt, item in zip(rows, prompts, items, strict=True):
+            # outside the per-clip try: a layer the model lacks stops the run at its first clip, before any
+            # shard is written, instead of a warning per clip and a "complete" extraction of nothing
+            layers = _layers_of(item, layers_spec)
             try:
                 if isinstance(item, ModelError):
                     raise item
-                n_layers = item.decoder[0].shape[0] - 1 if item.decoder else 0
-                layers = resolve_layers(layers_spec, n_layers) if item.decoder else None
                 one = clip_features(row["audio"], item, layers, prompt.clip_id)
                 bad = sorted(k for k, v in one.items() if not np.isfinite(v).all() or np.abs(v).max() > F16_MAX)
                 if bad:  # e.g. a reduced-precision overflow: left out and listed, never stored
@@ -253,6 +254,13 @@ def extract_config(model: AudioLM, source: RowSource, config: str, settings: Ext
     if n_err:
         log.warning("%s/%s: %d clip(s) failed and were left out (listed in the manifest)", settings.split, config, n_err)
     return writer.path
+
+
+def _layers_of(item: HiddenStates | ModelError, spec: str | None) -> list[int] | None:
+    """The layers to store for one clip's states (None: no decoder states); ValueError for a layer out of range."""
+    if isinstance(item, ModelError) or not item.decoder:
+        return None
+    return resolve_layers(spec, item.decoder[0].shape[0] - 1)
 
 
 def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
@@ -291,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m probing.extract`."""
+    from vocalgrad_dataset.cliinfo import path_error
+
     ns = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
@@ -298,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path}")
     except (ValueError, FileNotFoundError, ModelError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # --out a file, or read-only
+        if err.filename is None:
+            raise
+        print(f"error: {path_error(err)}", file=sys.stderr)
         return 2
     return 0
 

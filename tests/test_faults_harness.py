@@ -402,20 +402,34 @@ class HangingModel(FakeModel):
         return super()._generate_batch(prompts, max_new_tokens)
 
 
-def _wait_for(cond, timeout: float = 60.0) -> None:
-    deadline = time.time() + timeout
+def _wait_for(cond, timeout: float = 300.0) -> None:
+    """Poll a condition (generous bound: a loaded machine schedules a dying process late)."""
+    deadline = time.monotonic() + timeout
     while not cond():
-        assert time.time() < deadline, "timed out"
+        assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):  # reaped between the two looks
         return False
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().split()[2] != "Z"
+
+
+def _lock_free(lock: Path) -> bool:
+    """Whether nobody holds the flock: a killed process's leader turns zombie while its other threads (and
+    so its open files) may still be torn down, so its death alone does not free the lock yet."""
+    import fcntl
+
+    with open(lock, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
 
 @pytest.mark.slow
@@ -444,12 +458,34 @@ def test_launcher_killed_while_its_worker_lives_then_an_immediate_rerun(release:
     finally:
         os.kill(worker, signal.SIGKILL)
         _wait_for(lambda: not _alive(worker))
+        _wait_for(lambda: _lock_free(out / ".locks" / "rank0.lock"))  # the condition the rerun needs
     # kill -9 released the lock: the rerun resumes at once and ends as an uninterrupted run would.
     assert harness(["eval", "--model", model, *args]) == 0
     assert merged(out) == merged(ref)
     for c in CONFIGS:
         ids = [r["benchmark_clip_id"] for p in res.shard_files(out, c) for r in res.read_jsonl(p)]
         assert len(ids) == len(set(ids)) == 72  # no clip evaluated twice
+
+
+def test_a_process_forked_by_a_run_does_not_hold_its_lock(tmp_path: Path) -> None:
+    from harness.lock import RunLock
+
+    lock = RunLock(tmp_path, FakeDist(0, 1, True))
+    lock.acquire()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a forked helper that outlives the run: blocks until the test lets it go
+        os.close(write)
+        os.read(read, 1)
+        os._exit(0)
+    os.close(read)
+    try:
+        assert not _lock_free(tmp_path / ".locks" / "rank0.lock")  # held by the run itself
+        lock.release()
+        assert _lock_free(tmp_path / ".locks" / "rank0.lock")  # the child's copy was closed at fork
+    finally:
+        os.close(write)
+        os.waitpid(child, 0)
 
 
 def test_a_live_process_of_a_larger_run_blocks_a_smaller_one(release: Path, tmp_path: Path) -> None:

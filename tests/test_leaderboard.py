@@ -380,3 +380,42 @@ def test_free_text_cannot_break_the_markdown_or_run_in_a_spreadsheet(tmp_path: P
 def test_a_blank_model_name_is_refused(runs: dict[str, Path], tmp_path: Path, capsys) -> None:
     code = harness(["leaderboard", "submit", str(runs["random"]), "--model-name", "  ", "--out", str(tmp_path / "s.json")])
     assert code == 2 and "--model-name must not be empty" in capsys.readouterr().err and not (tmp_path / "s.json").exists()
+
+
+def _small_metric(sub: dict[str, Any]) -> None:  # within 1e-2 of the truth: only a tight tolerance sees it
+    sub["results"]["results"]["volume"]["accuracy"] += 1e-4
+
+
+def test_a_tamper_of_one_in_ten_thousand_is_refused(submission: Path, tmp_path: Path, capsys) -> None:
+    sub = json.loads(submission.read_text())
+    _small_metric(sub)
+    code, text = _validate(sub, tmp_path, capsys)
+    assert code == 1 and "results.volume.accuracy: claimed" in text, text
+
+
+def test_model_fields_are_bounded_and_deep_json_is_one_line(submission: Path, tmp_path: Path, capsys) -> None:
+    sub = json.loads(submission.read_text())
+    sub["model"]["name"] = "x" * 200_000
+    code, text = _validate(sub, tmp_path, capsys)
+    assert code == 1 and "model.name: 200,000 characters, at most 120 allowed" in text
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    assert harness(["leaderboard", "validate", str(deep)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and "nested too deeply" in err
+
+
+def test_link_image_and_control_characters_in_names_reach_no_page(submission: Path) -> None:
+    from harness.leaderboard.build import render_csv, render_html, render_markdown, submission_row
+
+    sub = json.loads(submission.read_text())
+    sub["model"]["name"] = "![pic](http://evil/x.png) [click](http://evil) *big* `code`\x00\x1b[31m"
+    sub["model"]["notes"] = "a\x00b"
+    row = submission_row(sub, "s.json")
+    md, page, table = render_markdown([row], "n"), render_html([row], "n"), render_csv([row])
+    for text in (md, page, table):
+        assert "\x00" not in text and "\x1b" not in text
+    line = next(x for x in md.splitlines() if "evil" in x)
+    assert "](" not in line.replace("\\](", "") and "!\\[pic\\]" in line and "\\[click\\]" in line
+    assert "\\*big\\*" in line and "\\`code\\`" in line
+    assert next(csv.DictReader(io.StringIO(table)))["model"].endswith("`code`[31m")

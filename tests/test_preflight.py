@@ -92,3 +92,44 @@ def test_a_model_that_answers_passes_and_the_check_is_recorded(tmp_path: Path) -
 def test_weight_free_and_tiny_models_are_exempt(tmp_path: Path) -> None:
     out = run_eval(EvalSettings("always-increase", ["volume"], str(tmp_path), source="demo", limit=4))
     assert out["preflight"] == {"skipped": "baseline model"}
+
+
+class Partly(Talker):
+    """Refuses on the first `bad` distinct clips it is asked about, answers "increase" on the others."""
+
+    def __init__(self, bad: int) -> None:
+        super().__init__("increase")
+        self.bad, self.seen = bad, []
+
+    def _generate_batch(self, prompts, max_new_tokens):
+        out = []
+        for p in prompts:
+            if p.clip_id not in self.seen:
+                self.seen.append(p.clip_id)
+            out.append(REFUSAL if self.seen.index(p.clip_id) < self.bad else "increase")
+        return out
+
+
+@pytest.mark.parametrize("bad, passes", [(4, True), (5, False)])  # the issue's threshold: 4/8 passes, 5/8 stops
+def test_the_threshold_is_half_of_the_clips(tmp_path: Path, bad: int, passes: bool) -> None:
+    if passes:
+        out = run_eval(settings(tmp_path / "r", limit=2), model=Partly(bad))
+        assert out["preflight"]["refusals"] == 4 and out["preflight"]["passed"] is True
+    else:
+        with pytest.raises(PreflightError, match="5 of 8 answers"):
+            run_eval(settings(tmp_path / "r", limit=2), model=Partly(bad))
+
+
+def test_a_refused_connection_is_not_blamed_on_the_chat_template(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on: bound, never listening, so connecting is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        args = ["eval", "--model", "gpt-4o-audio", "--model-arg", f"base_url=http://127.0.0.1:{port}",
+                "--model-arg", "max_retries=0", "--model-arg", "api_key=sk-test-0123456789", "--configs", "volume",
+                "--source", "demo", "--out", str(tmp_path / "r")]
+        assert harness(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Connection refused" in err and "could not be reached" in err
+    assert "chat template" not in err and "sk-test-0123456789" not in err

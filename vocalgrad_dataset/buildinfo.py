@@ -70,6 +70,50 @@ def expected_names(splits: Mapping[str, Mapping[str, Any]]) -> set[str]:
     return {f"{s}-{i:05d}-of-{e['shards']:05d}.parquet" for s, e in splits.items() for i in range(int(e["shards"]))}
 
 
+def missing_shards(config_dir: Path, split: str, files: Sequence[Path]) -> list[str]:
+    """Names of a split's shards that should be there but are not: the count comes from the build record
+    (or, without one, from the "-of-N" of the names present); files not named like our shards count nothing."""
+    record = read_record(config_dir)
+    entry = (record or {}).get("splits", {}).get(split)
+    counts = {int(m["count"]) for f in files if (m := SHARD_RE.fullmatch(f.name)) and m["split"] == split}
+    if isinstance(entry, dict) and isinstance(entry.get("shards"), int):
+        counts.add(entry["shards"])
+    # two numberings (two builds mixed) leave some of each missing: also an incomplete set
+    expected = set().union(*(expected_names({split: {"shards": n}}) for n in counts))
+    return sorted(expected - {f.name for f in files})
+
+
+def foreign_category(values: Sequence[Any], config: str) -> str | None:
+    """The first `category` value of a shard's rows that is not `config`'s category (a shard of another config
+    copied under this config's name), None when every row belongs."""
+    from .generate import parse_config
+
+    want = parse_config(config).category.name
+    for v in values:
+        if v is None:
+            continue
+        try:
+            got = parse_config(str(v)).category.name  # accepts our names and the published long ones
+        except (KeyError, ValueError):
+            return str(v)
+        if got != want:
+            return str(v)
+    return None
+
+
+def check_shard_config(path: Path, config: str) -> None:
+    """BuildMismatchError when an existing shard holds rows of another config (read: its `category` column)."""
+    try:
+        names = pq.read_schema(path).names
+        values = pq.read_table(path, columns=["category"]).column(0).to_pylist() if "category" in names else []
+    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+        raise BuildMismatchError(f"{path}: unreadable shard ({exc}); delete it and rerun to rebuild it") from exc
+    other = foreign_category(values, config)
+    if other is not None:
+        raise BuildMismatchError(f"{path} holds rows of config {other!r}, not {config!r} (a shard copied from "
+                                 "another config?); delete it and rerun to rebuild it")
+
+
 def merge_record(config_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any]:
     """The record after this build: the existing one plus the wanted splits; BuildMismatchError when they clash.
 

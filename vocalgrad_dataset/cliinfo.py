@@ -79,7 +79,8 @@ def quiet_broken_pipe() -> int:
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
                 user_errors: tuple[type[BaseException], ...], prefix: str = "error") -> int:
     """Parse, run the chosen subcommand (its `func`), and turn what a user can fix into one line on stderr
-    (exit 2), a closed pipe into a quiet exit 141 and Ctrl-C into 130; anything else stays a traceback."""
+    (exit 2), as well as a file-system error on a named path (read-only folder, a file given as a folder); a
+    closed pipe into a quiet exit 141 and Ctrl-C into 130; anything else stays a traceback."""
     ns = parser.parse_args(argv)
     try:
         code = ns.func(ns)
@@ -94,3 +95,14 @@ def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
         message = err.args[0] if isinstance(err, KeyError) and err.args else err  # KeyError quotes its text
         print(f"{prefix}: {message}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if err.filename is None:  # not about a path the user gave: a bug or a machine fault, keep the traceback
+            raise
+        print(f"{prefix}: {path_error(err)}", file=sys.stderr)
+        return 2
+
+
+def path_error(err: OSError) -> str:
+    """One line for a file-system error on a path (a file where a folder is needed, read-only, no space...)."""
+    where = f"{err.filename}" + (f" -> {err.filename2}" if err.filename2 else "")
+    return f"cannot use {where}: {err.strerror or err}"

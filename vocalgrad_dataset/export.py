@@ -236,6 +236,9 @@ def build(
     with dir_lock(out, timeout=lock_timeout, what="a VocalGrad build"):
         records, removed = _start_records(out, configs, source, clips_per_shard, clip_lists, overwrite)
         todo = [t for t in tasks if not t.path(out).exists()]  # finished shards survive a kill: resume skips them
+        for t in tasks:
+            if t not in todo:  # skipped, so first make sure it is this config's (not a copy of another's)
+                buildinfo.check_shard_config(t.path(out), t.config)
         removed_manifest = _remove_stale_manifest(out, bool(todo or overwrite))
         written = _write_shards(todo, len(tasks), out, num_proc, f"build {config}", progress)
         formats = _finish_records(out, records)

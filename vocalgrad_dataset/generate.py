@@ -186,9 +186,17 @@ def wav_bytes(pcm: np.ndarray, sr: int) -> bytes:
     return buf.getvalue()
 
 
-# Tiers whose manipulation changes nothing at a given rate, per category, judged at the tier's
-# strongest endpoint: distortion holds each sample once when round(sr / effective rate) is 1.
-_NOOP_AT_ENDPOINT = {"distortion": lambda value, sr: hold_length(value, sr) == 1}
+# Tiers whose manipulation changes nothing (or runs backwards) at a given rate, per category, judged at the
+# tier's strongest value: distortion holds each sample once when round(sr / effective rate) is 1; clarity's
+# lowest cutoff at or above Nyquist leaves the clip unfiltered, and the cutoff would *fall* towards sr / 2 on
+# a clip labelled "increase" (an 8 kHz source: 5000 -> 4000 Hz on the low tier).
+_NOOP_AT_ENDPOINT = {
+    "distortion": (lambda value, sr: hold_length(value, sr) == 1,
+                   "the published generator clamps the effective rate to the source rate"),
+    "clarity": (lambda value, sr: value >= sr / 2.0,
+                "their lowest cutoff is at or above the source's Nyquist frequency, so the cutoff does not "
+                "rise (it may even fall) over clips labelled increase"),
+}
 _WARNED_NOOP: set[tuple[str, int]] = set()
 
 
@@ -197,7 +205,7 @@ def noop_tiers(category: Category, sr: int) -> list[str]:
     check = _NOOP_AT_ENDPOINT.get(category.name)
     if check is None:
         return []
-    return [t for t in TIERS if check(category.endpoints(category.tier_value(t), sr)[1], sr)]
+    return [t for t in TIERS if check[0](category.tier_value(t), sr)]
 
 
 def _warn_noop(category: Category, tiers: Iterable[str], sr: int) -> None:
@@ -206,8 +214,8 @@ def _warn_noop(category: Category, tiers: Iterable[str], sr: int) -> None:
     if set(noop) & set(tiers) and (category.name, sr) not in _WARNED_NOOP:
         _WARNED_NOOP.add((category.name, sr))
         warnings.warn(
-            f"{category.name}: tier(s) {', '.join(noop)} are no-ops at {sr} Hz (the published generator clamps the "
-            "effective rate to the source rate); those clips differ from the source only by the segment crossfades",
+            f"{category.name}: tier(s) {', '.join(noop)} are no-ops at {sr} Hz ({_NOOP_AT_ENDPOINT[category.name][1]}); "
+            "those clips differ from the source only by the segment crossfades",
             stacklevel=3,
         )
 

@@ -94,6 +94,7 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
     acc = {c: 100 * float(metrics[c]["accuracy"]) for c in CONFIGS if c in metrics}
     human = model["scoring_mode"] == "listening"  # a `vocalgrad-listen export`
     source, split = str(run.get("source")), str(run.get("split"))
+    model = {k: clean_text(v) if isinstance(v, str) else v for k, v in model.items()}  # also for the HTML page
     return Row(
         kind="human" if human else "submission", model=model["name"], data=data_label(source, split),
         accuracy=acc, average=sum(acc.values()) / len(acc) if acc else math.nan,
@@ -272,15 +273,27 @@ _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would evaluate (OWASP CSV injection)
 
 
+# Markdown that would turn submitter text into a link, an image, emphasis or code, and the pipe that splits a row
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # NUL, escapes, DEL...; not tab/CR/LF
+
+
+def clean_text(text: Any) -> str:
+    """Submitter text without control characters (a NUL in a name would cut or corrupt the page and the CSV)."""
+    return _CONTROL.sub("", str(text))
+
+
 def markdown_cell(text: str) -> str:
-    """Submitter text as one Markdown table cell: no raw HTML, no pipe that splits the row, no line break."""
-    return html.escape(_LINE_BREAKS.sub(" ", str(text)), quote=False).replace("|", "\\|")
+    """Submitter text as one Markdown table cell: no raw HTML, no link, image or emphasis syntax, no pipe that
+    splits the row, no line break, no control character."""
+    one_line = _LINE_BREAKS.sub(" ", clean_text(text))
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=False))
 
 
 def csv_text(text: Any) -> str:
     """Submitter text as a CSV cell a spreadsheet shows as text: one line, a formula start defused by a
     leading apostrophe."""
-    value = _LINE_BREAKS.sub(" ", str(text))
+    value = _LINE_BREAKS.sub(" ", clean_text(text))
     return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 

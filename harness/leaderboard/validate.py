@@ -27,6 +27,9 @@ from harness.redact import redact
 from harness.results import DEFAULT_MAX_ERROR_RATE, build_results, component_versions, error_summary
 from vocalgrad_dataset import grid
 
+# Longest text a model field may hold (a 200,000-character name took the page 52 s to load); notes are prose.
+MAX_TEXT = {"name": 120, "notes": 2000}
+MAX_OTHER_TEXT = 300  # registry name, precision, revision, adapter, prompt variant, scoring mode
 TOLERANCE = 1e-9  # recomputed floats may differ from the claimed ones by rounding only
 MAX_PER_KIND = 3  # examples shown per kind of row problem
 
@@ -40,6 +43,8 @@ def load_submission(path: str | Path) -> dict[str, Any]:
         obj = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{p}: not a JSON submission ({err})") from None
+    except RecursionError:  # e.g. 100,000 nested [: no submission is that deep
+        raise ValueError(f"{p}: not a submission (JSON nested too deeply)") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{p}: a submission is a JSON object, got {type(obj).__name__}")
     return obj
@@ -145,6 +150,12 @@ def _diff(claimed: Any, actual: Any, where: str, out: list[str]) -> None:
         out.append(f"{where}: claimed {claimed!r} but the samples give {actual!r}")
 
 
+def _text_problems(model: Mapping[str, Any]) -> list[str]:
+    """Model fields longer than the leaderboard shows (MAX_TEXT)."""
+    return [f"model.{k}: {len(v):,} characters, at most {MAX_TEXT.get(k, MAX_OTHER_TEXT):,} allowed"
+            for k, v in model.items() if isinstance(v, str) and len(v) > MAX_TEXT.get(k, MAX_OTHER_TEXT)]
+
+
 def _run_problems(sub: Mapping[str, Any]) -> list[str]:
     """What the run's record contradicts: the leaderboard's parser, split and redaction, and the submission."""
     results, samples, model = sub["results"], sub["samples"], sub["model"]
@@ -220,7 +231,7 @@ def validate_submission(sub: Mapping[str, Any]) -> list[str]:
         return errors
     results, samples = sub["results"], sub["samples"]
     run = results["config"]
-    errors = _run_problems(sub)
+    errors = _text_problems(sub["model"]) + _run_problems(sub)
     stop = _config_set_problem(samples)
     if stop is not None:
         return [*errors, stop]

@@ -8,7 +8,7 @@ import importlib
 from pathlib import Path
 
 from ..plugins import entry_point_objects
-from .audio_io import read_pcm, write_wav_pcm16
+from .audio_io import check_wav_complete, read_pcm, write_wav_pcm16
 from .base import PCM, Source, SourceClip, SourceError
 from .beep import BeepSource
 from .commonvoice import CommonVoiceSpontaneousSource
@@ -31,6 +31,7 @@ __all__ = [
     "Source",
     "SourceClip",
     "SourceError",
+    "check_wav_complete",
     "VCTKSource",
     "detect_onset_offset",
     "download_vctk",

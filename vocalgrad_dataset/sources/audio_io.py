@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import struct
 import warnings
 from pathlib import Path
 
@@ -20,6 +22,44 @@ def to_int16_grid(data: np.ndarray) -> np.ndarray:
     same samples stored as float or 24-bit land on the same integers; rint (half to even) is the nearest one.
     """
     return np.clip(np.rint(data * 32768.0), -32768, 32767).astype(np.int16)
+
+
+_UNKNOWN_SIZES = (0, 0xFFFFFFFF)  # streamed WAVs that never went back to fill in the data size
+
+
+def wav_shortfall(file: str | os.PathLike[str] | io.BytesIO) -> tuple[int, int] | None:
+    """(frames the header declares, frames present) of a WAV whose data chunk was cut short, else None.
+
+    libsndfile reads such a file as the shorter clip without a word, so a copy cut off mid-transfer would be
+    scored as a different stimulus; not a WAV (FLAC, ...) or a size left unknown by a streaming writer: None.
+    """
+    if isinstance(file, io.BytesIO):
+        head, size = file.getbuffer()[: 1 << 20].tobytes(), file.getbuffer().nbytes
+    else:
+        with open(file, "rb") as fh:
+            head, size = fh.read(1 << 20), os.fstat(fh.fileno()).st_size
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos, align = 12, 1
+    while pos + 8 <= len(head):
+        chunk, length = head[pos : pos + 4], struct.unpack("<I", head[pos + 4 : pos + 8])[0]
+        if chunk == b"fmt " and pos + 22 <= len(head):
+            align = max(1, struct.unpack("<H", head[pos + 20 : pos + 22])[0])
+        if chunk == b"data":
+            present = size - pos - 8
+            if length in _UNKNOWN_SIZES or present >= length:
+                return None
+            return length // align, max(0, present) // align
+        pos += 8 + length + (length & 1)
+    return None
+
+
+def check_wav_complete(file: str | os.PathLike[str] | io.BytesIO, where: str) -> None:
+    """SourceError naming `where` when `file` is a WAV cut short (see wav_shortfall)."""
+    cut = wav_shortfall(file)
+    if cut is not None:
+        raise SourceError(f"{where}: truncated WAV: its header says {cut[0]:,} frames but only {cut[1]:,} are "
+                          "present (a copy cut short?); copy it again")
 
 
 def _decode(path: Path, clip_name: str, expected_rate: int | None) -> tuple[np.ndarray, int, str]:
@@ -80,6 +120,7 @@ def read_pcm(path: str | os.PathLike[str], *, clip_name: str, expected_rate: int
     path = Path(path)
     if not path.is_file():
         raise SourceError(f"clip {clip_name}: audio file not found: {path}")
+    check_wav_complete(path, f"clip {clip_name}: {path}")
     data, rate, subtype = _decode(path, clip_name, expected_rate)
     _check_samples(data, path, clip_name, subtype)
     return PCM(_mono_int16(data), rate, subtype)
