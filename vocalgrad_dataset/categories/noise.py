@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ..schedule import Schedule
 from .base import Category, register
 
 RMS_FLOOR = 1e-6
@@ -23,7 +24,8 @@ def _column_rms(x: np.ndarray) -> np.ndarray:
 def unit_noise(n: int, seed: int) -> np.ndarray:
     """White Gaussian noise with unit RMS over the whole clip: the float64 draw cast to float32 first."""
     draw = np.random.default_rng(seed).standard_normal(size=(n, 1)).astype(np.float32)
-    return (draw / _column_rms(draw))[:, 0]
+    draw /= _column_rms(draw)
+    return draw[:, 0]
 
 
 def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
@@ -31,12 +33,29 @@ def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
     return _column_rms(audio[onset:offset, None])[0]
 
 
-def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> list[np.ndarray]:
-    out = []
+def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
+    cache = fixed.get("clip_cache", {})
     for s, seed in zip(schedules, fixed["seeds"], strict=True):
+        key = f"noise:level:{s.onset}:{s.offset}"  # the same for all conditions of a clip
+        level = cache[key] = cache[key] if key in cache else speech_level(audio, s.onset, s.offset)
         # level x ratio envelope in float32, then x unit noise in float32, as published
-        scale = speech_level(audio, s.onset, s.offset) * s.per_sample().astype(np.float32)
-        out.append(audio + unit_noise(len(audio), seed) * scale)
+        scale = stepped_float32(s)
+        scale *= level
+        noise = unit_noise(len(audio), seed)
+        noise *= scale
+        noise += audio  # audio + noise: float32 addition commutes exactly
+        yield noise
+
+
+def stepped_float32(s: Schedule) -> np.ndarray:
+    """The schedule's per-sample values as float32 (each step's float64 value rounded once, as published)."""
+    out = np.empty(s.n_samples, dtype=np.float32)
+    out[: s.onset] = s.start
+    out[s.offset :] = s.end
+    full = s.span // s.step
+    cut = s.onset + full * s.step
+    out[s.onset : cut].reshape(full, s.step)[:] = s.values[:full, None]
+    out[cut : s.offset] = s.values[full:]
     return out
 
 
