@@ -96,14 +96,13 @@ SPECTRUM_BYTES = 64 * 2**20  # keep the clip's spectrum for the next tier only b
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
+    from ..kernels import wet_mix
+
     wet = _wet(audio, sr, fixed["room_scale_max"], fixed.get("clip_cache", {}))
-    for s in schedules:
-        w = s.per_sample()  # float64: the mix (1 - w) * dry + w * wet is computed in float64 and cast once
-        dry = np.subtract(1.0, w)
-        dry *= audio
-        w *= wet
-        dry += w
-        yield dry.astype(np.float32)
+    for s in schedules:  # the mix (1 - w) * dry + w * wet in float64 per sample, cast once, in one pass
+        out = np.empty(len(audio), dtype=np.float32)
+        wet_mix(audio, wet, s.onset, s.offset, s.start, s.values, s.end, out)
+        yield out
 
 
 CATEGORY = register(

@@ -6,7 +6,6 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..schedule import Schedule
 from .base import Category, register
 
 RMS_FLOOR = 1e-6
@@ -34,29 +33,17 @@ def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
+    from ..kernels import add_noise
+
     cache = fixed.get("clip_cache", {})
     for s, seed in zip(schedules, fixed["seeds"], strict=True):
         key = f"noise:level:{s.onset}:{s.offset}"  # the same for all conditions of a clip
         level = cache[key] = cache[key] if key in cache else speech_level(audio, s.onset, s.offset)
-        # level x ratio envelope in float32, then x unit noise in float32, as published
-        scale = stepped_float32(s)
-        scale *= level
-        noise = unit_noise(len(audio), seed)
-        noise *= scale
-        noise += audio  # audio + noise: float32 addition commutes exactly
-        yield noise
-
-
-def stepped_float32(s: Schedule) -> np.ndarray:
-    """The schedule's per-sample values as float32 (each step's float64 value rounded once, as published)."""
-    out = np.empty(s.n_samples, dtype=np.float32)
-    out[: s.onset] = s.start
-    out[s.offset :] = s.end
-    full = s.span // s.step
-    cut = s.onset + full * s.step
-    out[s.onset : cut].reshape(full, s.step)[:] = s.values[:full, None]
-    out[cut : s.offset] = s.values[full:]
-    return out
+        draw = np.random.default_rng(seed).standard_normal(size=(len(audio), 1)).astype(np.float32)
+        out = np.empty(len(audio), dtype=np.float32)
+        # audio + unit noise x (level x ratio), all float32 as published, in one pass
+        add_noise(audio, draw[:, 0], _column_rms(draw)[0], level, s.onset, s.offset, s.step, s.start, s.values, s.end, out)
+        yield out
 
 
 CATEGORY = register(
