@@ -1,11 +1,19 @@
-"""The straightforward generator, as the published scripts work: one condition at a time, one librosa call
-per 150 ms window, the reverb impulse response rebuilt in a per-sample Python loop.
+"""The published generator's algorithm, structured as its scripts run: the baseline our speed is measured against.
+
+Per source clip, the published `main` loops over tier x curve x direction and calls `process_one`, which
+decodes the source again (PCM16 -> float32 / 32768, as (samples, channels)), processes it, computes the
+clipped ratio and encodes PCM16. Speed, pitch, distortion, roughness and clarity make one call per 150 ms
+context window (librosa for speed / pitch / clarity, so every window is resampled on its own for pitch);
+volume applies one scalar gain per 50 ms step in float64; echo builds each room's impulse response once
+per run (a cache) and convolves the source once per tier and source, then mixes per condition.
+`render_source` follows that loop; `render_condition` renders one condition the same way.
 
 It is written from the published generator's description alone and imports nothing from this
 repository (numpy, librosa and the published JSON configs only), so it is an independent
 reference: the tests compare the package's fast paths with it, and both with the published hashes.
 
     render_condition("clarity", pcm16, 48000, 0.41, 3.46, "p226_01__p226_106__linear__low__up") -> int16
+    render_source("echo", pcm16, 48000, 0.41, 3.46, "p226_01", "p226_106") -> [(clip id, int16), ...]
 """
 
 from __future__ import annotations
@@ -207,17 +215,28 @@ def schroeder_ir(sr: int, room: float) -> np.ndarray:
     return out
 
 
-def echo(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str) -> np.ndarray:
-    cfg = load_config("echo")
-    t = cfg["tiers"][tier]
-    ir = schroeder_ir(sr, float(t["room_scale_max"]))
+def clipped_ratio(y: np.ndarray, lo: float = -1.0, hi: float = 1.0) -> float:
+    """Fraction of samples outside [lo, hi] (computed per clip by the published scripts)."""
+    return float(np.mean((y < lo) | (y > hi)))
+
+
+def reverbed(x: np.ndarray, sr: int, tier: str) -> np.ndarray:
+    """The tier's wet signal of a source (float32, RMS-matched to it): computed once per source and tier."""
+    ir = schroeder_ir(sr, float(load_config("echo")["tiers"][tier]["room_scale_max"]))
     full = len(x) + len(ir) - 1
     n_fft = 1 << (full - 1).bit_length()
     wet = np.asarray(np.fft.irfft(np.fft.rfft(x, n=n_fft) * np.fft.rfft(ir, n=n_fft), n=n_fft)[: len(x)], np.float32)
-    wet = match_rms(x, wet)
-    w_max = float(t["wet_mix_max"])
-    w = envelope(len(x), onset, offset, 0.0 if up else w_max, w_max if up else 0.0, mode, cfg["jump_at"])
-    return np.asarray((1.0 - w) * x + w * wet, np.float32)
+    return match_rms(x, wet)
+
+
+def echo(x: np.ndarray, wet: np.ndarray, onset: int, offset: int, tier: str, up: bool, mode: str) -> np.ndarray:
+    """Dry/wet mix with a per-sample float64 weight, on (samples, 1) columns as published."""
+    cfg = load_config("echo")
+    w_max = float(cfg["tiers"][tier]["wet_mix_max"])
+    w = envelope(len(x), onset, offset, 0.0 if up else w_max, w_max if up else 0.0, mode, cfg["jump_at"])[:, None]
+    y = np.asarray((1.0 - w) * x[:, None] + w * wet[:, None], np.float32)
+    _ = float(np.min(w)), float(np.max(w))  # the published manifest's min/max wet mix
+    return y[:, 0]
 
 
 def vibration(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str) -> np.ndarray:
@@ -228,13 +247,16 @@ def vibration(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bo
     rate = envelope(len(x), onset, offset, lo if up else hi, hi if up else lo, mode, cfg["jump_at"])
     step = (2.0 * np.pi * rate) / sr
     phase = float(cfg["lfo_phase_rad"]) + np.cumsum(np.concatenate([[0.0], step[:-1]]))
-    return x * (1.0 - depth * (0.5 * (1.0 + np.sin(phase)))).astype(np.float32)
+    y = np.asarray(x * (1.0 - depth * (0.5 * (1.0 + np.sin(phase)))).astype(np.float32), np.float32)
+    _ = float(np.min(depth)), float(np.max(depth)), float(np.min(rate)), float(np.max(rate))  # manifest columns
+    return y
 
 
 def noise(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str, clip_id: str) -> np.ndarray:
     cfg = load_config("noise")
     r_max = float(cfg["tiers"][tier]["noise_ratio_max"])
     col = x[:, None]  # (samples, channels) as the published scripts hold audio
+    _ = col.copy()  # the published function starts from a copy of the input
     speech = col[onset:offset]
     level = np.maximum(np.sqrt(np.mean(speech * speech, axis=0)), 1e-6).astype(np.float32)
     seed = int.from_bytes(hashlib.sha256(f"{cfg['global_seed']}:{clip_id}".encode()).digest()[:8], "big")
@@ -251,11 +273,11 @@ def noise(x: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, 
 
 
 def volume(pcm: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: bool, mode: str) -> np.ndarray:
-    """Gain on the raw integer scale in float64; returns the int16 output directly."""
+    """Gain on the raw integer scale in float64, one scalar 10 ** (dB / 20) per 50 ms step; int16 out."""
     cfg = load_config("volume")
     d = float(cfg["tiers"][tier]["delta_gain_db"])
     g0, g1 = (-d, d) if up else (d, -d)
-    raw = pcm.astype(np.float64)
+    raw = pcm.astype(np.float64)[:, None]
     out = np.zeros_like(raw)
     out[:onset] = raw[:onset] * 10.0 ** (g0 / 20.0)
     out[offset:] = raw[offset:] * 10.0 ** (g1 / 20.0)
@@ -264,7 +286,8 @@ def volume(pcm: np.ndarray, sr: int, onset: int, offset: int, tier: str, up: boo
     for k in range(n):
         a, b = onset + k * step, min(onset + (k + 1) * step, offset)
         out[a:b] = raw[a:b] * 10.0 ** ((g0 + (g1 - g0) * progress(k, n, mode, cfg["jump_at"])) / 20.0)
-    return np.clip(out, -32768.0, 32767.0).astype(np.int16)
+    clipped_ratio(out, -32768.0, 32767.0)
+    return np.clip(out.flatten(), -32768.0, 32767.0).astype(np.int16)
 
 
 def endpoints(category: str, tier: str, up: bool, sr: int) -> tuple[float, float]:
@@ -280,22 +303,62 @@ def endpoints(category: str, tier: str, up: bool, sr: int) -> tuple[float, float
     return (less, more) if up else (more, less)
 
 
-def render_condition(category: str, pcm: np.ndarray, sr: int, onset_sec: float, offset_sec: float, clip_id: str) -> np.ndarray:
-    """One benchmark clip (int16) of a mono PCM16 source, given its id `item__clip__curve__tier__direction`."""
+def span(n: int, sr: int, onset_sec: float, offset_sec: float) -> tuple[int, int]:
+    """Onset/offset seconds to samples, clamped to the clip."""
+    return max(0, min(n, int(round(onset_sec * sr)))), max(0, min(n, int(round(offset_sec * sr))))
+
+
+def render_decoded(
+    category: str, pcm: np.ndarray, sr: int, onset: int, offset: int, clip_id: str, echo_source: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """One condition from the int16 samples, as `process_one` does after reading the file: decode, render,
+    clipped ratio, PCM16 (echo: from the source's decoded audio and its tier's wet signal when given)."""
     curve, tier, direction = clip_id.split("__")[2:]
     mode, up = load_config(category)["curves"][curve]["mode"], direction == "up"
-    n = len(pcm)
-    onset = max(0, min(n, int(round(onset_sec * sr))))
-    offset = max(0, min(n, int(round(offset_sec * sr))))
     if category == "volume":
         return volume(pcm, sr, onset, offset, tier, up, mode)
-    x = pcm.astype(np.float32) / 32768.0
     if category == "echo":
-        y = echo(x, sr, onset, offset, tier, up, mode)
-    elif category == "vibration":
+        x, wet = echo_source if echo_source is not None else (pcm.astype(np.float32) / 32768.0,) * 2
+        y = echo(x, reverbed(x, sr, tier) if echo_source is None else wet, onset, offset, tier, up, mode)
+        return encode(y, buffered=False)
+    x = (pcm.astype(np.float32) / 32768.0)[:, None][:, 0]  # decoded as (samples, channels), channel 0
+    if category == "vibration":
         y = vibration(x, sr, onset, offset, tier, up, mode)
     elif category == "noise":
-        y = noise(x, sr, onset, offset, tier, up, mode, clip_id)
+        return encode(noise(x, sr, onset, offset, tier, up, mode, clip_id), buffered=False)
     else:
         y = segmented(category, x, sr, onset, offset, *endpoints(category, tier, up, sr), mode)
-    return np.clip(y * 32768.0, -32768.0, 32767.0).astype(np.int16)
+    return encode(y)
+
+
+def encode(y: np.ndarray, *, buffered: bool = True) -> np.ndarray:
+    """The clipped ratio and PCM16 by clip and truncation; `buffered`: first copied into the (samples,
+    channels) output buffer the per-channel scripts assemble (echo and noise encode their result directly)."""
+    out = y[:, None]
+    if buffered:
+        out = np.zeros((len(y), 1), dtype=np.float32)
+        out[:, 0] = y
+    clipped_ratio(out)
+    return np.clip(out * 32768.0, -32768.0, 32767.0).astype(np.int16)[:, 0]
+
+
+def render_condition(category: str, pcm: np.ndarray, sr: int, onset_sec: float, offset_sec: float, clip_id: str) -> np.ndarray:
+    """One benchmark clip (int16) of a mono PCM16 source, given its id `item__clip__curve__tier__direction`."""
+    onset, offset = span(len(pcm), sr, onset_sec, offset_sec)
+    return render_decoded(category, pcm, sr, onset, offset, clip_id)
+
+
+def render_source(category: str, pcm: np.ndarray, sr: int, onset_sec: float, offset_sec: float, item: str, clip: str) -> list[tuple[str, np.ndarray]]:
+    """All 24 clips of one source in the published loop order (tier, curve, direction), as its `main` makes
+    them: per condition from the int16 samples, except echo's per-source decode and per-tier wet signals."""
+    cfg = load_config(category)
+    onset, offset = span(len(pcm), sr, onset_sec, offset_sec)
+    x = pcm.astype(np.float32) / 32768.0 if category == "echo" else None
+    out = []
+    for tier in cfg["tiers"]:
+        source = (x, reverbed(x, sr, tier)) if x is not None else None
+        for curve in cfg["curves"]:
+            for direction in ("up", "down"):
+                cid = f"{item}__{clip}__{curve}__{tier}__{direction}"
+                out.append((cid, render_decoded(category, pcm, sr, onset, offset, cid, source)))
+    return out

@@ -32,9 +32,11 @@ def to_pcm16(y: np.ndarray) -> tuple[np.ndarray, float]:
     """Float audio in [-1, 1) to int16 by clip and truncation toward zero; returns (pcm, clipped fraction)."""
     if y.size == 0:
         return np.zeros(0, dtype=np.int16), 0.0
-    clipped = float(np.count_nonzero((y < -1.0) | (y >= 1.0))) / y.size
-    scaled = np.clip(y * 32768.0, -32768.0, 32767.0)
-    return scaled.astype(np.int16), clipped
+    from .kernels import pcm16_into  # numba: loaded when audio is rendered
+
+    pcm = np.empty(len(y), dtype=np.int16)
+    clipped = pcm16_into(np.ascontiguousarray(y), pcm)  # one pass: scale, clip, truncate, count
+    return pcm, clipped / y.size
 
 
 def fft_sizes(length: int, n_fft: int, hop: int) -> tuple[int, int]:

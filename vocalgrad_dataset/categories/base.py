@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
@@ -15,7 +15,10 @@ import numpy as np
 from .. import schedule as sched
 from ..grid import Condition, seed_from
 
-Render = Callable[[np.ndarray, int, Sequence[sched.Schedule], dict[str, Any]], list[np.ndarray]]
+Render = Callable[[np.ndarray, int, Sequence[sched.Schedule], dict[str, Any]], Iterable[np.ndarray]]
+# Working memory of one render call: conditions are rendered in batches whose float64 outputs fit in it, so a
+# long source (a 20-minute clip is 460 MB per float64 output) is rendered a few conditions at a time.
+BATCH_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,9 @@ class Category:
     """One acoustic factor: its names, published parameters and the transform that renders it.
 
     `render(audio, sr, schedules, fixed)` is a pure function of float32 audio (PCM16 / 32768), the
-    sample rate and the schedules of one clip's conditions; it returns float audio per schedule.
+    sample rate and the schedules of one clip's conditions; it returns (or yields, one at a time) float
+    audio per schedule. `fixed` holds the per-tier constants, the noise seeds and `clip_cache`, a dict
+    shared by the render calls of one clip (for what several tiers or batches can reuse).
     """
 
     name: str
@@ -67,22 +72,31 @@ class Category:
 
     def apply(self, audio: np.ndarray, sr: int, schedule: sched.Schedule, *, tier: str = "high", clip_id: str = "") -> np.ndarray:
         """Render one schedule (convenience for single conditions; `render_clip` batches a whole clip)."""
-        return self.render(audio, sr, [schedule], {**self.fixed(tier), "seeds": [noise_seed(clip_id)]})[0]
+        extra = {**self.fixed(tier), "seeds": [noise_seed(clip_id)], "clip_cache": {}}
+        return next(iter(self.render(audio, sr, [schedule], extra)))
 
     def render_clip(
         self, audio: np.ndarray, sr: int, onset: int, offset: int, conds: Sequence[Condition], clip_ids: Sequence[str]
-    ) -> list[tuple[np.ndarray, sched.Schedule]]:
-        """Render conditions of one clip in one batch per distinct set of per-tier constants."""
-        groups: dict[tuple[tuple[str, float], ...], list[int]] = {}
-        for i, c in enumerate(conds):
-            groups.setdefault(tuple(sorted(self.fixed(c.tier).items())), []).append(i)
-        out: dict[int, tuple[np.ndarray, sched.Schedule]] = {}
-        for fixed, idx in groups.items():
+    ) -> Iterator[tuple[np.ndarray, sched.Schedule]]:
+        """Render conditions of one clip in order, lazily: one render call per run of consecutive conditions
+        with the same per-tier constants, at most as many as fit in BATCH_BYTES (all 24 for a short clip)."""
+        cache: dict[str, Any] = {}
+        for idx in self._batches(conds, max(1, BATCH_BYTES // max(1, 8 * len(audio)))):
+            fixed = self.fixed(conds[idx[0]].tier)
             schedules = [self.schedule(conds[i], onset, offset, len(audio), sr) for i in idx]
-            extra = {**dict(fixed), "seeds": [noise_seed(clip_ids[i]) for i in idx]}
-            for i, s, y in zip(idx, schedules, self.render(audio, sr, schedules, extra), strict=True):
-                out[i] = (y, s)
-        return [out[i] for i in range(len(conds))]
+            extra = {**fixed, "seeds": [noise_seed(clip_ids[i]) for i in idx], "clip_cache": cache}
+            yield from zip(self.render(audio, sr, schedules, extra), schedules, strict=True)
+
+    def _batches(self, conds: Sequence[Condition], size: int) -> Iterable[list[int]]:
+        """Runs of consecutive conditions sharing their per-tier constants, each at most `size` long."""
+        run: list[int] = []
+        for i, c in enumerate(conds):
+            if run and (len(run) == size or self.fixed(c.tier) != self.fixed(conds[run[0]].tier)):
+                yield run
+                run = []
+            run.append(i)
+        if run:
+            yield run
 
 
 def noise_seed(clip_id: str) -> int:

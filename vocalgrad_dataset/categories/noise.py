@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -23,7 +23,8 @@ def _column_rms(x: np.ndarray) -> np.ndarray:
 def unit_noise(n: int, seed: int) -> np.ndarray:
     """White Gaussian noise with unit RMS over the whole clip: the float64 draw cast to float32 first."""
     draw = np.random.default_rng(seed).standard_normal(size=(n, 1)).astype(np.float32)
-    return (draw / _column_rms(draw))[:, 0]
+    draw /= _column_rms(draw)
+    return draw[:, 0]
 
 
 def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
@@ -31,13 +32,18 @@ def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
     return _column_rms(audio[onset:offset, None])[0]
 
 
-def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> list[np.ndarray]:
-    out = []
+def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
+    from ..kernels import add_noise
+
+    cache = fixed.get("clip_cache", {})
     for s, seed in zip(schedules, fixed["seeds"], strict=True):
-        # level x ratio envelope in float32, then x unit noise in float32, as published
-        scale = speech_level(audio, s.onset, s.offset) * s.per_sample().astype(np.float32)
-        out.append(audio + unit_noise(len(audio), seed) * scale)
-    return out
+        key = f"noise:level:{s.onset}:{s.offset}"  # the same for all conditions of a clip
+        level = cache[key] = cache[key] if key in cache else speech_level(audio, s.onset, s.offset)
+        draw = np.random.default_rng(seed).standard_normal(size=(len(audio), 1)).astype(np.float32)
+        out = np.empty(len(audio), dtype=np.float32)
+        # audio + unit noise x (level x ratio), all float32 as published, in one pass
+        add_noise(audio, draw[:, 0], _column_rms(draw)[0], level, s.onset, s.offset, s.step, s.start, s.values, s.end, out)
+        yield out
 
 
 CATEGORY = register(

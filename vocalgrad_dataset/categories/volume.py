@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ..schedule import Schedule
 from .base import Category, register
 
 
-def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> list[np.ndarray]:
-    raw = audio.astype(np.float64) * 32768.0  # exact: audio is PCM16 / 32768
-    # returned on the float scale (dividing by a power of two is exact), so PCM16 output sees raw * gain
-    return [raw * 10.0 ** (s.per_sample() / 20.0) / 32768.0 for s in schedules]
+def step_gains(schedule: Schedule) -> np.ndarray:
+    """Linear gains 10 ** (dB / 20): before onset, one per 50 ms step, from offset on (float64, as published)."""
+    return 10.0 ** (np.concatenate([[schedule.start], schedule.values, [schedule.end]]) / 20.0)
+
+
+def apply_gains(x: np.ndarray, schedule: Schedule) -> np.ndarray:
+    """x times its step's scalar gain, block by block (no per-sample gain array)."""
+    gains = step_gains(schedule)
+    on, off, step = schedule.onset, schedule.offset, schedule.step
+    y = np.empty_like(x)
+    np.multiply(x[:on], gains[0], out=y[:on])
+    np.multiply(x[off:], gains[-1], out=y[off:])
+    full = (off - on) // step
+    cut = on + full * step
+    np.multiply(x[on:cut].reshape(full, step), gains[1 : 1 + full, None], out=y[on:cut].reshape(full, step))
+    if cut < off:  # the last, shorter step
+        np.multiply(x[cut:off], gains[1 + full], out=y[cut:off])
+    return y
+
+
+def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
+    # The published gain multiplies the raw integer samples in float64. audio is PCM16 / 32768, and scaling
+    # by a power of two is exact, so audio * gain here is exactly raw * gain / 32768 (PCM16 output sees raw * gain).
+    x = audio.astype(np.float64)
+    for s in schedules:  # one at a time: each output is converted and freed before the next is made
+        yield apply_gains(x, s)
 
 
 CATEGORY = register(
