@@ -14,7 +14,7 @@ import torch
 from harness.audio import mono_at
 
 from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
-from .families import FamilySpec, get_family
+from .families import AudioStack, FamilySpec, get_family
 from .fast_encoder import build_fast_audio
 from .frontends import importable, load_processor, without_towers
 from .protocol import AudioClip, HiddenStates, Prompt
@@ -171,6 +171,11 @@ class HFAudioLM(BaseAudioLM):
     @property
     def family(self) -> str:
         return self.spec.name
+
+    @property
+    def audio_stack(self) -> AudioStack | None:
+        """Where the audio encoder and projector sit (PCLM attaches there); None for families without the seam."""
+        return self.spec.audio_stack
 
     def provenance(self) -> dict[str, Any]:
         """results.json "model_info": the resolved checkpoint (id, requested revision, the commit the Hub
@@ -372,6 +377,15 @@ class HFAudioLM(BaseAudioLM):
         # PEFT injects the LoRA layers into self.model itself; keep the transformers class on the surface.
         self.model = peft_model.base_model.model.eval()
         self.adapter = str(path)
+        self._attach_saved_pclm(path)
+
+    def _attach_saved_pclm(self, path: str) -> None:
+        """The prompt-conditioned layer mixer saved beside the LoRA (finetune --method pclm), if there is one."""
+        from .pclm import attach_saved, saved_folder
+
+        folder = saved_folder(path)
+        if folder is not None:
+            attach_saved(self, folder)
 
     # ---- forward passes -------------------------------------------------------------------------------
     def _fast_embeds(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

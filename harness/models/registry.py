@@ -219,6 +219,8 @@ def get_model(name: str, *, adapter: str | None = None, **kwargs: Any) -> AudioL
     kwargs = check_model_args(name, kwargs)
     # A local directory must hold an adapter; anything else is taken as a Hub repo id ("org/name").
     local = adapter is not None and (Path(adapter).exists() or adapter.startswith((".", "/", "~")))
+    if local and (Path(adapter).expanduser() / "adapter" / "adapter_config.json").is_file():
+        adapter = str(Path(adapter) / "adapter")  # a vocalgrad-finetune run folder: its adapter/ (LoRA, PCLM)
     if local and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
         raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json there)")
     model = entry.factory(name=name, **kwargs)
