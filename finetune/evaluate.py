@@ -3,17 +3,18 @@ harness evaluation on every eval config's test split, the cross-category matrix 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from finetune.data import RowRenderer
+from finetune.lora import adapters_disabled
 from finetune.objective import AnswerTask, answer_losses, keeps_logits
 from finetune.record import write_training_record
 from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, TrainSettings
+from harness.models.pclm import pclm_disabled
 from harness.models.protocol import TrainableAudioLM
 from harness.settings import derive
 
@@ -60,21 +61,6 @@ def _harness_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, dir_n
     ), model=lm)
 
 
-@contextmanager
-def adapters_disabled(model: torch.nn.Module) -> Iterator[None]:
-    """The same weights with every LoRA layer switched off (the untuned baseline), switched back on after."""
-    from peft.tuners.tuners_utils import BaseTunerLayer
-
-    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
-    for m in layers:
-        m.enable_adapters(False)
-    try:
-        yield
-    finally:
-        for m in layers:
-            m.enable_adapters(True)
-
-
 def _write_matrix_and_card(settings: TrainSettings, out: Path, info: dict[str, Any]) -> None:
     from finetune.card import write_card
     from finetune.report import write_matrix
@@ -94,7 +80,7 @@ def evaluate_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, info:
     lm.model.eval()
     _harness_run(settings, lm, out, EVAL_DIR, str((out / ADAPTER_DIR).resolve()))
     if settings.eval_base:
-        with adapters_disabled(lm.model):
+        with adapters_disabled(lm.model), pclm_disabled(lm.model):
             _harness_run(settings, lm, out, EVAL_BASE_DIR, None)
     if acc.is_main_process:
         _write_matrix_and_card(settings, out, info)

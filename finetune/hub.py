@@ -26,9 +26,11 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from finetune.card import EVAL_RESULTS_FILE, write_card
 from finetune.settings import ADAPTER_DIR, EVAL_DIR, TRAINING_JSON
 from harness.data import CONFIGS
+from harness.models.pclm import PCLM_CONFIG, PCLM_WEIGHTS
 from harness.results import atomic_write_text
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+PCLM_FILES = (PCLM_CONFIG, PCLM_WEIGHTS)
 EXTRA_FILES = ("cross_category.png", "cross_category.md", "cross_category.csv", "training.json", "train_log.jsonl")
 
 
@@ -62,6 +64,9 @@ def stage_adapter(out_dir: str | Path, stage_dir: str | Path, *, repo_id: str,
             raise FileNotFoundError(f"missing {src}")
         shutil.copyfile(src, stage / name)
     _check_adapter_only(stage / "adapter_model.safetensors")
+    for name in PCLM_FILES:  # the prompt-conditioned layer mixer travels with its LoRA (--method pclm)
+        if (out / ADAPTER_DIR / name).is_file():
+            shutil.copyfile(out / ADAPTER_DIR / name, stage / name)
     for name in EXTRA_FILES:
         if (out / name).is_file():
             shutil.copyfile(out / name, stage / name)

@@ -23,15 +23,14 @@ from finetune import checkpoint
 from finetune.data import MicroBatch, StepCounts, StepRows, TrainingData, plan_steps
 from finetune.evaluate import evaluate_clips
 from finetune.lora import (
-    adapter_state,
     attach_lora,
     base_parameter_count,
-    load_adapter_state,
     save_adapter,
     set_activation_checkpointing,
     trainable_parameters,
 )
-from finetune.objective import AnswerTask, answer_losses, keeps_logits
+from finetune.objective import AnswerTask, answer_losses, keeps_logits, pair_dpo_losses
+from finetune.pclm import Phases, attach_for_training, load_trainable_state, pclm_info, saver, trainable_state
 from finetune.record import training_record, write_training_record
 from finetune.settings import ADAPTER_DIR, TRAIN_LOG, TrainSettings, check_resumable
 from harness.data import BenchRow
@@ -41,6 +40,8 @@ from harness.results import write_jsonl
 if TYPE_CHECKING:
     from accelerate import Accelerator
     from peft import PeftModel
+
+    from harness.models.pclm import LayerMixer
 
 
 def lr_factor(settings: TrainSettings, total_steps: int) -> Callable[[int], float]:
@@ -79,16 +80,16 @@ def new_state(settings: TrainSettings) -> dict[str, Any]:
     return {"step": 0, "seed": settings.seed, "fingerprint": settings.fingerprint(), "log": []}
 
 
-def resume(settings: TrainSettings, peft_model: PeftModel, opt: Optimization, acc: Accelerator, out: Path,
-           total_steps: int) -> dict[str, Any]:
-    """The loop state to continue from: the newest usable checkpoint's (its adapter, optimizer, scheduler and
-    this process's RNG restored), else a fresh one."""
+def resume(settings: TrainSettings, peft_model: PeftModel, mixer: LayerMixer | None, opt: Optimization,
+           acc: Accelerator, out: Path, total_steps: int) -> dict[str, Any]:
+    """The loop state to continue from: the newest usable checkpoint's (its adapter and PCLM, optimizer,
+    scheduler and this process's RNG restored), else a fresh one."""
     ckpt = checkpoint.latest(out)
     if ckpt is None:
         return new_state(settings)
     check_resumable(checkpoint.read_state(ckpt)["fingerprint"], settings, out)
     weights, state = checkpoint.load(ckpt, optimizer=opt.optimizer, scheduler=opt.scheduler, rank=acc.process_index)
-    load_adapter_state(peft_model, weights)
+    load_trainable_state(peft_model, mixer, weights)
     if acc.is_main_process:
         print(f"resuming {out} from {ckpt.name} (step {state['step']} of {total_steps})")
     return state
@@ -132,12 +133,14 @@ class Stepper:
     state: dict[str, Any]
     task: AnswerTask
     keep_logits: bool
+    mixer: LayerMixer | None
+    phases: Phases
     step_loss: torch.Tensor = field(default_factory=lambda: torch.zeros((), dtype=torch.float64))
 
     def run(self, loader: torch.utils.data.DataLoader) -> None:
         """Every remaining step of the plan."""
         bar = tqdm(total=self.steps.total, initial=self.state["step"],
-                   desc=f"LoRA {self.settings.scope} {self.settings.category}", unit="step",
+                   desc=f"{self.settings.method} {self.settings.scope} {self.settings.category}", unit="step",
                    disable=not (self.settings.progress and self.acc.is_main_process), dynamic_ncols=True)
         for mb, rows in loader:
             self.micro_batch(mb, rows)
@@ -149,12 +152,21 @@ class Stepper:
     def micro_batch(self, mb: MicroBatch, rows: list[BenchRow]) -> None:
         """Forward and backward of one micro-batch; gradients are synchronised after the step's last one."""
         acc, world = self.acc, self.acc.num_processes
-        _, inputs = self.task.inputs(self.lm, rows, end_of_turn=self.settings.end_of_turn)
+        self.phases.set_trainable(mb.step, self.peft_model, self.mixer)
         with nullcontext() if mb.last else acc.no_sync(self.ddp_model):
-            losses = answer_losses(self.ddp_model, inputs, self.keep_logits)
+            losses = self.losses(mb.step, rows)
             # DDP averages over processes: scaling by W / n_step makes the update the mean over the step's clips.
             acc.backward(losses.sum() * (mb.weight * world / self.steps.clips(mb.step)))
         self.step_loss += float(losses.detach().sum()) * mb.weight
+
+    def losses(self, step: int, rows: list[BenchRow]) -> torch.Tensor:
+        """(B,) the rows' losses under the step's objective: answer cross-entropy, or DPO per (chosen, rejected)."""
+        s = self.settings
+        if self.phases.objective_at(step) == "ce":
+            _, inputs = self.task.inputs(self.lm, rows, end_of_turn=s.end_of_turn)
+            return answer_losses(self.ddp_model, inputs, self.keep_logits)
+        inputs = self.task.pair_inputs(self.lm, rows, end_of_turn=s.end_of_turn, rejected=s.dpo_rejected, seed=s.seed)
+        return pair_dpo_losses(self.ddp_model, self.lm.model, inputs, self.keep_logits, s.dpo_beta)
 
     def optimizer_step(self, mb: MicroBatch) -> float:
         """Clip, update and schedule; then log the step's mean loss (returned) and checkpoint when it is time."""
@@ -175,13 +187,14 @@ class Stepper:
         self.step_loss = torch.zeros((), dtype=torch.float64)
         self.state["step"] = mb.step + 1
         self.state["log"].append({"step": self.state["step"], "epoch": mb.epoch, "loss": loss,
-                                  "lr": self.opt.scheduler.get_last_lr()[0], "grad_norm": grad_norm})
+                                  "lr": self.opt.scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                                  "phase": self.phases.phase(mb.step), "objective": self.phases.objective_at(mb.step)})
         return loss
 
     def save_checkpoint(self) -> None:
         """Checkpoint the adapter, optimizer, scheduler, loop state and every process's RNG."""
         acc = self.acc
-        checkpoint.save(self.out, self.state["step"], adapter=adapter_state(self.peft_model),
+        checkpoint.save(self.out, self.state["step"], adapter=trainable_state(self.peft_model, self.mixer),
                         optimizer=self.opt.optimizer, scheduler=self.opt.scheduler, state=self.state,
                         rank=acc.process_index, is_main=acc.is_main_process, barrier=acc.wait_for_everyone,
                         keep=self.settings.keep_checkpoints)
@@ -196,22 +209,28 @@ def _prepare(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, ou
     # Seeded after the model is built (a tiny model seeds its own init) and before LoRA's random init.
     set_seed(settings.seed)
     peft_model, targets = attach_lora(lm, settings)
+    # After LoRA (whose targets must not include the mixer's projectors); its init continues the seeded draws.
+    mixer = attach_for_training(lm, settings)
+    if mixer is not None and acc.num_processes > 1:
+        raise ValueError("--method pclm trains on one process (its stages switch parameters on and off, which "
+                         "DDP does not allow); run it without accelerate launch")
     checkpointed = (set_activation_checkpointing(lm, settings.include_audio_tower, True)
                     if settings.gradient_checkpointing else None)
     opt = Optimization.of(lm.model, settings, steps.total)
     keep_logits = keeps_logits(lm.model)
-    state = resume(settings, peft_model, opt, acc, out, steps.total)
+    state = resume(settings, peft_model, mixer, opt, acc, out, steps.total)
     ddp_model = acc.prepare(lm.model)
     lm.model.train()
     stepper = Stepper(settings, lm, acc, out, peft_model, ddp_model, opt, steps, state,
-                      AnswerTask.of(settings.prompt, settings.category), keep_logits)
+                      AnswerTask.of(settings.prompt, settings.category), keep_logits, mixer,
+                      Phases.of(settings, steps.total))
     return stepper, targets, checkpointed
 
 
 def _write_run(out: Path, stepper: Stepper, info: dict[str, Any]) -> None:
     """The log, the adapter and training.json (main process); the adapter supersedes the checkpoints."""
     write_jsonl(out / TRAIN_LOG, stepper.state["log"])
-    save_adapter(stepper.peft_model, out / ADAPTER_DIR)
+    save_adapter(stepper.peft_model, out / ADAPTER_DIR, saver(stepper.mixer))
     write_training_record(out, info)
     shutil.rmtree(out / checkpoint.CHECKPOINTS, ignore_errors=True)
 
@@ -232,9 +251,11 @@ def run_training(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator
     val_ids = data.split.val[: settings.val_limit] if settings.val_limit is not None else data.split.val
     validation = evaluate_clips(lm, data.renderer, val_ids, settings.prompt, batch_size=settings.eval_batch_size,
                                 end_of_turn=settings.end_of_turn, accelerator=acc) if val_ids else {}
-    info = training_record(settings, lm, data, steps, base_params=base_parameter_count(lm.model), targets=targets,
+    base_params = base_parameter_count(lm.model)
+    info = training_record(settings, lm, data, steps, base_params=base_params, targets=targets,
                            trainable_params=sum(p.numel() for p in stepper.opt.trainable), log=stepper.state["log"],
-                           world_size=acc.num_processes, validation=validation, seconds=time.time() - started)
+                           world_size=acc.num_processes, validation=validation, seconds=time.time() - started,
+                           pclm=pclm_info(stepper.mixer, stepper.phases, base_params))
     if acc.is_main_process:
         _write_run(out, stepper, info)
     acc.wait_for_everyone()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,8 +96,8 @@ def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 
 
 def base_parameter_count(model: torch.nn.Module) -> int:
-    """Parameters of the base model, without the LoRA matrices."""
-    return sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+    """Parameters of the base model, without the LoRA matrices and a PCLM's additions (`pclm.*`)."""
+    return sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n and not n.startswith("pclm."))
 
 
 def set_activation_checkpointing(lm: TrainableAudioLM, whole: bool, on: bool) -> torch.nn.Module | None:
@@ -133,11 +135,29 @@ def load_adapter_state(peft_model: PeftModel, weights: dict[str, torch.Tensor]) 
     set_peft_model_state_dict(peft_model, weights)
 
 
-def save_adapter(peft_model: PeftModel, path: Path) -> None:
-    """PEFT's adapter_config.json + adapter_model.safetensors, written under a temporary name, then renamed."""
+@contextmanager
+def adapters_disabled(model: torch.nn.Module) -> Iterator[None]:
+    """The same weights with every LoRA layer switched off (the untuned baseline), switched back on after."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    for m in layers:
+        m.enable_adapters(False)
+    try:
+        yield
+    finally:
+        for m in layers:
+            m.enable_adapters(True)
+
+
+def save_adapter(peft_model: PeftModel, path: Path, extra: Callable[[Path], None] | None = None) -> None:
+    """PEFT's adapter_config.json + adapter_model.safetensors (and what `extra` writes into the folder, e.g.
+    the PCLM), written under a temporary name, then renamed."""
     tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     peft_model.save_pretrained(str(tmp), safe_serialization=True, save_embedding_layers=False)
     (tmp / "README.md").unlink(missing_ok=True)  # PEFT's template card; ours is written by finetune.card
+    if extra is not None:
+        extra(tmp)
     shutil.rmtree(path, ignore_errors=True)
     os.replace(tmp, path)

@@ -1,17 +1,28 @@
-"""What LoRA is trained to do: answer a row's prompt with its label's word, scored by the cross-entropy of the
-answer's tokens (and the end-of-turn token) only."""
+"""What a run is trained to do: answer a row's prompt with its true answer, scored by the cross-entropy of the
+answer's tokens (and the end-of-turn token) only (`--objective ce`), or prefer the true answer to a wrong one
+by DPO (`--objective dpo`, Rafailov et al. 2023; VoxParadox's recipe: beta 0.1, a random wrong option).
+
+Rows of any task kind plug in through `answer_options`: VocalGrad rows answer with their label's word (the other
+word is the wrong one); rows that carry `options` and `answer` (multiple choice, lexical conflict) answer with
+`answer`, every other option is wrong, and an incongruent conflict row's `claim` (the option the transcript
+asserts) is the natural rejected answer (`--dpo-rejected claim`).
+"""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from finetune.lora import adapters_disabled
 from harness.data import BenchRow
+from harness.models.pclm import prompt_without_answer
 from harness.models.protocol import Prompt, TrainableAudioLM
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant
 
@@ -29,13 +40,61 @@ class AnswerTask:
         variant = get_variant(prompt)
         return cls(variant, variant.vocabulary(category))
 
+    def prompts(self, rows: Sequence[BenchRow]) -> list[Prompt]:
+        """The rows' prompts under this variant."""
+        return [build_prompt(r, self.variant)[0] for r in rows]
+
     def inputs(self, lm: TrainableAudioLM, rows: Sequence[BenchRow], *,
                end_of_turn: bool) -> tuple[list[Prompt], dict[str, Any]]:
         """(the rows' prompts, model inputs for prompt + answer with labels on the answer's tokens only)."""
-        vocab = self.vocabulary
-        prompts = [build_prompt(r, self.variant)[0] for r in rows]
-        answers = [vocab.increase if r["label"] == "increase" else vocab.decrease for r in rows]
+        prompts = self.prompts(rows)
+        answers = [answer_options(r, self.vocabulary).answer for r in rows]
         return prompts, lm.training_inputs(prompts, answers, end_of_turn=end_of_turn)
+
+    def pair_inputs(self, lm: TrainableAudioLM, rows: Sequence[BenchRow], *, end_of_turn: bool, rejected: str,
+                    seed: int) -> dict[str, Any]:
+        """Model inputs of 2B rows: every prompt with its chosen answer, then every prompt with its rejected one."""
+        prompts = self.prompts(rows)
+        pairs = [answer_options(r, self.vocabulary).pair(rejected, seed=seed, key=r["benchmark_clip_id"])
+                 for r in rows]
+        answers = [c for c, _ in pairs] + [r for _, r in pairs]
+        return lm.training_inputs(prompts + prompts, answers, end_of_turn=end_of_turn)
+
+
+REJECTED = ("random", "claim")
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """A row's true answer, its wrong options and (incongruent conflict rows) the option the transcript claims."""
+
+    answer: str
+    wrong: tuple[str, ...]
+    claim: str | None = None
+
+    def pair(self, rejected: str, *, seed: int, key: str) -> tuple[str, str]:
+        """(chosen, rejected): the claim when asked for and present, else a wrong option drawn from (seed, key)."""
+        if rejected == "claim" and self.claim is not None:
+            return self.answer, self.claim
+        if not self.wrong:
+            raise ValueError(f"{key}: no wrong answer option to reject")
+        rng = np.random.default_rng([seed, zlib.crc32(key.encode("utf-8"))])
+        return self.answer, self.wrong[int(rng.integers(len(self.wrong)))]
+
+
+def answer_options(row: Mapping[str, Any], vocabulary: Vocabulary) -> AnswerOptions:
+    """The row's answer options: its own `options`/`answer` (MCQ and conflict rows), else the label's word."""
+    options = row.get("options")
+    if options:
+        answer = row.get("answer")
+        if answer not in options:
+            raise ValueError(f"{row.get('benchmark_clip_id', '?')}: answer {answer!r} is not one of its options "
+                             f"{list(options)}")
+        wrong = tuple(o for o in options if o != answer)
+        claim = row.get("claim")
+        return AnswerOptions(answer, wrong, claim if claim in wrong else None)
+    up, down = vocabulary.increase, vocabulary.decrease
+    return AnswerOptions(up, (down,)) if row["label"] == "increase" else AnswerOptions(down, (up,))
 
 
 def keeps_logits(model: torch.nn.Module) -> bool:
@@ -43,15 +102,48 @@ def keeps_logits(model: torch.nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
-def answer_losses(model: torch.nn.Module, inputs: dict[str, torch.Tensor], keep_logits: bool) -> torch.Tensor:
-    """(B,) mean cross-entropy over each row's answer tokens (labels != -100; they end every row)."""
+def _answer_token_nll(model: torch.nn.Module, inputs: dict[str, torch.Tensor],
+                      keep_logits: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """((B, n) negative log-likelihood of each answer token, (B, n) mask of the real ones) for rows whose last
+    n positions hold their answers (labels != -100 there)."""
     labels = inputs["labels"]
     n = int((labels != -100).sum(-1).max())
     kwargs = {k: v for k, v in inputs.items() if k != "labels"}
     if keep_logits:
         kwargs["logits_to_keep"] = n + 1  # only the positions that predict the answer: no (T, V) logits
-    logits = model(**kwargs, use_cache=False).logits[:, -(n + 1) : -1].float()
+    with prompt_without_answer(model, labels):  # a PCLM weighs layers by the prompt, never by the answer
+        logits = model(**kwargs, use_cache=False).logits[:, -(n + 1) : -1].float()
     target = labels[:, -n:]
-    ce = F.cross_entropy(logits.transpose(1, 2), target, ignore_index=-100, reduction="none")
-    mask = (target != -100).float()
-    return (ce * mask).sum(-1) / mask.sum(-1)
+    nll = F.cross_entropy(logits.transpose(1, 2), target, ignore_index=-100, reduction="none")
+    return nll, (target != -100).float()
+
+
+def answer_losses(model: torch.nn.Module, inputs: dict[str, torch.Tensor], keep_logits: bool) -> torch.Tensor:
+    """(B,) mean cross-entropy over each row's answer tokens (labels != -100; they end every row)."""
+    nll, mask = _answer_token_nll(model, inputs, keep_logits)
+    return (nll * mask).sum(-1) / mask.sum(-1)
+
+
+def sequence_logps(model: torch.nn.Module, inputs: dict[str, torch.Tensor], keep_logits: bool) -> torch.Tensor:
+    """(B,) summed log-probability of each row's answer tokens (what DPO compares, as TRL sums them)."""
+    nll, mask = _answer_token_nll(model, inputs, keep_logits)
+    return -(nll * mask).sum(-1)
+
+
+def dpo_losses(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, reference_chosen: torch.Tensor,
+               reference_rejected: torch.Tensor, beta: float) -> torch.Tensor:
+    """(B,) DPO sigmoid losses -log sigma(beta * ((pi_c - ref_c) - (pi_r - ref_r))) from summed log-probs."""
+    margin = (policy_chosen - reference_chosen) - (policy_rejected - reference_rejected)
+    return -F.logsigmoid(beta * margin)
+
+
+def pair_dpo_losses(train_model: torch.nn.Module, reference_model: torch.nn.Module, inputs: dict[str, torch.Tensor],
+                    keep_logits: bool, beta: float) -> torch.Tensor:
+    """(B,) DPO losses of B (chosen, rejected) pairs laid out as 2B rows (chosen first). The reference is the same
+    model with its LoRA switched off (no second copy in memory), under no_grad."""
+    policy = sequence_logps(train_model, inputs, keep_logits)
+    with torch.no_grad(), adapters_disabled(reference_model):
+        reference = sequence_logps(reference_model, inputs, keep_logits)
+    b = policy.shape[0] // 2
+    return dpo_losses(policy[:b], policy[b:], reference[:b], reference[b:], beta)
+

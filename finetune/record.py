@@ -74,9 +74,11 @@ def base_model_info(settings: TrainSettings, lm: TrainableAudioLM, base_params: 
 
 def training_record(settings: TrainSettings, lm: TrainableAudioLM, data: TrainingData, steps: StepCounts, *,
                     base_params: int, targets: Sequence[str], trainable_params: int, log: Sequence[Mapping[str, Any]],
-                    world_size: int, validation: Mapping[str, float], seconds: float) -> dict[str, Any]:
+                    world_size: int, validation: Mapping[str, float], seconds: float,
+                    pclm: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """training.json of a run that has just finished its last optimizer step."""
     losses = [r["loss"] for r in log]
+    dpo_losses = [r["loss"] for r in log if r.get("objective") == "dpo"]
     return {
         "status": "complete",
         "settings": settings_record(settings),
@@ -87,6 +89,12 @@ def training_record(settings: TrainSettings, lm: TrainableAudioLM, data: Trainin
                  "trainable_params": trainable_params},
         "data": data_info(settings, data),
         "augmentation": augment_info(settings),
+        "method": settings.method, "objective": settings.objective, "recipe": settings.recipe,
+        "pclm": dict(pclm) if pclm is not None else None,
+        "dpo": ({"beta": settings.dpo_beta, "rejected": settings.dpo_rejected,
+                 "reference": "the same model with its LoRA switched off",
+                 "first_dpo_loss": dpo_losses[0] if dpo_losses else float("nan")}
+                if settings.objective == "dpo" else None),
         "steps": len(log), "total_steps": steps.total, "steps_per_epoch": steps.per_epoch,
         "examples_per_step": steps.examples_per_step, "world_size": world_size,
         "final_loss": losses[-1] if losses else float("nan"),

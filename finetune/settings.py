@@ -30,6 +30,10 @@ from harness.settings import (
 from vocalgrad_dataset.cliinfo import add_version_argument
 
 SCOPES = ("lm_head", "all_linear")
+METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then LoRA (finetune/pclm.py)
+OBJECTIVES = ("ce", "dpo")
+RECIPES = {"pclm+dpo": {"method": "pclm", "objective": "dpo"}}  # the paper's two stages
+DPO_REJECTED = ("random", "claim")
 SCHEDULES = ("constant", "linear", "cosine")
 EVAL_MODES = ("generate", "choices")
 # The run directory: OUT/adapter (PEFT files + card), OUT/training.json (the record), OUT/train_log.jsonl,
@@ -84,6 +88,16 @@ class TrainSettings(ModelSettings, SourceSettings):
     train_limit: int | None = _defines(None)  # a balanced toy subset of the training clips
     augment: bool = _defines(False)
     end_of_turn: bool = _defines(True)
+    # repair method and objective (README "Repair methods")
+    method: str = _defines("lora")
+    objective: str = _defines("ce")
+    recipe: str | None = _defines(None)
+    dpo_beta: float = _defines(0.1)
+    dpo_rejected: str = _defines("random")
+    pclm_taps: list[int] | None = _defines(None)  # default: the paper's {5, 15, 25, 30} mapped onto the encoder
+    pclm_hidden: int = _defines(256)
+    pclm_stage1_steps: int | None = _defines(None)  # default: half of the steps (at least one)
+    prompt_encoder: str | None = _defines(None)  # default: the frozen LM's mean-pooled token embeddings
     # mechanics (do not change the result)
     save_every: int = 50
     keep_checkpoints: int = 2
@@ -135,6 +149,7 @@ class TrainSettings(ModelSettings, SourceSettings):
         for name in POSITIVE:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        self._check_method()
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max-steps must be >= 1, got {self.max_steps}")
         if not self.out:
@@ -144,6 +159,32 @@ class TrainSettings(ModelSettings, SourceSettings):
                              "is for evaluation")
         self.eval_configs = [config_name(c) for c in self.eval_configs]
         get_variant(self.prompt).vocabulary(self.category)
+
+
+    def _check_method(self) -> None:
+        """--recipe resolves to its method and objective; the method's knobs must fit it."""
+        if self.recipe is not None:
+            if self.recipe not in RECIPES:
+                raise ValueError(f"unknown recipe {self.recipe!r}; expected one of {tuple(RECIPES)}")
+            for name, value in RECIPES[self.recipe].items():
+                setattr(self, name, value)
+        for name, value, allowed in (("method", self.method, METHODS), ("objective", self.objective, OBJECTIVES),
+                                     ("dpo-rejected", self.dpo_rejected, DPO_REJECTED)):
+            if value not in allowed:
+                raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
+        if not self.dpo_beta > 0:
+            raise ValueError(f"dpo-beta must be > 0, got {self.dpo_beta}")
+        self._check_pclm()
+
+    def _check_pclm(self) -> None:
+        if self.method != "pclm" and (self.pclm_taps or self.pclm_stage1_steps is not None or self.prompt_encoder):
+            raise ValueError("--pclm-taps, --pclm-stage1-steps and --prompt-encoder go with --method pclm")
+        if self.pclm_stage1_steps is not None and self.pclm_stage1_steps < 0:
+            raise ValueError(f"pclm-stage1-steps must be >= 0, got {self.pclm_stage1_steps}")
+        if self.pclm_hidden < 1:
+            raise ValueError(f"pclm-hidden must be >= 1, got {self.pclm_hidden}")
+        if self.prompt_encoder and not Path(self.prompt_encoder).expanduser().is_dir():
+            raise ValueError(f"--prompt-encoder {self.prompt_encoder}: no such checkpoint directory")
 
 
 def check_resumable(saved: dict[str, Any], settings: TrainSettings, where: Path) -> None:
@@ -156,8 +197,8 @@ def check_resumable(saved: dict[str, Any], settings: TrainSettings, where: Path)
 
 # ---- command line -----------------------------------------------------------------------------------------
 PROG = "vocalgrad-finetune"
-DESCRIPTION = ("LoRA fine-tuning on one VocalGrad category (SPEC §6), then evaluation on all nine categories\n"
-               "and an optional Hub push.")
+DESCRIPTION = ("LoRA fine-tuning on one VocalGrad category (SPEC §6) -- or VoxParadox's PCLM and DPO repairs --\n"
+               "then evaluation on all nine categories and an optional Hub push.")
 EPILOG = "\n\n".join(textwrap.fill(paragraph, 96) for paragraph in (
     f"Run it as `{PROG} ...` or `python -m finetune.train ...` (one process), or on several processes as "
     "`accelerate launch finetune/train.py ...` (or `accelerate launch -m finetune.train ...`).",
@@ -216,6 +257,41 @@ def _add_recipe_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
                    help="train the answer word only, not the token closing the turn")
 
 
+def _taps_type(text: str) -> list[int]:
+    """--pclm-taps 5,15,25,30: encoder layers (1-based) tapped besides the final one."""
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer numbers, got {text!r}") from None
+
+
+def _add_method_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
+    g = p.add_argument_group("repair method and objective (README \"Repair methods\")")
+    g.add_argument("--method", choices=METHODS, default=d.method,
+                   help="lora: LoRA on the --scope; pclm: VoxParadox's prompt-conditioned layer mixer (stage 1), "
+                        "then the mixer + LoRA (stage 2)")
+    g.add_argument("--objective", choices=OBJECTIVES, default=d.objective,
+                   help="ce: cross-entropy on the true answer; dpo: prefer the true answer to a wrong one "
+                        "(reference: the same model with its LoRA off)")
+    g.add_argument("--recipe", choices=tuple(RECIPES), default=None,
+                   help="pclm+dpo: --method pclm --objective dpo (stage 1 trains the mixer by cross-entropy, "
+                        "then DPO trains LoRA with the mixer frozen) (default: none)")
+    g.add_argument("--dpo-beta", type=float, default=d.dpo_beta, help="DPO's beta")
+    g.add_argument("--dpo-rejected", choices=DPO_REJECTED, default=d.dpo_rejected,
+                   help="the rejected answer: a random wrong option, or on incongruent conflict rows the option "
+                        "the transcript claims")
+    g.add_argument("--pclm-taps", type=_taps_type, default=None,
+                   help="encoder layers tapped besides the final one, e.g. 5,15,25,30 (default: the paper's "
+                        "{5, 15, 25, 30} of 32 layers mapped proportionally onto the model's encoder)")
+    g.add_argument("--pclm-hidden", type=int, default=d.pclm_hidden, help="hidden width of the mixer's MLP")
+    g.add_argument("--pclm-stage1-steps", type=int, default=None,
+                   help="optimizer steps of stage 1 (mixer only, LM frozen) before stage 2 or DPO "
+                        "(default: half of the steps, at least one)")
+    g.add_argument("--prompt-encoder", default=None, metavar="DIR",
+                   help="local sentence-encoder checkpoint for the mixer's prompt embedding (default: the "
+                        "frozen LM's mean-pooled token embeddings of the prompt)")
+
+
 def _add_mechanics_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     m = p.add_argument_group("mechanics (the adapter does not depend on these)")
     m.add_argument("--save-every", type=int, default=d.save_every, help="checkpoint every N optimizer steps")
@@ -258,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_arguments(p, what="train split")
     _add_run_arguments(p, d)
     _add_recipe_arguments(p, d)
+    _add_method_arguments(p, d)
     _add_mechanics_arguments(p, d)
     _add_eval_arguments(p, d)
     return p

@@ -21,6 +21,25 @@ class Adapter:
 
 
 @dataclass(frozen=True)
+class AudioStack:
+    """Where the multi-layer audio encoder and the projector feeding the LM sit (the prompt-conditioned layer
+    mixer, harness.models.pclm, taps the encoder's layers and gives each its own copy of the projector)."""
+
+    encoder: str  # the audio encoder module, relative to the model
+    layers: str  # its ModuleList of transformer layers, relative to the encoder
+    projector: str  # the module mapping the encoder's final output to LM embeddings, relative to the model
+    # The encoder's own steps after its last layer, applied to every tapped layer too, in order:
+    # (module name relative to the encoder, "time" = applied over the time axis (a pooling), "feature").
+    post: tuple[tuple[str, Literal["time", "feature"]], ...] = ()
+
+
+# The Whisper-style towers of Qwen2-Audio and Audio Flamingo 3 end with AvgPool1d(2) over time, then LayerNorm
+# (Qwen2AudioEncoder.forward / AudioFlamingo3Encoder.forward), before multi_modal_projector.
+WHISPER_STACK = AudioStack(encoder="model.audio_tower", layers="layers", projector="model.multi_modal_projector",
+                           post=(("avg_pooler", "time"), ("layer_norm", "feature")))
+
+
+@dataclass(frozen=True)
 class Requirement:
     """An optional package a family needs, with the one-line install hint shown when it is missing."""
 
@@ -88,6 +107,9 @@ class FamilySpec(Listing):
     # Pre-LLM audio (SPEC §6): the embeddings the decoder receives at the audio slots, read from
     # (module path, "input" = its inputs_embeds argument | "output" = its output).
     pre_llm_from: tuple[str, Literal["input", "output"]] = ("model.language_model", "input")
+    # The encoder + projector layout PCLM attaches to; None where the family has no plain multi-layer encoder
+    # feeding a separate projector (see harness.models.pclm for which families and why).
+    audio_stack: AudioStack | None = None
     load_kwargs: dict = field(default_factory=dict)  # extra from_pretrained kwargs (config overrides)
     processor_kwargs: dict = field(default_factory=dict)
     # Generation: greedy decoding (do_sample=False) for every family, as in each model card's example;
@@ -110,6 +132,7 @@ QWEN2_AUDIO = FamilySpec(
     model_class="Qwen2AudioForConditionalGeneration",
     fast_encoder="whisper",
     feature_mask_key="feature_attention_mask",
+    audio_stack=WHISPER_STACK,
     notes="Template: 'Audio N: <|audio_bos|><|AUDIO|><|audio_eos|>\\n' per clip, in segment order.",
 )
 
@@ -127,6 +150,7 @@ AUDIO_FLAMINGO_3 = FamilySpec(
     max_audio_seconds=600.0,
     fast_encoder="whisper",
     feature_mask_key="input_features_mask",
+    audio_stack=WHISPER_STACK,
     notes="The HF chat template always places <sound> before the turn's text.",
 )
 

@@ -17,7 +17,7 @@ from harness.audio import mono_at
 from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
 from .checkpoint import active_lora_adapters, adapter_digest, local_folder, weights_digest
 from .external import hub_commit
-from .families import FamilySpec, get_family
+from .families import AudioStack, FamilySpec, get_family
 from .fast_encoder import build_fast_audio
 from .frontends import importable, load_processor, without_towers
 from .protocol import AudioClip, HiddenStates, Prompt
@@ -227,6 +227,11 @@ class HFAudioLM(BaseAudioLM):
     def family(self) -> str:
         return self.spec.name
 
+    @property
+    def audio_stack(self) -> AudioStack | None:
+        """Where the audio encoder and projector sit (PCLM attaches there); None for families without the seam."""
+        return self.spec.audio_stack
+
     def provenance(self) -> dict[str, Any]:
         """results.json "model_info": the checkpoint (absolute folder or Hub id, requested revision, the commit
         it resolved to, a sha256 over its weights), family, dtype, device, the attached adapter (absolute path,
@@ -435,6 +440,15 @@ class HFAudioLM(BaseAudioLM):
         self.model = peft_model.base_model.model.eval()
         self.adapter = str(path)
         self.__dict__.pop("_weights", None)  # provenance names the adapter now attached
+        self._attach_saved_pclm(path)
+
+    def _attach_saved_pclm(self, path: str) -> None:
+        """The prompt-conditioned layer mixer saved beside the LoRA (finetune --method pclm), if there is one."""
+        from .pclm import attach_saved, saved_folder
+
+        folder = saved_folder(path)
+        if folder is not None:
+            attach_saved(self, folder)
 
     # ---- forward passes -------------------------------------------------------------------------------
     def _fast_embeds(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -164,6 +164,9 @@ class TrainableAudioLM(AudioLM, Protocol):
     decoder_path: str  # dotted path of the text decoder inside `model` ("all_linear" adapts its linears)
     lm_head_path: str  # dotted path of the output head ("lm_head" scope)
     family: str  # the family spec's name, for training records
+    # Where the audio encoder and its projector sit (harness.models.families.AudioStack), for the prompt-
+    # conditioned layer mixer; None where the family has no such seam.
+    audio_stack: Any
 
     def training_inputs(self, prompts: list[Prompt], answers: list[str], *,
                         end_of_turn: bool = True) -> dict[str, Any]:
