@@ -29,6 +29,27 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default=None, help="a Parquet build (or release folder) to read instead of generating")
 
 
+def _add_protocol_args(p: argparse.ArgumentParser) -> None:
+    from listening.study import PROTOCOL
+
+    p.add_argument("--headphone-trials", type=nonnegative_int, default=PROTOCOL["headphone_trials"],
+                   help="trials of the Woods et al. (2017) headphone screen (pass: 5 of 6 right; 0: no screen)")
+    p.add_argument("--catch", type=nonnegative_int, default=PROTOCOL["catch_per_config"],
+                   help="catch trials per config (clear items with a known answer; reported, never scored)")
+    p.add_argument("--catch-threshold", type=fraction, default=PROTOCOL["catch_threshold"],
+                   help="catch accuracy below which an annotator is left out of the scores")
+    p.add_argument("--min-listen", type=fraction, default=PROTOCOL["min_listen"],
+                   help="share of a clip's duration that must pass before the server takes an answer "
+                        "(the page also waits for the clip's end)")
+    p.add_argument("--min-annotators", type=positive_int, default=PROTOCOL["min_annotators"],
+                   help="the design: complete, included annotators an export needs to be unmarked")
+
+
+def _protocol(ns: argparse.Namespace) -> dict[str, object]:
+    return {"headphone_trials": ns.headphone_trials, "catch_per_config": ns.catch,
+            "catch_threshold": ns.catch_threshold, "min_listen": ns.min_listen, "min_annotators": ns.min_annotators}
+
+
 def _sample(ns: argparse.Namespace) -> int:
     from listening.sampler import draw
     from listening.study import configs_of
@@ -54,9 +75,9 @@ def _init(ns: argparse.Namespace) -> int:
     if not ns.config:
         raise ValueError("--config is required to create a study")
     store = create_study(ns.db, ns.config, ns.n, ns.seed, split=ns.split, source=ns.source, data_dir=ns.data_dir,
-                         dataset=ns.dataset)
+                         dataset=ns.dataset, **_protocol(ns))
     print(f"created {ns.db}: {len(store.items())} items ({', '.join(store.study['configs'])}), "
-          f"{len(store.items('training'))} training examples")
+          f"{len(store.items('training'))} training examples, {len(store.items('catch'))} catch trials")
     if ns.annotators:
         _print_logins(store.add_annotators(store.next_names(ns.annotators)), f"http://{ns.host}:{ns.port}")
     return 0
@@ -89,7 +110,7 @@ def _serve(ns: argparse.Namespace) -> int:
         if not ns.config:
             raise ValueError(f"no study database {ns.db}: pass --config (and --source, --n) to create one")
         store = create_study(ns.db, ns.config, ns.n, ns.seed, split=ns.split, source=ns.source,
-                             data_dir=ns.data_dir, dataset=ns.dataset)
+                             data_dir=ns.data_dir, dataset=ns.dataset, **_protocol(ns))
         print(f"created {ns.db}: {len(store.items())} items ({', '.join(store.study['configs'])})")
         _print_logins(store.add_annotators(store.next_names(ns.annotators)), url)
     print(f"admin page: {url}/admin  (admin token for this server run: {store.set_admin_token()})")
@@ -163,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
              "resumes it otherwise, and prints a fresh admin token for the admin page.")):
         q = command(name, helptext, description, run=func)
         _add_data_args(q)
+        _add_protocol_args(q)
         q.add_argument("--db", default=DEFAULT_DB, help="study database")
         q.add_argument("--annotators", type=nonnegative_int, default=2, help="annotators to create with a new study")
         server_args(q)
