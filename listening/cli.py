@@ -129,7 +129,7 @@ def _serve(ns: argparse.Namespace) -> int:
 def _export(ns: argparse.Namespace) -> int:
     from listening.analysis import analyze, careless
     from listening.app import export_csv
-    from listening.export import export_run, write_submission
+    from listening.export import export_run, study_status, write_submission
     from listening.store import Store
     from vocalgrad_dataset.fileio import atomic_write_text
 
@@ -137,11 +137,22 @@ def _export(ns: argparse.Namespace) -> int:
     exclude = set(ns.exclude)
     if ns.drop_careless:
         exclude |= set(careless(analyze(store.answers(), ns.attention_threshold)))
-    results = export_run(store, ns.out, exclude)
+    status = study_status(store, ns.attention_threshold, exclude)
+    if status["problems"] and not ns.allow_incomplete:
+        raise ValueError(f"{ns.db} is below its design: {'; '.join(status['problems'])} (--allow-incomplete exports "
+                         "it marked as below its design)")
+    exclude |= set(status["excluded"])
+    results = export_run(store, ns.out, exclude, status)
     atomic_write_text(Path(ns.out) / "answers.csv", export_csv(store))
-    acc = {c: round(100 * r["accuracy"], 1) for c, r in results["results"].items()}
-    dropped = f"; left out: {', '.join(sorted(exclude))}" if exclude else ""
-    print(f"wrote {ns.out}/samples_<config>.jsonl, results.json, answers.csv (accuracy % {acc}{dropped})")
+    acc = ", ".join(f"{c} {100 * r['accuracy']:.1f} %" for c, r in results["results"].items())
+    print(f"wrote {', '.join(f'samples_{c}.jsonl' for c in results['results'])}, results.json and answers.csv "
+          f"to {ns.out}: {acc}")
+    print(f"{status['annotators']} annotators, {100 * status['completeness']:.0f} % of the answers, "
+          f"{len(status['complete'])} complete and included")
+    for name, why in sorted(status["excluded"].items()):
+        print(f"left out: {name} ({why})")
+    if status["problems"]:
+        print(f"MARKED below its design: {'; '.join(status['problems'])}")
     if ns.submission:
         write_submission(ns.out, ns.submission, ns.model_name, notes=ns.notes)
         print(f"wrote {ns.submission} ({ns.model_name})")
@@ -207,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", required=True, help="run directory to write")
     e.add_argument("--exclude", action="append", default=[], help="leave an annotator out (repeatable)")
     e.add_argument("--drop-careless", action="store_true", help="leave out annotators the attention check flags")
+    e.add_argument("--allow-incomplete", action="store_true",
+                   help="export a study below its design (incomplete annotators, too few, careless flags), marked so "
+                        "in results.json and on the leaderboard; without it such an export is refused")
     e.add_argument("--attention-threshold", type=fraction, default=ATTENTION_THRESHOLD,
                    help="high-tier accuracy below which an annotator counts as careless")
     e.add_argument("--submission", default=None, help="also write a leaderboard submission here")

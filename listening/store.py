@@ -328,10 +328,11 @@ class Store:
                 raise Rejected(409, "the questionnaire is already answered")
 
     def can_undo(self, annotator: Annotator) -> bool:
-        """True when the last answer exists, was not taken back before, and the questionnaire is still open."""
+        """True when the last answer exists, neither it nor a later one was taken back (one step back, once per
+        item), and the questionnaire is still open."""
         with self.connect() as con:
             seq = self._n_answered(con, annotator.id) - 1
-            undone = con.execute("SELECT 1 FROM undone WHERE annotator_id = ? AND seq = ?", (annotator.id, seq)).fetchone()
+            undone = con.execute("SELECT 1 FROM undone WHERE annotator_id = ? AND seq >= ?", (annotator.id, seq)).fetchone()
         return seq >= 0 and undone is None and not annotator.questionnaire
 
     def undo(self, annotator: Annotator) -> None:

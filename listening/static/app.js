@@ -146,7 +146,13 @@ async function renderItem(item) {
     opts.append(b);
   }
   $("hint").hidden = false;
-  const url = await audioBlobUrl(`/api/item/${item.seq}/audio?nonce=${encodeURIComponent(item.nonce)}`);
+  let url;
+  try {
+    url = await audioBlobUrl(`/api/item/${item.seq}/audio?nonce=${encodeURIComponent(item.nonce)}`);
+  } catch (e) {
+    if (current === item) say(e.message);  // else an undo took this item away while its audio loaded
+    return;
+  }
   if (current !== item) { URL.revokeObjectURL(url); return; }  // a newer state took over meanwhile
   if (audioUrl) URL.revokeObjectURL(audioUrl);
   audioUrl = url;
@@ -207,6 +213,7 @@ function playFromStart(player) {
 document.addEventListener("keydown", (ev) => {
   if (ev.ctrlKey || ev.metaKey || ev.altKey || ["INPUT", "TEXTAREA", "SELECT"].includes(ev.target.tagName)) return;
   const index = { "1": 0, "2": 1, "3": 2, "ArrowLeft": 0, "ArrowRight": 1 }[ev.key];
+  if (ev.key === " " && document.activeElement !== document.body) document.activeElement.blur();  // no double click
   if (phase === "test") {
     if (ev.key === " ") { ev.preventDefault(); playFromStart($("player")); }
     else if (index !== undefined) {
