@@ -211,11 +211,12 @@ class StudyApi:
 
     # ---- admin -------------------------------------------------------------------------------------------
     def admin_progress(self, request: Request) -> Response:
-        from listening.analysis import analyze
+        from listening.analysis import ATTENTION_THRESHOLD, analyze
+        from listening.export import study_status
 
         self._admin(request)
         body = {"study": self.store.study, "annotators": self.store.progress(),
-                "analysis": analyze(self.store.answers())}
+                "analysis": analyze(self.store.answers()), "design": study_status(self.store, ATTENTION_THRESHOLD)}
         return Response(dumps_row(body), media_type="application/json", headers=NO_STORE)  # NaN -> null
 
     def admin_csv(self, request: Request) -> Response:

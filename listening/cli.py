@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from listening.analysis import ATTENTION_THRESHOLD
-from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int
+from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int, unit_interval
 from vocalgrad_dataset.cliinfo import console_script, run_command
 from vocalgrad_dataset.generate import SPLITS
 
@@ -36,9 +36,9 @@ def _add_protocol_args(p: argparse.ArgumentParser) -> None:
                    help="trials of the Woods et al. (2017) headphone screen (pass: 5 of 6 right; 0: no screen)")
     p.add_argument("--catch", type=nonnegative_int, default=PROTOCOL["catch_per_config"],
                    help="catch trials per config (clear items with a known answer; reported, never scored)")
-    p.add_argument("--catch-threshold", type=fraction, default=PROTOCOL["catch_threshold"],
+    p.add_argument("--catch-threshold", type=unit_interval, default=PROTOCOL["catch_threshold"],
                    help="catch accuracy below which an annotator is left out of the scores")
-    p.add_argument("--min-listen", type=fraction, default=PROTOCOL["min_listen"],
+    p.add_argument("--min-listen", type=unit_interval, default=PROTOCOL["min_listen"],
                    help="share of a clip's duration that must pass before the server takes an answer "
                         "(the page also waits for the clip's end)")
     p.add_argument("--min-annotators", type=positive_int, default=PROTOCOL["min_annotators"],

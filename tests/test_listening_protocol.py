@@ -187,6 +187,14 @@ def test_browser_protocol_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
             page.fill("#q-comments", "clear enough")
             page.click("#q-submit")
             page.wait_for_selector("#done:not([hidden])")
+            admin = browser.new_context(bypass_csp=True).new_page()
+            admin.set_default_timeout(90_000)
+            admin.on("pageerror", lambda e: errors.append(str(e)))
+            admin.goto(f"{server.base}/admin")
+            admin.fill("#admin-token", store.set_admin_token())
+            admin.click("#admin-login button")
+            admin.wait_for_selector("#design.below-design")
+            assert "BELOW ITS DESIGN: P02 answered 0 of 5 items" in admin.locator("#design").inner_text()
             assert not errors, errors
         finally:
             browser.close()

@@ -67,6 +67,14 @@ def fraction(text: str) -> float:
     return value
 
 
+def unit_interval(text: str) -> float:
+    """A finite float in [0, 1] (a share where 0 turns a check off)."""
+    value = _float(text, "a number in [0, 1]")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a number in [0, 1]")
+    return value
+
+
 def int_range(lo: int, hi: int) -> Callable[[str], int]:
     """An integer in [lo, hi]."""
 
