@@ -138,6 +138,16 @@ def analyze(rows: Sequence[Mapping[str, Any]], threshold: float = ATTENTION_THRE
     return out
 
 
+def catch_report(rows: Sequence[Mapping[str, Any]], threshold: float) -> dict[str, dict[str, Any]]:
+    """Per annotator: accuracy on the catch trials (answer rows of kind "catch") and whether it falls below
+    the threshold (such an annotator is left out of the scores)."""
+    out = {}
+    for name in sorted({r["annotator"] for r in rows}):
+        acc = accuracy([r for r in rows if r["annotator"] == name])
+        out[name] = {**acc, "failed": acc["accuracy"] < threshold}
+    return out
+
+
 def careless(result: Mapping[str, Any]) -> list[str]:
     """Annotators the attention check flags in any config."""
     return sorted({a for c in result.values() for a, v in c["attention"].items() if v["flagged"]})

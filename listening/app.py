@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import wave
 from importlib.resources import files
 from typing import Any
 
@@ -17,7 +18,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from harness.results import dumps_row
-from listening.store import Annotator, Rejected, Store
+from listening.store import QUESTIONNAIRE, Annotator, Rejected, Store
 from listening.study import AudioProvider, answer_options, question
 
 NO_STORE = {"Cache-Control": "no-store"}
@@ -33,6 +34,14 @@ class AnswerIn(BaseModel):
     answer: str
     client_ms: float | None = None
     plays: int | None = None
+    listen_ms: float | None = None
+
+
+class HeadphoneIn(BaseModel):
+    """A headphone-screen answer: the trial and the tone (0-2) heard as softest."""
+
+    trial: int
+    answer: int
 
 
 def _token(request: Request) -> str | None:
@@ -50,19 +59,27 @@ def _wav(data: bytes) -> Response:
     return Response(data, media_type="audio/wav", headers=NO_STORE)
 
 
+def _wav_ms(data: bytes) -> float:
+    """Duration of WAV bytes in milliseconds."""
+    with wave.open(io.BytesIO(data)) as w:
+        return 1000 * w.getnframes() / w.getframerate()
+
+
 def export_csv(store: Store) -> str:
     """Every answer as CSV (one row per annotator x item)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    cols = ["annotator", "seq", "config", "benchmark_clip_id", "tier", "curve", "direction", "gold", "answer",
-            "correct", "speaker_id", "source_item_id", "issued", "answered", "server_ms", "client_ms", "plays"]
+    cols = ["annotator", "seq", "kind", "config", "benchmark_clip_id", "tier", "curve", "direction", "gold", "answer",
+            "correct", "speaker_id", "source_item_id", "issued", "answered", "server_ms", "client_ms", "plays",
+            "listen_ms"]
     w.writerow(cols)
-    for a in store.answers():
-        w.writerow([a["annotator"], a["seq"] + 1, a["config"], a["benchmark_clip_id"], a["tier"], a["curve"],
+    for a in sorted(store.answers(("test", "catch")), key=lambda a: (a["annotator"], a["seq"])):
+        w.writerow([a["annotator"], a["seq"] + 1, a["kind"], a["config"], a["benchmark_clip_id"], a["tier"], a["curve"],
                     a["direction"], a["gold"], a["answer"], int(a["answer"] == a["gold"]), a["speaker_id"],
                     a["source_item_id"], f"{a['issued']:.3f}", f"{a['answered']:.3f}",
                     f"{1000 * (a['answered'] - a['issued']):.0f}",
-                    "" if a["client_ms"] is None else f"{a['client_ms']:.0f}", "" if a["plays"] is None else a["plays"]])
+                    "" if a["client_ms"] is None else f"{a['client_ms']:.0f}", "" if a["plays"] is None else a["plays"],
+                    "" if a["listen_ms"] is None else f"{a['listen_ms']:.0f}"])
     return buf.getvalue()
 
 
@@ -112,15 +129,21 @@ class StudyApi:
         ann = self._annotator(request)
         out: dict[str, Any] = {"annotator": ann.name, "total": len(ann.order),
                                "done": self.store.progress_of(ann)}
+        screen = self.store.headphone_status(ann)
         if not ann.consented:
             out["phase"] = "consent"
+        elif screen["passed"] is None:
+            out.update(phase="headphone", headphone=screen)
+        elif not screen["passed"]:
+            out.update(phase="screened_out", headphone=screen)
         elif not ann.trained:
             out.update(phase="training", training=self._training_view())
-        elif (cur := self.store.current(ann)) is None:
-            out["phase"] = "done"
-        else:
+        elif (cur := self.store.current(ann)) is not None:
             item = self.store.item(cur.position)
             out.update(phase="test", item={**_item_view(item["config"]), "seq": cur.seq, "nonce": cur.nonce})
+        else:
+            out.update(phase="done" if ann.questionnaire else "questionnaire", questions=dict(QUESTIONNAIRE))
+        out["can_undo"] = out["phase"] in ("test", "questionnaire") and self.store.can_undo(ann)
         return out
 
     def _state_response(self, request: Request) -> JSONResponse:
@@ -134,23 +157,48 @@ class StudyApi:
         return self._state_response(request)
 
     def training_done(self, request: Request) -> JSONResponse:
+        self.store.finish_training(self._annotator(request), len(self.training))
+        return self._state_response(request)
+
+    def headphone_audio(self, trial: int, request: Request) -> Response:
+        from listening import screen
+
         ann = self._annotator(request)
-        if not ann.consented:
-            raise Rejected(409, "give your consent first")
-        self.store.mark(ann, "trained")
+        status = self.store.headphone_status(ann)
+        if trial != status["answered"] or trial >= status["trials"]:
+            raise Rejected(409, f"headphone trial {trial + 1} is not the current one")
+        return _wav(screen.trial_wav(screen.trials(int(self.store.study["seed"]), ann.name, status["trials"])[trial]))
+
+    def headphone_answer(self, body: HeadphoneIn, request: Request) -> JSONResponse:
+        self.store.headphone_answer(self._annotator(request), body.trial, body.answer)
+        return self._state_response(request)
+
+    def questionnaire(self, body: dict[str, Any], request: Request) -> JSONResponse:
+        self.store.save_questionnaire(self._annotator(request), body)
+        return self._state_response(request)
+
+    def undo(self, request: Request) -> JSONResponse:
+        self.store.undo(self._annotator(request))
         return self._state_response(request)
 
     # ---- audio and answers -------------------------------------------------------------------------------
     def training_audio(self, index: int, request: Request) -> Response:
-        self._annotator(request)
+        ann = self._annotator(request)
         if not 0 <= index < len(self.training):
             raise Rejected(404, "no such example")
-        return _wav(self.audio.wav(self.training[index]["config"], self.training[index]["benchmark_clip_id"]))
+        data = self.audio.wav(self.training[index]["config"], self.training[index]["benchmark_clip_id"])
+        self.store.heard_training(ann, index)
+        return _wav(data)
 
     def item_audio(self, seq: int, nonce: str, request: Request) -> Response:
         ann = self._annotator(request)
-        item = self.store.item(self.store.serve_audio(ann, seq, nonce))
-        return _wav(self.audio.wav(item["config"], item["benchmark_clip_id"]))
+        if not 0 <= seq < len(ann.order):
+            raise Rejected(409, f"item {seq + 1} does not exist")
+        self.store.serve_audio(ann, seq, nonce)  # checked before any rendering
+        item = self.store.item(ann.order[seq])
+        data = self.audio.wav(item["config"], item["benchmark_clip_id"])
+        self.store.serve_audio(ann, seq, nonce, _wav_ms(data))
+        return _wav(data)
 
     def answer(self, body: AnswerIn, request: Request) -> JSONResponse:
         ann = self._annotator(request)
@@ -158,16 +206,17 @@ class StudyApi:
             raise Rejected(409, f"item {body.seq + 1} does not exist")
         config = self.store.item(ann.order[body.seq])["config"]
         labels = [lab for lab, _ in answer_options(config)]
-        self.store.answer(ann, body.seq, body.nonce, body.answer, labels, body.client_ms, body.plays)
+        self.store.answer(ann, body.seq, body.nonce, body.answer, labels, body.client_ms, body.plays, body.listen_ms)
         return self._state_response(request)
 
     # ---- admin -------------------------------------------------------------------------------------------
     def admin_progress(self, request: Request) -> Response:
-        from listening.analysis import analyze
+        from listening.analysis import ATTENTION_THRESHOLD, analyze
+        from listening.export import study_status
 
         self._admin(request)
         body = {"study": self.store.study, "annotators": self.store.progress(),
-                "analysis": analyze(self.store.answers())}
+                "analysis": analyze(self.store.answers()), "design": study_status(self.store, ATTENTION_THRESHOLD)}
         return Response(dumps_row(body), media_type="application/json", headers=NO_STORE)  # NaN -> null
 
     def admin_csv(self, request: Request) -> Response:
@@ -213,6 +262,10 @@ def create_app(store: Store, audio: AudioProvider | None = None) -> FastAPI:
     app.get("/api/training/{index}/audio")(api.training_audio)
     app.get("/api/item/{seq}/audio")(api.item_audio)
     app.post("/api/answer")(api.answer)
+    app.get("/api/headphone/{trial}/audio")(api.headphone_audio)
+    app.post("/api/headphone")(api.headphone_answer)
+    app.post("/api/questionnaire")(api.questionnaire)
+    app.post("/api/undo")(api.undo)
     app.get("/api/admin/progress")(api.admin_progress)
     app.get("/api/admin/answers.csv")(api.admin_csv)
     app.get("/api/admin/samples/{config}.jsonl")(api.admin_samples)

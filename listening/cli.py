@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from listening.analysis import ATTENTION_THRESHOLD
-from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int
+from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int, share
 from vocalgrad_dataset.cliinfo import console_script, run_command
 from vocalgrad_dataset.generate import SPLITS
 
@@ -27,6 +27,27 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
                         "commonvoice-spontaneous, pkg.mod:Factory")
     p.add_argument("--data-dir", default=None, help="corpus root for the source (vctk, folder, ...)")
     p.add_argument("--dataset", default=None, help="a Parquet build (or release folder) to read instead of generating")
+
+
+def _add_protocol_args(p: argparse.ArgumentParser) -> None:
+    from listening.study import PROTOCOL
+
+    p.add_argument("--headphone-trials", type=nonnegative_int, default=PROTOCOL["headphone_trials"],
+                   help="trials of the Woods et al. (2017) headphone screen (pass: 5 of 6 right; 0: no screen)")
+    p.add_argument("--catch", type=nonnegative_int, default=PROTOCOL["catch_per_config"],
+                   help="catch trials per config (clear items with a known answer; reported, never scored)")
+    p.add_argument("--catch-threshold", type=share, default=PROTOCOL["catch_threshold"],
+                   help="catch accuracy below which an annotator is left out of the scores")
+    p.add_argument("--min-listen", type=share, default=PROTOCOL["min_listen"],
+                   help="share of a clip's duration that must pass before the server takes an answer "
+                        "(the page also waits for the clip's end)")
+    p.add_argument("--min-annotators", type=positive_int, default=PROTOCOL["min_annotators"],
+                   help="the design: complete, included annotators an export needs to be unmarked")
+
+
+def _protocol(ns: argparse.Namespace) -> dict[str, object]:
+    return {"headphone_trials": ns.headphone_trials, "catch_per_config": ns.catch,
+            "catch_threshold": ns.catch_threshold, "min_listen": ns.min_listen, "min_annotators": ns.min_annotators}
 
 
 def _sample(ns: argparse.Namespace) -> int:
@@ -54,9 +75,9 @@ def _init(ns: argparse.Namespace) -> int:
     if not ns.config:
         raise ValueError("--config is required to create a study")
     store = create_study(ns.db, ns.config, ns.n, ns.seed, split=ns.split, source=ns.source, data_dir=ns.data_dir,
-                         dataset=ns.dataset)
+                         dataset=ns.dataset, **_protocol(ns))
     print(f"created {ns.db}: {len(store.items())} items ({', '.join(store.study['configs'])}), "
-          f"{len(store.items('training'))} training examples")
+          f"{len(store.items('training'))} training examples, {len(store.items('catch'))} catch trials")
     if ns.annotators:
         _print_logins(store.add_annotators(store.next_names(ns.annotators)), f"http://{ns.host}:{ns.port}")
     return 0
@@ -89,7 +110,7 @@ def _serve(ns: argparse.Namespace) -> int:
         if not ns.config:
             raise ValueError(f"no study database {ns.db}: pass --config (and --source, --n) to create one")
         store = create_study(ns.db, ns.config, ns.n, ns.seed, split=ns.split, source=ns.source,
-                             data_dir=ns.data_dir, dataset=ns.dataset)
+                             data_dir=ns.data_dir, dataset=ns.dataset, **_protocol(ns))
         print(f"created {ns.db}: {len(store.items())} items ({', '.join(store.study['configs'])})")
         _print_logins(store.add_annotators(store.next_names(ns.annotators)), url)
     print(f"admin page: {url}/admin  (admin token for this server run: {store.set_admin_token()})")
@@ -109,7 +130,7 @@ def _export(ns: argparse.Namespace) -> int:
     from harness.results import task_metrics
     from listening.analysis import analyze, careless
     from listening.app import export_csv
-    from listening.export import export_run, write_submission
+    from listening.export import export_run, study_status, write_submission
     from listening.store import Store
     from vocalgrad_dataset.fileio import atomic_write_text
 
@@ -117,11 +138,22 @@ def _export(ns: argparse.Namespace) -> int:
     exclude = set(ns.exclude)
     if ns.drop_careless:
         exclude |= set(careless(analyze(store.answers(), ns.attention_threshold)))
-    results = export_run(store, ns.out, exclude)
+    status = study_status(store, ns.attention_threshold, exclude)
+    if status["problems"] and not ns.allow_incomplete:
+        raise ValueError(f"{ns.db} is below its design: {'; '.join(status['problems'])} (--allow-incomplete exports "
+                         "it marked as below its design)")
+    exclude |= set(status["excluded"])
+    results = export_run(store, ns.out, exclude, status)
     atomic_write_text(Path(ns.out) / "answers.csv", export_csv(store))
-    acc = {c: round(100 * r["accuracy"], 1) for c, r in task_metrics(results).items()}
-    dropped = f"; left out: {', '.join(sorted(exclude))}" if exclude else ""
-    print(f"wrote {ns.out}/samples_<config>.jsonl, results.json, answers.csv (accuracy % {acc}{dropped})")
+    acc = ", ".join(f"{c} {100 * r['accuracy']:.1f} %" for c, r in task_metrics(results).items())
+    print(f"wrote {', '.join(f'samples_{c}.jsonl' for c in task_metrics(results))}, results.json and answers.csv "
+          f"to {ns.out}: {acc}")
+    print(f"{status['annotators']} annotators, {100 * status['completeness']:.0f} % of the answers, "
+          f"{len(status['complete'])} complete and included")
+    for name, why in sorted(status["excluded"].items()):
+        print(f"left out: {name} ({why})")
+    if status["problems"]:
+        print(f"MARKED below its design: {'; '.join(status['problems'])}")
     if ns.submission:
         write_submission(ns.out, ns.submission, ns.model_name, notes=ns.notes)
         print(f"wrote {ns.submission} ({ns.model_name})")
@@ -164,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
              "resumes it otherwise, and prints a fresh admin token for the admin page.")):
         q = command(name, helptext, description, run=func)
         _add_data_args(q)
+        _add_protocol_args(q)
         q.add_argument("--db", default=DEFAULT_DB, help="study database")
         q.add_argument("--annotators", type=nonnegative_int, default=2, help="annotators to create with a new study")
         server_args(q)
@@ -186,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", required=True, help="run directory to write")
     e.add_argument("--exclude", action="append", default=[], help="leave an annotator out (repeatable)")
     e.add_argument("--drop-careless", action="store_true", help="leave out annotators the attention check flags")
+    e.add_argument("--allow-incomplete", action="store_true",
+                   help="export a study below its design (incomplete annotators, too few, careless flags), marked so "
+                        "in results.json and on the leaderboard; without it such an export is refused")
     e.add_argument("--attention-threshold", type=fraction, default=ATTENTION_THRESHOLD,
                    help="high-tier accuracy below which an annotator counts as careless")
     e.add_argument("--submission", default=None, help="also write a leaderboard submission here")

@@ -52,8 +52,53 @@ def samples_rows(store: Store, exclude: Collection[str] = ()) -> dict[str, list[
     return out
 
 
-def export_run(store: Store, out_dir: str | Path, exclude: Collection[str] = ()) -> dict[str, Any]:
-    """Write samples_<config>.jsonl and results.json into out_dir; returns the results.json content."""
+def _exclusions(store: Store, protocol: dict[str, Any]) -> dict[str, str]:
+    """Annotators the protocol leaves out of the scores, with why: a failed or unfinished headphone screen
+    (of an annotator who answered), catch trials below the threshold."""
+    from listening.analysis import catch_report
+
+    answered = {p["annotator"] for p in store.progress() if p["answered"]}
+    out = {}
+    for name, hp in store.headphone_results().items():
+        if hp["trials"] and name in answered and hp["passed"] is not True:
+            out[name] = f"headphone screen {hp['correct']}/{hp['trials']} right (pass: {hp['pass_mark']})"
+    threshold = float(protocol.get("catch_threshold", 0.0))
+    for name, c in catch_report(store.answers(("catch",)), threshold).items():
+        if c["failed"] and name not in out:
+            out[name] = f"catch trials {c['correct']}/{c['n']} right (threshold {100 * threshold:.0f} %)"
+    return out
+
+
+def study_status(store: Store, attention_threshold: float, exclude: Collection[str] = ()) -> dict[str, Any]:
+    """The study against its design: annotators, completeness, exclusions (protocol and by hand), attention
+    flags, and the problems that put it below its design (an export of it is refused or marked)."""
+    from listening.analysis import analyze, careless
+
+    protocol = store.protocol()
+    progress = store.progress()
+    excluded = {**_exclusions(store, protocol), **{n: "left out by hand" for n in exclude}}
+    included = [p for p in progress if p["annotator"] not in excluded]
+    complete = [p["annotator"] for p in included if p["answered"] == p["total"]]
+    flagged = careless(analyze([a for a in store.answers() if a["annotator"] not in excluded], attention_threshold))
+    expected = sum(p["total"] for p in progress)
+    problems = [f"{p['annotator']} answered {p['answered']} of {p['total']} items"
+                for p in included if p["answered"] < p["total"]]
+    problems += [f"{name} is flagged careless (high-tier accuracy < {attention_threshold})" for name in flagged]
+    want = int(protocol.get("min_annotators", 1))
+    if len(complete) < want:
+        problems.append(f"{len(complete)} complete annotator(s) left after exclusions; the design needs {want}")
+    return {
+        "annotators": len(progress), "included": [p["annotator"] for p in included], "complete": complete,
+        "completeness": sum(p["answered"] for p in progress) / expected if expected else 0.0,
+        "excluded": excluded, "careless": flagged, "min_annotators": want, "problems": problems,
+        "meets_design": not problems,
+    }
+
+
+def export_run(store: Store, out_dir: str | Path, exclude: Collection[str] = (),
+               status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write samples_<config>.jsonl and results.json into out_dir; returns the results.json content.
+    `status` (`study_status`) is recorded in the run config, so the leaderboard shows it beside the row."""
     out = Path(out_dir)
     rows = {c: r for c, r in samples_rows(store, exclude).items() if r}
     if not rows:
@@ -78,7 +123,8 @@ def export_run(store: Store, out_dir: str | Path, exclude: Collection[str] = ())
         "retry_max_new_tokens": 0, "limit": None,
         "listening": {"n_per_config": study["n"], "seed": study["seed"], "sampler_version": study["sampler_version"],
                       "annotators": sorted({r["annotator"] for rs in rows.values() for r in rs}),
-                      "excluded": sorted(exclude)},
+                      "excluded": sorted(exclude), "protocol": study.get("protocol"),
+                      **({"design": status} if status is not None else {})},
     }
     for config, config_rows in rows.items():
         res.write_jsonl(res.samples_path(out, config), config_rows)

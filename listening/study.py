@@ -43,31 +43,65 @@ def question(config: str) -> str:
     return format_prompt(spec.format, spec.category.attribute).split("\n\n")[0]
 
 
-def training_picks(pool: Sequence[PoolClip], sample: Sequence[SampleItem], config: str) -> list[SampleItem]:
-    """Two clearly audible examples outside the sample: high tier, linear, one "up" and one "down" (yes/no:
-    one changed and one unmodified clip), from different speakers where possible."""
+PROTOCOL = {  # defaults of the study's protocol settings (stored in the study, shown by export)
+    "headphone_trials": 6,  # Woods et al. (2017) antiphase screen, 6 trials, pass at 5 right (0: no screen)
+    "catch_per_config": 4,  # catch trials per config: clear items with a known answer, scored apart
+    "catch_threshold": 0.75,  # catch accuracy below this excludes the annotator from the scores
+    "min_listen": 1.0,  # share of a clip's duration that must pass between serving it and an answer
+    "min_annotators": 2,  # the design: complete, included annotators needed for an export that is not marked
+}
+
+
+def _picks(pool: Sequence[PoolClip], used: set[str], config: str, wanted: Sequence[grid.Condition | None],
+           avoid: Sequence[SampleItem] = ()) -> list[SampleItem]:
+    """One clip per wanted condition (None: an unmodified clip) among the unused ones, the closest match
+    (same direction, high tier) from different speakers where possible."""
     spec = parse_config(config)
-    used = {it.benchmark_clip_id for it in sample}
     free = [c for c in pool if c.benchmark_clip_id not in used] or list(pool)
-    wanted = [grid.Condition("linear", "high", "up")]
-    wanted.append(None if spec.format == "yesno" else grid.Condition("linear", "high", "down"))
     picks: list[PoolClip] = []
+    speakers = {it.speaker_id for it in avoid}
     for cond in wanted:
         def rank(c: PoolClip, cond: grid.Condition | None = cond) -> tuple[Any, ...]:
             exact = cond is None and c.direction == grid.NO_CONDITION or cond is not None and (
                 c.tier, c.curve, c.direction) == (cond.tier, cond.curve, cond.direction)
             same_dir = cond is not None and c.direction == cond.direction
-            return (not exact, not same_dir, c.tier != "high", any(p.speaker_id == c.speaker_id for p in picks),
-                    c.benchmark_clip_id)
-        best = min((c for c in free if c not in picks), key=rank)
+            return (not exact, not same_dir, c.tier != "high",
+                    c.speaker_id in speakers or any(p.speaker_id == c.speaker_id for p in picks), c.benchmark_clip_id)
+        best = min((c for c in free if c not in picks), key=rank, default=None)
+        if best is None:
+            raise ValueError(f"{config}: the pool has too few clips for the training and catch items")
         picks.append(best)
     return [SampleItem(c.benchmark_clip_id, spec.name, c.tier, c.curve, c.direction, c.gold, c.source_item_id,
                        c.source_clip_id, c.speaker_id) for c in picks]
 
 
+def _wanted(config: str, k: int) -> list[grid.Condition | None]:
+    """k clear conditions alternating "up" and "down" (yes/no: a changed and an unmodified clip)."""
+    down = None if parse_config(config).format == "yesno" else grid.Condition("linear", "high", "down")
+    return [grid.Condition("linear", "high", "up") if i % 2 == 0 else down for i in range(k)]
+
+
+def training_picks(pool: Sequence[PoolClip], sample: Sequence[SampleItem], config: str) -> list[SampleItem]:
+    """Two clearly audible examples outside the sample: high tier, linear, one "up" and one "down" (yes/no:
+    one changed and one unmodified clip), from different speakers where possible."""
+    return _picks(pool, {it.benchmark_clip_id for it in sample}, config, _wanted(config, 2))
+
+
+def catch_picks(pool: Sequence[PoolClip], used: Sequence[SampleItem], config: str, k: int) -> list[SampleItem]:
+    """k catch items outside the sample and the training examples: the clearest clips (high tier, linear),
+    directions alternating, so a listener who attends cannot miss them."""
+    return _picks(pool, {it.benchmark_clip_id for it in used}, config, _wanted(config, k))
+
+
 def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int = 0, *, split: str = "test",
-                 source: str | None = None, data_dir: str | None = None, dataset: str | None = None) -> Store:
-    """Sample n items per config (plus two training examples each) into a new study database."""
+                 source: str | None = None, data_dir: str | None = None, dataset: str | None = None,
+                 **protocol: Any) -> Store:
+    """Sample n items per config (plus two training examples and the catch items each) into a new study
+    database; `protocol` overrides `PROTOCOL`'s settings."""
+    unknown = sorted(set(protocol) - set(PROTOCOL))
+    if unknown:
+        raise ValueError(f"unknown protocol setting(s) {', '.join(unknown)}; known: {', '.join(PROTOCOL)}")
+    settings = {**PROTOCOL, **protocol}
     names = configs_of(configs)
     for config in names:
         if parse_config(config).format == "source":  # gold "constant" is not among its two buttons
@@ -76,12 +110,15 @@ def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int
                              f"the buttons; a listening test uses {base}, {base}-yesno or {base}-ternary")
     items: list[SampleItem] = []
     training: list[SampleItem] = []
+    catch: list[SampleItem] = []
     pool_sizes = {}
     for config in names:
         pool = candidate_pool(config, split, source, data_dir, dataset)
         sample = balanced_sample(pool, config, n, seed)
         items += sample
-        training += training_picks(pool, sample, config)
+        picked = training_picks(pool, sample, config)
+        training += picked
+        catch += catch_picks(pool, [*sample, *picked], config, int(settings["catch_per_config"]))
         pool_sizes[config] = len(pool)
     sources = {resolve_source(c, source) for c in names}
     if dataset is None and len(sources) > 1:
@@ -92,10 +129,10 @@ def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int
         "source": None if dataset else sources.pop(),
         "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
         "dataset": str(Path(dataset).resolve()) if dataset else None,
-        "pool_sizes": pool_sizes,
+        "pool_sizes": pool_sizes, "protocol": settings,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    return Store.create(db, study, items, training)
+    return Store.create(db, study, items, training, catch)
 
 
 def source_description(study: dict[str, Any]) -> str:

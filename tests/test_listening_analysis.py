@@ -62,7 +62,8 @@ def _fill(store: Store, answer_of: dict[str, Callable[[dict[str, Any]], str]]) -
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Store:
     """24 demo volume items answered by three annotators: perfect, wrong on every 'low' item, always 'increase'."""
-    store = create_study(tmp_path_factory.mktemp("study") / "s.sqlite", "volume", 24, 0, source="demo")
+    store = create_study(tmp_path_factory.mktemp("study") / "s.sqlite", "volume", 24, 0, source="demo",
+                         headphone_trials=0, catch_per_config=0)
     flip = {"increase": "decrease", "decrease": "increase"}
     _fill(store, {
         "A01": lambda it: it["gold"],
@@ -91,7 +92,12 @@ def test_analysis_of_known_answers(study: Store) -> None:
 
 def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run, sub = tmp_path / "run", tmp_path / "subs" / "human.json"
-    assert listen(["export", "--db", str(study.path), "--out", str(run), "--submission", str(sub)]) == 0
+    # A03 is flagged careless: the study is below its design, so a plain export is refused
+    assert listen(["export", "--db", str(study.path), "--out", str(run)]) == 2
+    assert "below its design: A03 is flagged careless" in capsys.readouterr().err and not run.exists()
+    assert listen(["export", "--db", str(study.path), "--out", str(run), "--submission", str(sub),
+                   "--allow-incomplete"]) == 0
+    assert "MARKED below its design: A03 is flagged careless" in capsys.readouterr().out
     rows = [json.loads(line) for line in (run / "samples_volume.jsonl").read_text().splitlines()]
     answers = {(a["annotator"], a["benchmark_clip_id"]): a["answer"] for a in study.answers()}
     assert {(r["annotator"], r["benchmark_clip_id"]): r["pred"] for r in rows} == answers and len(rows) == 72
@@ -120,8 +126,10 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     assert next(r for r in site if r.model == "Always increase").kind == "submission"
     page = (tmp_path / "site" / "index.html").read_text()
     # demo data: both rows in the page's "other data" section; the scoring mode is in the row's details
-    row, details = page.split('<tr class="row human other" data-model="Human (our annotators)"')[1].split("</tr>")[:2]
-    assert ">Human (our annotators)<" in row and ">72.2*</td>" in row and "<dd>listening</dd>" in details
+    row, details = page.split('<tr class="row human other below-design" data-model="Human (our annotators)"')[1].split(
+        "</tr>")[:2]
+    assert ">Human (our annotators)" in row and ">72.2*</td>" in row and "<dd>listening</dd>" in details
+    assert "3 of 3 annotators complete and included, 100 % of the answers; excluded: none; BELOW ITS DESIGN" in row
     assert '<tr class="row submission other" data-model="Always increase"' in page
     md = (tmp_path / "site" / "leaderboard.md").read_text()
     assert "| — | Human (our annotators) | demo test (not comparable) | 72.2* |" in md
@@ -129,7 +137,8 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     assert "(1 submission(s), 1 human baseline(s), 6 reference rows)" in capsys.readouterr().out
     capsys.readouterr()
     assert listen(["export", "--db", str(study.path), "--out", str(tmp_path / "run2"), "--drop-careless"]) == 0
-    assert "left out: A03" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "left out: A03 (left out by hand)" in out and "MARKED" not in out
     assert json.loads((tmp_path / "run2" / "results.json").read_text())["results"]["volume"]["n"] == 48
     assert listen(["analyze", "--db", str(study.path)]) == 0
     assert "careless (high-tier accuracy < 0.75): A03" in capsys.readouterr().out
@@ -139,7 +148,8 @@ def test_ternary_study_three_buttons_and_export(tmp_path: Path) -> None:
     from listening.export import samples_rows
     from listening.study import question
 
-    store = create_study(tmp_path / "t.sqlite", "volume-ternary", 12, 0, source="demo")
+    store = create_study(tmp_path / "t.sqlite", "volume-ternary", 12, 0, source="demo", headphone_trials=0,
+                         catch_per_config=0, min_annotators=1)
     assert answer_options("volume-ternary") == [("increase", "increase"), ("decrease", "decrease"),
                                                 ("constant", "constant")]
     assert question("volume-ternary") == "How does the volume vary with time?"

@@ -53,6 +53,8 @@ class Row:
     notes: str = ""
     rank: int | None = None
     file: str = ""
+    protocol: str = ""  # a human row: annotators, completeness, exclusions (and "below its design")
+    below_design: bool = False
 
 
 def is_official(source: str, split: str) -> bool:
@@ -87,6 +89,21 @@ def model_family(registry_name: str) -> str:
     return "baseline" if entry.kind == "baseline" else registry_name
 
 
+def listening_summary(listening: dict[str, Any]) -> tuple[str, bool]:
+    """A human row's protocol line from its export's `listening` block, and whether the study is below its
+    design (an export that predates the design check says what it lacks)."""
+    design = listening.get("design")
+    if not design:
+        n = len(listening.get("annotators") or [])
+        return f"{n} annotator(s); completeness and exclusions not recorded (export predates the check)", True
+    excluded = design.get("excluded") or {}
+    text = (f"{len(design['complete'])} of {design['annotators']} annotators complete and included, "
+            f"{100 * design['completeness']:.0f} % of the answers; excluded: "
+            + (", ".join(f"{k} ({v})" for k, v in sorted(excluded.items())) or "none"))
+    below = not design.get("meets_design")
+    return (text + "; BELOW ITS DESIGN: " + "; ".join(design.get("problems") or []) if below else text), below
+
+
 def submission_row(sub: dict[str, Any], file: str) -> Row:
     """The leaderboard line of a validated submission."""
     res, model, run = sub["results"], sub["model"], sub["results"]["config"]
@@ -95,6 +112,7 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
     human = model["scoring_mode"] == "listening"  # a `vocalgrad-listen export`
     source, split = str(run.get("source")), str(run.get("split"))
     model = {k: clean_text(v) if isinstance(v, str) else v for k, v in model.items()}  # also for the HTML page
+    protocol, below = listening_summary(run.get("listening") or {}) if human else ("", False)
     return Row(
         kind="human" if human else "submission", model=model["name"], data=data_label(source, split),
         accuracy=acc, average=sum(acc.values()) / len(acc) if acc else math.nan,
@@ -103,6 +121,7 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
         precision=model.get("precision") or "", adapter=model.get("adapter") or "",
         prompt=model["prompt_variant"], scoring=model["scoring_mode"],
         clips=sum(int(r["n"]) for r in metrics.values()), notes=model.get("notes") or "", file=file,
+        protocol=protocol, below_design=below,
     )
 
 
@@ -159,7 +178,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 PAGE_COLUMNS: tuple[str, ...] = ("#", "model", "avg", *CONFIGS, "prompt")
 DETAIL_FIELDS: tuple[str, ...] = ("data", "family", "prompt", "params", "precision", "adapter", "scoring", "clips",
-                                  "notes", "file")
+                                  "protocol", "notes", "file")
 
 
 def _cells(r: Row) -> list[tuple[str, str | None]]:
@@ -177,7 +196,8 @@ def _cells(r: Row) -> list[tuple[str, str | None]]:
 
 def _details(r: Row, cells: dict[str, tuple[str, str | None]]) -> str:
     """The hidden line under a row: what the narrow table leaves out (all categories again for phones)."""
-    values = {**{k: v[0] for k, v in cells.items()}, "family": r.family, "notes": r.notes, "file": r.file}
+    values = {**{k: v[0] for k, v in cells.items()}, "family": r.family, "notes": r.notes, "file": r.file,
+              "protocol": r.protocol}
     items = [f"<div><dt>{html.escape(k)}</dt><dd>{html.escape(values[k])}</dd></div>" for k in DETAIL_FIELDS
              if values.get(k)]
     cats = "".join(f"<div><dt>{html.escape(c)}</dt><dd>{html.escape(cells[c][0]) or '—'}</dd></div>" for c in CONFIGS)
@@ -199,11 +219,14 @@ def _page_row(r: Row, index: int) -> str:
         sort = f' data-sort="{html.escape(key)}"' if key is not None else ""
         if name == "model":
             sub = "" if r.official else f'<span class="sub">{html.escape(r.data)}</span>'
+            if r.protocol:  # a human row says who answered and who was left out, on the row itself
+                sub += f'<span class="sub protocol">{html.escape(r.protocol)}</span>'
             tds.append(f'<td class="text model">{html.escape(text)}{sub}</td>')
             continue
         tds.append(f'<td class="{" ".join(c for c in cls if c)}"{sort}>{html.escape(text)}</td>')
     section = "official" if r.official else "other"
-    attrs = (f'class="row {r.kind} {section}" data-model="{html.escape(r.model)}" '
+    below = " below-design" if r.below_design else ""
+    attrs = (f'class="row {r.kind} {section}{below}" data-model="{html.escape(r.model)}" '
              f'data-family="{html.escape(r.family)}" data-prompt="{html.escape(r.prompt)}" '
              f'data-details="d{index}" tabindex="0" aria-expanded="false"')
     details = (f'<tr class="details" id="d{index}" hidden><td colspan="{len(PAGE_COLUMNS)}">'
@@ -251,6 +274,9 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     other = [r for r in rows if not r.official]
     if other:
         text += f"\n\n## {OTHER_DATA_TITLE}\n\n" + table(other)
+    humans = [f"- {r.model}: {r.protocol}" for r in rows if r.protocol]
+    if humans:
+        text += "\n\nListening tests (annotators, completeness, exclusions):\n\n" + "\n".join(humans)
     return text + f"\n\n{notes}\n"
 
 

@@ -27,6 +27,12 @@ async function load() {
     const s = data.study;
     $("study").textContent = `configs ${s.configs.join(", ")}; ${s.n} items each; seed ${s.seed}; split ${s.split}; `
       + `source ${s.dataset || s.source}`;
+    const d = data.design;
+    $("design").textContent = `${d.complete.length} of ${d.annotators} annotators complete and included, `
+      + `${(100 * d.completeness).toFixed(0)} % of the answers; excluded: `
+      + (Object.entries(d.excluded).map(([k, v]) => `${k} (${v})`).join(", ") || "none")
+      + (d.meets_design ? "" : `. BELOW ITS DESIGN: ${d.problems.join("; ")} (export refuses it without --allow-incomplete)`);
+    $("design").className = d.meets_design ? "" : "below-design";
     const body = $("progress").querySelector("tbody");
     body.textContent = "";
     for (const a of data.annotators) {

@@ -1,4 +1,5 @@
-// The annotator page: login by token, consent, two worked examples, then one item at a time.
+// The annotator page: login by token, consent, headphone check, two worked examples that must be heard,
+// one item at a time (answers unlock when the clip has played to its end), then a short questionnaire.
 // The token lives in sessionStorage and travels only in the Authorization header (never in a URL).
 "use strict";
 const KEY = "vocalgrad-listen-token";
@@ -6,12 +7,19 @@ const $ = (id) => document.getElementById(id);
 let current = null;      // {seq, nonce, ...} of the item on screen
 let shownAt = 0;         // when its audio was ready (client response time starts here)
 let plays = 0;
+let listenMs = 0;        // time the clip was actually playing, summed over plays
+let playingSince = null;
 let audioUrl = null;
+let hpTrial = null;      // the headphone trial on screen
+let phase = null;
 
 function token() { return sessionStorage.getItem(KEY); }
 
 function show(section) {
-  for (const id of ["login", "consent", "training", "test", "done"]) $(id).hidden = id !== section;
+  phase = section;
+  for (const id of ["login", "consent", "headphone", "screened_out", "training", "test", "questionnaire", "done"]) {
+    $(id).hidden = id !== section;
+  }
 }
 
 function say(text) { $("status").textContent = text || ""; }
@@ -42,15 +50,57 @@ function render(state) {
   $("count").textContent = `${state.done} / ${state.total} answered`;
   $("bar").max = state.total;
   $("bar").value = state.done;
+  $("undo-btn").hidden = $("q-undo").hidden = !state.can_undo;
   if (state.phase === "consent") { show("consent"); return; }
+  if (state.phase === "headphone") { renderHeadphone(state.headphone); return; }
   if (state.phase === "training") { renderTraining(state.training); return; }
-  if (state.phase === "done") { show("done"); return; }
-  renderItem(state.item);
+  if (state.phase === "questionnaire") { renderQuestionnaire(state.questions); return; }
+  if (state.phase === "test") { renderItem(state.item); return; }
+  show(state.phase);  // done, screened_out
+}
+
+async function renderHeadphone(hp) {
+  hpTrial = hp.answered;
+  $("hp-count").textContent = `sound ${hp.answered + 1} of ${hp.trials}`;
+  for (const b of $("hp-options").querySelectorAll("button")) b.disabled = true;
+  show("headphone");
+  const player = $("hp-player");
+  player.pause();
+  const url = await audioBlobUrl(`/api/headphone/${hp.answered}/audio`);
+  if (player.src.startsWith("blob:")) URL.revokeObjectURL(player.src);
+  player.src = url;
+  player.dataset.trial = String(hp.answered);
+}
+
+$("hp-player").addEventListener("ended", () => {
+  for (const b of $("hp-options").querySelectorAll("button")) b.disabled = false;
+});
+
+async function submitHeadphone(tone) {
+  const buttons = $("hp-options").querySelectorAll("button");
+  if (hpTrial === null || buttons[tone].disabled) return;
+  for (const b of buttons) b.disabled = true;
+  try { render(await (await api("POST", "/api/headphone", { trial: hpTrial, answer: tone })).json()); }
+  catch (e) { say(e.message); refresh(); }
+}
+for (const b of $("hp-options").querySelectorAll("button")) {
+  b.addEventListener("click", () => submitHeadphone(Number(b.dataset.tone)));
+}
+
+function renderQuestionnaire(questions) {
+  for (const [field, choices] of Object.entries(questions)) {
+    const sel = $(`q-${field}`);
+    if (sel.options.length) continue;
+    sel.append(new Option("— choose —", ""));
+    for (const c of choices) sel.append(new Option(c, c));
+  }
+  show("questionnaire");
 }
 
 async function renderTraining(examples) {
   const box = $("examples");
   box.textContent = "";
+  $("start-btn").disabled = true;
   for (const ex of examples) {
     const div = document.createElement("div");
     div.className = "example";
@@ -59,6 +109,10 @@ async function renderTraining(examples) {
     const audio = document.createElement("audio");
     audio.controls = true;
     audio.className = "example-audio";
+    audio.addEventListener("ended", () => {  // training is mandatory: every example heard to its end
+      audio.dataset.heard = "1";
+      $("start-btn").disabled = ![...document.querySelectorAll(".example-audio")].every(a => a.dataset.heard);
+    });
     const a = document.createElement("p");
     a.className = "answer";
     a.textContent = `Correct answer: ${ex.answer}`;
@@ -72,6 +126,8 @@ async function renderTraining(examples) {
 async function renderItem(item) {
   current = item;
   plays = 0;
+  listenMs = 0;
+  playingSince = null;
   show("test");
   const player = $("player");
   player.pause();
@@ -90,7 +146,13 @@ async function renderItem(item) {
     opts.append(b);
   }
   $("hint").hidden = false;
-  const url = await audioBlobUrl(`/api/item/${item.seq}/audio?nonce=${encodeURIComponent(item.nonce)}`);
+  let url;
+  try {
+    url = await audioBlobUrl(`/api/item/${item.seq}/audio?nonce=${encodeURIComponent(item.nonce)}`);
+  } catch (e) {
+    if (current === item) say(e.message);  // else an undo took this item away while its audio loaded
+    return;
+  }
   if (current !== item) { URL.revokeObjectURL(url); return; }  // a newer state took over meanwhile
   if (audioUrl) URL.revokeObjectURL(audioUrl);
   audioUrl = url;
@@ -99,18 +161,32 @@ async function renderItem(item) {
   shownAt = performance.now();
 }
 
+function stopClock() {
+  if (playingSince !== null) listenMs += performance.now() - playingSince;
+  playingSince = null;
+}
+
 $("player").addEventListener("play", () => {
   if (!current || $("player").dataset.seq !== String(current.seq)) return;
   plays += 1;
-  for (const b of $("options").querySelectorAll("button")) b.disabled = false;
+  playingSince = performance.now();
+});
+$("player").addEventListener("pause", stopClock);
+$("player").addEventListener("ended", () => {
+  stopClock();
+  if (!current || $("player").dataset.seq !== String(current.seq)) return;
+  for (const b of $("options").querySelectorAll("button")) b.disabled = false;  // heard to the end
   $("hint").hidden = true;
 });
 
 async function submit(label) {
-  for (const b of $("options").querySelectorAll("button")) b.disabled = true;
+  const buttons = $("options").querySelectorAll("button");
+  if (!buttons.length || buttons[0].disabled) return;
+  for (const b of buttons) b.disabled = true;
   $("player").pause();
+  stopClock();
   const body = { seq: current.seq, nonce: current.nonce, answer: label,
-                 client_ms: Math.round(performance.now() - shownAt), plays };
+                 client_ms: Math.round(performance.now() - shownAt), plays, listen_ms: Math.round(listenMs) };
   try {
     const res = await api("POST", "/api/answer", body);
     say("");
@@ -120,6 +196,41 @@ async function submit(label) {
     refresh();
   }
 }
+
+async function undo() {
+  current = null;  // its item comes back and must be heard to its end again
+  try { render(await (await api("POST", "/api/undo")).json()); } catch (e) { say(e.message); refresh(); }
+}
+$("undo-btn").addEventListener("click", undo);
+$("q-undo").addEventListener("click", undo);
+
+function playFromStart(player) {
+  if (player.ended) player.currentTime = 0;
+  player.play();
+}
+
+// Keys: space plays, 1/2/3 (or left/right for the first two) answer, U takes the last answer back.
+document.addEventListener("keydown", (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || ["INPUT", "TEXTAREA", "SELECT"].includes(ev.target.tagName)) return;
+  const index = { "1": 0, "2": 1, "3": 2, "ArrowLeft": 0, "ArrowRight": 1 }[ev.key];
+  if (ev.key === " " && document.activeElement !== document.body) document.activeElement.blur();  // no double click
+  if (phase === "test") {
+    if (ev.key === " ") { ev.preventDefault(); playFromStart($("player")); }
+    else if (index !== undefined) {
+      const b = $("options").querySelectorAll("button")[index];
+      if (b) { ev.preventDefault(); submit(b.dataset.label); }
+    } else if ((ev.key === "u" || ev.key === "U") && !$("undo-btn").hidden) { ev.preventDefault(); undo(); }
+  } else if (phase === "headphone") {
+    if (ev.key === " ") { ev.preventDefault(); playFromStart($("hp-player")); }
+    else if (index !== undefined && ev.key.length === 1) { ev.preventDefault(); submitHeadphone(index); }
+  }
+});
+
+$("q-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const body = Object.fromEntries(new FormData($("q-form")).entries());
+  try { render(await (await api("POST", "/api/questionnaire", body)).json()); } catch (e) { say(e.message); }
+});
 
 async function refresh() {
   if (!token()) { show("login"); return; }
