@@ -88,6 +88,10 @@ class FamilySpec(Listing):
     # Pre-LLM audio (SPEC §6): the embeddings the decoder receives at the audio slots, read from
     # (module path, "input" = its inputs_embeds argument | "output" = its output).
     pre_llm_from: tuple[str, Literal["input", "output"]] = ("model.language_model", "input")
+    # Which of a clip's audio slots carry the clip (probing pools and picks positions over those only):
+    # "all", or the name of the family's length rule in harness.models.hf.SLOT_RULES (Gemma 3n and Voxtral
+    # give every clip a fixed block of slots and fill the rest with padding; the rule says how many are real).
+    audio_slots: str = "all"
     load_kwargs: dict = field(default_factory=dict)  # extra from_pretrained kwargs (config overrides)
     processor_kwargs: dict = field(default_factory=dict)
     # Generation: greedy decoding (do_sample=False) for every family, as in each model card's example;
@@ -166,6 +170,7 @@ VOXTRAL = FamilySpec(
     processor_class="VoxtralProcessor",
     input_style="chat",
     chat_audio_field="base64",
+    audio_slots="mistral-common",  # 375 [AUDIO] slots per 30 s chunk, 12.5 per second of the clip
     extra="voxtral",
     max_audio_seconds=None,  # chunked by the model itself
     requires=(Requirement("mistral_common", "mistral-common[audio]>=1.11.5", "Voxtral's tokenizer"),),
@@ -241,6 +246,7 @@ GEMMA3N = FamilySpec(
     model_class="Gemma3nForConditionalGeneration",
     processor_class="Gemma3nProcessor",
     unused_towers=("vision_tower",),
+    audio_slots="gemma3n",  # 188 slots per clip, 6.25 per second of the clip
     extra="gemma3n",
     batch_invariant=False,
     requires=(Requirement("timm", "timm", "the vision tower (unused by audio prompts)"),),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,57 @@ def _audio_token_id(config: Any, processor: Any) -> int:
     if isinstance(value, int):
         return value
     return int(processor.tokenizer.convert_tokens_to_ids(processor.audio_token))
+
+
+def _gemma3n_slots(lm: HFAudioLM, inputs: dict[str, torch.Tensor], clips: list[AudioClip]) -> list[tuple[int, int]]:
+    """(slots, slots carrying the clip) per clip, from the mel frames the processor marks valid.
+
+    Source: transformers models/gemma3n/modeling_gemma3n.py. Gemma3nAudioEncoder.forward keeps, for subsampled
+    frame i, the mask of mel frame i * prod(sscp_conv_stride_size[k][0]) (valid mel frames are a prefix, so
+    ceil(n / stride) frames are real), then every conf_reduction_factor-th frame; Gemma3nModel.forward writes
+    the embedding of the last audio vocab id over masked frames and over the rest of the
+    audio_soft_tokens_per_image slots the processor inserted."""
+    config = lm.model.config
+    stride = math.prod(s[0] for s in config.audio_config.sscp_conv_stride_size)
+    reduction = config.audio_config.conf_reduction_factor
+    total = config.audio_soft_tokens_per_image
+    frames = inputs["input_features_mask"].sum(-1).tolist()
+    return [(total, min(total, math.ceil(math.ceil(n / stride) / reduction))) for n in frames]
+
+
+def _mistral_slots(lm: HFAudioLM, inputs: dict[str, torch.Tensor], clips: list[AudioClip]) -> list[tuple[int, int]]:
+    """(slots, slots carrying the clip) per clip, from the clip's length in samples.
+
+    Source: mistral_common/tokens/tokenizers/audio.py (mistral-common 1.11+). AudioEncoder pads a clip with
+    zeros to a multiple of AudioConfig.chunk_length_s (30 s) and writes num_audio_tokens(padded samples)
+    [AUDIO] tokens (12.5 per second: one per 8 hops of 160 samples); the clip's own samples are the first
+    num_audio_tokens(its samples) of them, the others encode the zero padding."""
+    config = lm.processor.tokenizer.tokenizer.instruct_tokenizer.audio_encoder.audio_config
+    out = []
+    for clip in clips:
+        n = len(mono_at(clip, lm.spec.sampling_rate))
+        padded = math.ceil(n / config.chunk_frames) * config.chunk_frames
+        out.append((config.num_audio_tokens(padded), config.num_audio_tokens(n)))
+    return out
+
+
+# FamilySpec.audio_slots -> (model, processor outputs, the batch's clips in order) -> (slots, carrying) per clip
+SLOT_RULES: dict[str, Callable[[HFAudioLM, dict[str, torch.Tensor], list[AudioClip]], list[tuple[int, int]]]] = {
+    "gemma3n": _gemma3n_slots, "mistral-common": _mistral_slots,
+}
+
+
+def carrying_positions(positions: np.ndarray, slots: list[tuple[int, int]], clip_id: str = "") -> np.ndarray:
+    """The audio positions that carry a clip: of each clip's block of `slots` positions (in order), the first
+    `carrying` ones."""
+    if sum(total for total, _ in slots) != len(positions):
+        raise ModelError(f"{len(positions)} audio slots in the prompt, but its clips should take "
+                         f"{sum(total for total, _ in slots)}", clip_id)
+    keep, start = [], 0
+    for total, real in slots:
+        keep.append(positions[start : start + real])
+        start += total
+    return np.concatenate(keep) if keep else positions[:0]
 
 
 def family_model_type(spec: FamilySpec) -> str:
@@ -592,6 +645,9 @@ class HFAudioLM(BaseAudioLM):
         if state.hidden is None:
             raise ModelError(f"{self.name}: the forward returned no hidden states")
         ids = inputs["input_ids"]
+        clips = [a for p in prompts for a in p.audios]
+        rule = SLOT_RULES.get(self.spec.audio_slots)
+        slots = rule(self, inputs, clips) if rule is not None else None
         embeds = captured[0] if captured else None
         if not isinstance(embeds, torch.Tensor) or tuple(embeds.shape[:2]) != tuple(ids.shape):
             raise ModelError(f"{self.name}: {path!r} did not see the merged input embeddings ({where}); "
@@ -602,11 +658,16 @@ class HFAudioLM(BaseAudioLM):
         stream = getattr(config, "altup_active_idx", 0)
         hidden = [h[stream] if h.dim() == 4 else h for h in state.hidden]
         out = HiddenStates()
+        first_clip = 0
         for b in range(len(prompts)):
             keep = state.attention_mask[b].bool()
             layers = torch.stack([h[b, keep] for h in hidden]).float().cpu().numpy()
             row = ids[b, keep]
             audio_pos = (row == self.audio_token_id).nonzero()[:, 0].cpu().numpy()
+            n_clips = len(prompts[b].audios)
+            if slots is not None:  # only the slots that carry the clip, never the family's padding slots
+                audio_pos = carrying_positions(audio_pos, slots[first_clip : first_clip + n_clips], prompts[b].clip_id)
+            first_clip += n_clips
             out.decoder.append(layers)
             out.pre_llm_audio.append(embeds[b, keep][torch.as_tensor(audio_pos, device=embeds.device)].float().cpu().numpy())
             out.audio_positions.append(audio_pos)
