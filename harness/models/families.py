@@ -30,6 +30,17 @@ class Requirement:
 
 
 @dataclass(frozen=True)
+class PaperRun:
+    """How the paper ran a family where that differs from the model card's settings (the default protocol)."""
+
+    # "checkpoint": from_pretrained without a dtype, i.e. transformers 5's "auto": config.json's dtype
+    dtype: str
+    # "checkpoint": the checkpoint's generation_config as it is (repetition penalty and all), do_sample=False only
+    generation: str
+    source: str
+
+
+@dataclass(frozen=True)
 class FamilySpec(Listing):
     """How one transformers audio-LM family is loaded, prompted and read."""
 
@@ -97,6 +108,7 @@ class FamilySpec(Listing):
     # Generation: greedy decoding (do_sample=False) for every family, as in each model card's example;
     # these are extra generate() kwargs on top.
     generate_kwargs: dict = field(default_factory=dict)
+    paper: PaperRun | None = None  # the paper's settings for the families it evaluated (protocol=paper)
     notes: str = ""
 
 
@@ -123,7 +135,8 @@ AUDIO_FLAMINGO_3 = FamilySpec(
     name="audio-flamingo-3",
     registry_name="audio-flamingo-3",
     checkpoint="nvidia/audio-flamingo-3-hf",
-    description="nvidia/audio-flamingo-3-hf (float32 as published)",
+    description="nvidia/audio-flamingo-3-hf; the paper's settings: the checkpoint's dtype and generation config, "
+    "greedy (protocol=card: float32, greedy without the config's sampling/repetition settings)",
     tiny_description="random-weight Audio Flamingo 3: 2 encoder + 2 decoder layers (tests)",
     model_class="AudioFlamingo3ForConditionalGeneration",
     dtype="float32",
@@ -131,6 +144,10 @@ AUDIO_FLAMINGO_3 = FamilySpec(
     max_audio_seconds=600.0,
     fast_encoder="whisper",
     feature_mask_key="input_features_mask",
+    # ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime: from_pretrained(id, device_map="auto") with no
+    # dtype, generate(**inputs, max_new_tokens=..., do_sample=False) and nothing else.
+    paper=PaperRun(dtype="checkpoint", generation="checkpoint",
+                   source="ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_audioflamingo3"),
     notes="The HF chat template always places <sound> before the turn's text.",
 )
 

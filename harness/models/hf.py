@@ -117,17 +117,29 @@ def family_model_type(spec: FamilySpec) -> str:
     return getattr(transformers, spec.model_class).config_class.model_type
 
 
-def checkpoint_model_type(model_id: str, revision: str | None = None) -> str | None:
-    """`model_type` from the checkpoint's config.json (a folder, or a Hub id as cached or downloaded), read
-    before any weight is loaded; None when config.json names none."""
+def checkpoint_config(model_id: str, revision: str | None = None) -> dict[str, Any]:
+    """The checkpoint's config.json as a dict (a folder, or a Hub id as cached or downloaded), read before any
+    weight is loaded."""
     from transformers import PretrainedConfig
 
     try:
         config, _ = PretrainedConfig.get_config_dict(model_id, revision=revision)
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot read config.json of {model_id}: {err}") from None
-    value = config.get("model_type")
+    return config
+
+
+def checkpoint_model_type(model_id: str, revision: str | None = None) -> str | None:
+    """`model_type` from the checkpoint's config.json; None when it names none."""
+    value = checkpoint_config(model_id, revision).get("model_type")
     return value if isinstance(value, str) else None
+
+
+def checkpoint_dtype(model_id: str, revision: str | None = None) -> str:
+    """The dtype config.json records (what from_pretrained loads without a dtype: transformers 5's "auto")."""
+    config = checkpoint_config(model_id, revision)
+    value = config.get("dtype") or config.get("torch_dtype") or (config.get("text_config") or {}).get("dtype")
+    return str(value) if value else "float32"  # transformers' own fallback when the config names none
 
 
 def family_of_model_type(model_type: str | None, model_id: str) -> FamilySpec:
@@ -208,6 +220,7 @@ class HFAudioLM(BaseAudioLM):
         fast_encoder: bool = False,
         feature_device: str | None = None,
         revision: str | None = None,
+        protocol: str | None = None,
         model: Any = None,
         processor: Any = None,
     ) -> None:
@@ -220,9 +233,13 @@ class HFAudioLM(BaseAudioLM):
                      self.name, self.spec.name)
             self.batch_size = self.stats["batch_size"] = 1
         self.model_id = model_id
+        self.revision = revision or self.spec.revision
+        self.protocol = self._protocol(protocol)
+        paper = self.spec.paper if self.protocol == "paper" else None
+        if dtype is None and paper is not None and paper.dtype == "checkpoint" and model is None:
+            dtype = checkpoint_dtype(model_id, self.revision)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype or self.spec.dtype, self.device)
-        self.revision = revision or self.spec.revision
         # trust_remote_code is only ever what the caller passed: never switched on here.
         hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
         if model is None:
@@ -257,6 +274,18 @@ class HFAudioLM(BaseAudioLM):
         self.feature_device = feature_device
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._choice_memo: dict[str, tuple[list[int], str]] = {}
+
+    def _protocol(self, protocol: str | None) -> str:
+        """"paper" (the default for the families the paper ran) or "card" (the model card's settings)."""
+        from .external import check_protocol_name
+
+        if protocol is None:
+            return "paper" if self.spec.paper is not None else "card"
+        check_protocol_name(protocol, self.spec.name)
+        if protocol == "paper" and self.spec.paper is None:
+            raise ModelError(f"{self.spec.name} was not evaluated in the paper: its only protocol is card (the model "
+                             "card's settings)")
+        return protocol
 
     # ---- TrainableAudioLM: what fine-tuning reads off the family spec ---------------------------------
     @property
@@ -294,7 +323,7 @@ class HFAudioLM(BaseAudioLM):
         local = Path(self.model_id).expanduser()
         return {
             "kind": self.kind, "model_id": str(local.resolve()) if local.is_dir() else self.model_id,
-            "family": self.spec.name, "revision": self.revision, **self._weights,
+            "family": self.spec.name, "revision": self.revision, "protocol": self.protocol, **self._weights,
             "dtype": str(self.dtype).removeprefix("torch."), "device": str(self.device), **self._adapter,
             "active_adapters": active_lora_adapters(self.model),
             "versions": {p: version(p) for p in ("torch", "transformers", "vocalgrad")},
@@ -526,10 +555,13 @@ class HFAudioLM(BaseAudioLM):
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:
         inputs = self._encode(prompts)
         config = copy.deepcopy(self.model.generation_config)
-        # Greedy decoding as published; sampling knobs from the checkpoint's config must not leak in.
-        config.do_sample, config.num_beams = False, 1
-        config.temperature = config.top_p = config.top_k = None
-        config.repetition_penalty = None
+        config.do_sample = False
+        if self.protocol != "paper" or self.spec.paper is None or self.spec.paper.generation != "checkpoint":
+            # Greedy decoding as the model cards show; sampling knobs from the checkpoint's config must not leak
+            # in. (The paper's AF3 run kept the checkpoint's config and set only do_sample=False.)
+            config.num_beams = 1
+            config.temperature = config.top_p = config.top_k = None
+            config.repetition_penalty = None
         config.max_new_tokens, config.max_length = max_new_tokens, None
         if config.pad_token_id is None:
             config.pad_token_id = self.pad_token_id
