@@ -235,7 +235,7 @@ def test_audio_flamingo_3_paper_settings(tmp_path: Path, monkeypatch: pytest.Mon
                        **({"protocol": protocol} if protocol == "card" else {}))
         lm.model.generation_config.repetition_penalty = 1.3  # a checkpoint's own setting
         monkeypatch.setattr(lm.model, "generate",
-                            lambda **kw: seen.__setitem__(lm.protocol, kw["generation_config"]) or kw["input_ids"])
+                            lambda lm=lm, **kw: seen.__setitem__(lm.protocol, kw["generation_config"]) or kw["input_ids"])
         lm.generate([prompt], max_new_tokens=5)
         assert lm.provenance()["protocol"] == protocol
         seen[f"{protocol} dtype"] = lm.provenance()["dtype"]
