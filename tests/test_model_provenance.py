@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.cli import main as harness
@@ -213,3 +214,34 @@ def test_tasks_is_configs_and_eval_prints_the_table(tmp_path: Path, capsys: pyte
     # always "increase" on a stratified half-up, half-down sample: 4 of 8 right
     assert m["n_correct"] == 4 and table[2] == (f"| volume | 50.0 | [{100 * m['accuracy_ci_low']:.1f}, "
                                                 f"{100 * m['accuracy_ci_high']:.1f}] | 8 | 0 | 0 |")
+
+
+def test_audio_flamingo_3_paper_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime: AudioFlamingo3ForConditionalGeneration.from_pretrained(
+    id, device_map="auto") with no dtype (transformers 5: config.json's dtype) and generate(**inputs,
+    max_new_tokens=..., do_sample=False): the checkpoint's generation config otherwise as it is."""
+    from harness.models.protocol import AudioClip, Prompt
+    from harness.models.registry import get_model
+
+    folder = tmp_path / "af3"
+    shutil.copytree(tiny_checkpoint("audio-flamingo-3"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["dtype"] = "bfloat16"  # as a checkpoint saved in bfloat16 says
+    (folder / "config.json").write_text(json.dumps(config))
+    seen: dict[str, object] = {}
+    prompt = Prompt(("Does the volume increase or decrease?", AudioClip(np.zeros(8000, dtype=np.float32), 16000)))
+    for protocol in ("paper", "card"):
+        lm = get_model("hf-audio-flamingo-3", model_id=str(folder), device="cpu",
+                       **({"protocol": protocol} if protocol == "card" else {}))
+        lm.model.generation_config.repetition_penalty = 1.3  # a checkpoint's own setting
+        monkeypatch.setattr(lm.model, "generate",
+                            lambda lm=lm, **kw: seen.__setitem__(lm.protocol, kw["generation_config"]) or kw["input_ids"])
+        lm.generate([prompt], max_new_tokens=5)
+        assert lm.provenance()["protocol"] == protocol
+        seen[f"{protocol} dtype"] = lm.provenance()["dtype"]
+    assert seen["paper dtype"] == "bfloat16" and seen["card dtype"] == "float32"
+    paper, card = seen["paper"], seen["card"]
+    assert (paper.do_sample, paper.repetition_penalty, paper.max_new_tokens) == (False, 1.3, 5)
+    assert (card.do_sample, card.repetition_penalty, card.num_beams) == (False, None, 1)
+    with pytest.raises(Exception, match="was not evaluated in the paper"):
+        get_model("tiny-qwen2-audio", protocol="paper")

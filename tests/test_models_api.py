@@ -102,7 +102,7 @@ def _recording(lm):
 
 def test_gemini_wire_format(server):
     server.script = lambda req, n: (200, {}, _gemini_ok("increase"))
-    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY)
+    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, protocol="card")
     assert lm.generate([_prompt("a", sr=48000)]) == ["increase"]  # the thought part is not the answer
     (req,) = server.requests
     assert req["path"] == "/v1beta/models/gemini-3-flash-preview:generateContent"  # no ?key= in the URL
@@ -118,13 +118,29 @@ def test_gemini_wire_format(server):
 
 def test_gemini_retry_draws_a_new_reproducible_sample(server):
     server.script = lambda req, n: (200, {}, _gemini_ok("increase"))
-    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, seed=7)
+    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY, seed=7, protocol="card")
     lm.generate([_prompt("a")], max_new_tokens=128)
     lm.generate([_prompt("a")], max_new_tokens=256)  # the runner's retry
-    GeminiAudioLM(base_url=_url(server), api_key=KEY, seed=7).generate([_prompt("a")], max_new_tokens=128)
+    GeminiAudioLM(base_url=_url(server), api_key=KEY, seed=7, protocol="card").generate([_prompt("a")], max_new_tokens=128)
     seeds = [r["body"]["generationConfig"]["seed"] for r in server.requests]
     assert seeds == [_seed(7, "a", 128), _seed(7, "a", 256), _seed(7, "a", 128)]
     assert seeds[0] != seeds[1]
+
+
+def test_gemini_paper_request_by_default(server):
+    """ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_gemini: GenerateContentConfig(
+    temperature=1.0 (its default for gemini-3 ids), top_k=5, max_output_tokens=max_new_tokens (128, then 256 on the
+    retry), thinking_config={"thinking_level": "low"}); no seed. REST spells them temperature, topK,
+    maxOutputTokens, thinkingConfig.thinkingLevel (ai.google.dev/api/generate-content)."""
+    server.script = lambda req, n: (200, {}, _gemini_ok("increase"))
+    lm = GeminiAudioLM(base_url=_url(server), api_key=KEY)
+    lm.generate([_prompt("a")], max_new_tokens=128)
+    lm.generate([_prompt("a")], max_new_tokens=256)
+    configs = [r["body"]["generationConfig"] for r in server.requests]
+    assert configs == [{"temperature": 1.0, "topK": 5, "maxOutputTokens": budget,
+                        "thinkingConfig": {"thinkingLevel": "low"}} for budget in (128, 256)]
+    info = lm.provenance()
+    assert (info["protocol"], info["seed"], info["budget_field"]) == ("paper", None, "maxOutputTokens")
 
 
 def test_openai_wire_format(server):
@@ -154,7 +170,7 @@ def test_provenance_records_the_served_model_version(server):
     assert info["api_model_versions"] == ["model=gpt-4o-audio-preview-2025-06-03, system_fingerprint=fp_abc"]
     assert info["generation"] == {"modalities": ["text"], "temperature": 0.0}
     json.dumps(info)  # goes into results.json as is
-    gem = GeminiAudioLM(base_url=_url(server), api_key=KEY, thinking_level="high")
+    gem = GeminiAudioLM(base_url=_url(server), api_key=KEY, thinking_level="high", protocol="card")
     server.script = lambda req, n: (200, {}, _gemini_ok("increase"))
     gem.generate([_prompt("a")])
     assert gem.provenance()["api_model_versions"] == ["modelVersion=gemini-3-flash-preview-11-2025"]

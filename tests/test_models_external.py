@@ -100,7 +100,7 @@ def kimi(monkeypatch):
 
 
 def test_kimi_messages_sampling_and_budget(kimi):
-    lm = KimiAudio(trust_remote_code=True)
+    lm = KimiAudio(trust_remote_code=True, protocol="card")
     assert FakeKimiAudio.made == [{"model_path": "moonshotai/Kimi-Audio-7B-Instruct", "load_detokenizer": False}]
     assert lm.generate([_prompt("a")], max_new_tokens=128) == ["increase"]
     lm.generate([_prompt("a", audio_first=True)], max_new_tokens=256)
@@ -214,7 +214,7 @@ def test_mimo_passes_the_budget_and_its_understanding_template(mimo):
 
 def test_mimo_retry_draws_a_new_sample_reproducibly_and_order_free(mimo):
     def draws(prompts, budget, seed=1234):
-        lm = MiMoAudio(seed=seed)
+        lm = MiMoAudio(seed=seed, protocol="card")
         lm.generate(prompts, max_new_tokens=budget)
         return {p.clip_id: f["draw"] for p, f in zip(prompts, lm.runtime.forwards, strict=True)}
 
@@ -235,7 +235,7 @@ def test_mimo_retry_through_the_runner(mimo):
     row = {"audio": {"array": _clip().array, "sampling_rate": 48000}, "category": "volume",
            "benchmark_clip_id": "p901_01__p901_101__jump__low__up", "label": "increase", "tier": "low",
            "curve": "jump", "direction": "up", "source_clip_id": "p901_101"}
-    lm = MiMoAudio()
+    lm = MiMoAudio(protocol="card")
     (out,) = evaluate_batch(lm, [row], get_variant("default"), EvalSettings("mimo-audio", ["volume"], "x"))
     first, retry = lm.runtime.forwards
     assert (first["max_new_tokens"], retry["max_new_tokens"]) == (128, 256)  # the runner's budgets arrive
@@ -243,7 +243,7 @@ def test_mimo_retry_through_the_runner(mimo):
 
 
 def test_mimo_takes_one_clip_and_reports_its_settings(mimo):
-    lm = MiMoAudio(tokenizer_path="/models/tok")
+    lm = MiMoAudio(tokenizer_path="/models/tok", protocol="card")
     lm.auto_batch(64)  # --batch-size auto: a batch-1 runtime stays at 1
     longest = Prompt((QUESTION, _clip(2.0)), clip_id="a")  # batches run longest first: this one before the bad
     good, bad = lm.generate_items([longest, _prompt("fewshot", n_audios=2)])
@@ -267,7 +267,7 @@ class FakeStepAudio2:
 
     def __call__(self, messages, **kwargs):
         heard = copy.deepcopy(messages)
-        for item in heard[1]["content"]:
+        for item in next(m for m in heard if m["role"] == "human")["content"]:
             if item["type"] == "audio":
                 item["audio"] = _heard(item["audio"])
         self.calls.append({"messages": heard, "kwargs": kwargs})
@@ -282,7 +282,7 @@ def step(monkeypatch):
 def test_step_audio_messages_and_generation(step):
     with pytest.raises(ModelError, match="trust_remote_code=True"):
         StepAudio2Mini()
-    lm = StepAudio2Mini(trust_remote_code=True, model_path="/ckpt/step-ft")
+    lm = StepAudio2Mini(trust_remote_code=True, model_path="/ckpt/step-ft", protocol="card")
     assert lm.generate([_prompt("a")], max_new_tokens=128) == ["decrease"]
     lm.generate([_prompt("a", audio_first=True)], max_new_tokens=256)
     first, second = lm.runtime.calls
@@ -325,3 +325,66 @@ def test_runtime_checkout_commit_is_recorded(kimi, tmp_path, monkeypatch, packed
         (git / "refs" / "heads" / "master").write_text(sha + "\n")
     monkeypatch.setattr(kimi, "__file__", str(tmp_path / "Kimi-Audio" / "kimia_infer" / "api" / "kimia.py"))
     assert KimiAudio(trust_remote_code=True).provenance()["runtime_commit"] == sha
+
+
+# ---- the paper's settings (the default protocol), written out by hand from ynklab/vocalgrad --------------
+# plic/kimi_common.py AudioModelRuntime._generate_kimia: model.generate(messages, output_type="text",
+# max_new_tokens=..., text_temperature=0.0 (T defaults to 0 for non-Gemini backends), text_top_k=5 (top_k
+# default), text_repetition_penalty=1.0, text_repetition_window_size=16, audio_temperature=0.0, audio_top_k=5,
+# audio_repetition_penalty=1.0, audio_repetition_window_size=64); messages: the text, then the audio.
+KIMI_PAPER = {"output_type": "text", "text_temperature": 0.0, "text_top_k": 5, "text_repetition_penalty": 1.0,
+              "text_repetition_window_size": 16, "audio_temperature": 0.0, "audio_top_k": 5,
+              "audio_repetition_penalty": 1.0, "audio_repetition_window_size": 64}
+
+
+def test_kimi_paper_settings_by_default(kimi):
+    lm = KimiAudio(trust_remote_code=True)
+    lm.generate([_prompt("a")], max_new_tokens=128)
+    (call,) = lm.runtime.calls
+    assert call["kwargs"] == {**KIMI_PAPER, "max_new_tokens": 128}
+    assert [m["message_type"] for m in call["chats"]] == ["text", "audio"]
+    assert lm.provenance()["protocol"] == "paper"
+    with pytest.raises(ModelError, match="protocol='cards' is unknown"):
+        KimiAudio(trust_remote_code=True, protocol="cards")
+
+
+def test_step_audio_paper_settings_by_default(step):
+    """plic/stepaudio2_runtime.py generate_text: "<|BOT|>human\\n" + prompt + audio (no system turn) and
+    GenerationConfig(max_new_tokens, pad_token_id, eos_token_id, do_sample=False): plain greedy decoding."""
+    lm = StepAudio2Mini(trust_remote_code=True)
+    lm.generate([_prompt("a")], max_new_tokens=128)
+    lm.generate([_prompt("a")], max_new_tokens=256)  # the runner's retry budget
+    first, retry = lm.runtime.calls
+    assert first["messages"] == [
+        {"role": "human", "content": [{"type": "text", "text": QUESTION},
+                                      {"type": "audio", "audio": (48000, 24000, 0.25)}]},
+        {"role": "assistant", "content": None},
+    ]
+    assert first["kwargs"] == {"max_new_tokens": 128, "do_sample": False}  # no num_beams: GenerationConfig's 1
+    assert retry["kwargs"] == {"max_new_tokens": 256, "do_sample": False}
+    info = lm.provenance()
+    assert info["protocol"] == "paper" and info["system_prompt"] is None
+
+
+@pytest.fixture
+def restore_determinism():
+    """The paper's MiMo seeding switches torch's deterministic algorithms on for the process: undo it after."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
+
+
+def test_mimo_paper_seeding_before_every_call(mimo, restore_determinism):
+    """plic/kimi_common.py _generate_mimoaudio calls _apply_mimo_seed(1234) before every call: random.seed,
+    torch.manual_seed (and CUDA's), cudnn.deterministic, use_deterministic_algorithms(True, warn_only=True)."""
+    lm = MiMoAudio()
+    lm.set_seed(1234)  # the runner hands --seed (default 1234, the paper's MIMOAUDIO_SEED default)
+    lm.generate([_prompt("a"), _prompt("b")], max_new_tokens=128)
+    lm.generate([_prompt("a")], max_new_tokens=256)
+    torch.manual_seed(1234)
+    published = int(torch.randint(0, 2**31 - 1, (1,)).item())  # the first draw after manual_seed(1234)
+    assert [f["draw"] for f in lm.runtime.forwards] == [published] * 3
+    assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+    assert lm.provenance()["seeding"].startswith("before every call") and lm.provenance()["protocol"] == "paper"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import BaseAudioLM, ModelError, wav_base64
-from .external import answer_seed
+from .external import answer_seed, check_protocol_name
 from .protocol import Listing, Prompt
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,8 @@ GEMINI = APISpec(
     name="gemini",
     registry_name="gemini-3-flash",
     description=("gemini-3-flash-preview generateContent, inline WAV (GEMINI_API_KEY, sent as the x-goog-api-key "
-                 "header); thinking low, T 1.0, no output-token cap"),
+                 "header); the paper's thinking low, T 1.0, top-k 5, output tokens capped at the budget "
+                 "(protocol=card: the docs' settings, no cap, seeded)"),
     model="gemini-3-flash-preview",
     default_base_url="https://generativelanguage.googleapis.com",
     base_url_env="GEMINI_BASE_URL",
@@ -287,20 +288,43 @@ class GeminiAudioLM(APIAudioLM):
 
     spec = GEMINI
 
+    # The paper's request (ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_gemini):
+    # GenerateContentConfig(temperature, top_k=5, max_output_tokens=the budget, thinking level), no seed.
+    PAPER_TOP_K = 5
+
     def __init__(
         self,
         name: str | None = None,
         *,
         temperature: float = GEMINI.generation["temperature"],
         thinking_level: str = GEMINI.generation["thinkingConfig"]["thinkingLevel"],
+        protocol: str = "paper",
         **kwargs: Any,
     ) -> None:
         super().__init__(name, **kwargs)
         self.temperature = temperature
         self.thinking_level = thinking_level
+        self.protocol = check_protocol_name(protocol, self.name)
 
     def _generation(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "thinkingConfig": {"thinkingLevel": self.thinking_level}}
+        base = {"temperature": self.temperature, "thinkingConfig": {"thinkingLevel": self.thinking_level}}
+        if self.protocol == "paper":  # the budget is each request's maxOutputTokens (128, then 256 on the retry)
+            return {**base, "topK": self.PAPER_TOP_K}
+        return base
+
+    def provenance(self) -> dict[str, Any]:
+        """The common record plus the protocol; under the paper's, the budget field and no seed."""
+        info = {**super().provenance(), "protocol": self.protocol}
+        if self.protocol == "paper":
+            info.update(budget_field="maxOutputTokens", seed=None, seeding="none (as in the paper)",
+                        source="ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_gemini; " + GEMINI.source)
+        return info
+
+    def _config(self, prompt: Prompt, max_new_tokens: int) -> dict[str, Any]:
+        """generationConfig of one request: the paper's (budget as maxOutputTokens) or the docs' (seeded)."""
+        if self.protocol == "paper":
+            return {**self._generation(), "maxOutputTokens": max_new_tokens}
+        return {**self._generation(), "seed": answer_seed(self.seed, prompt.clip_id, max_new_tokens)}
 
     def _request(self, prompt: Prompt, max_new_tokens: int) -> tuple[str, dict]:
         parts = [
@@ -309,8 +333,7 @@ class GeminiAudioLM(APIAudioLM):
             else {"inlineData": {"mimeType": "audio/wav", "data": wav_base64(s.array, s.sampling_rate)}}
             for s in prompt.segments
         ]
-        config = {**self._generation(), "seed": answer_seed(self.seed, prompt.clip_id, max_new_tokens)}
-        body = {"contents": [{"role": "user", "parts": parts}], "generationConfig": config}
+        body = {"contents": [{"role": "user", "parts": parts}], "generationConfig": self._config(prompt, max_new_tokens)}
         return f"{self.base_url}/v1beta/models/{self.model}:generateContent", body
 
     def _answer(self, data: dict) -> str:

@@ -23,7 +23,7 @@ import random
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -32,6 +32,28 @@ import numpy as np
 
 from .base import BaseAudioLM, ModelError
 from .protocol import Listing, MissingDependency, Prompt
+
+PROTOCOLS = ("paper", "card")  # --model-arg protocol=: the paper's settings (default) or the model card's
+
+
+def check_protocol_name(protocol: str, name: str) -> str:
+    """`protocol` when it names one of PROTOCOLS; ModelError otherwise."""
+    if protocol not in PROTOCOLS:
+        raise ModelError(f"{name}: protocol={protocol!r} is unknown; use paper (the paper's settings) or card "
+                         "(the model card's)")
+    return protocol
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """One protocol's prompt and decoding settings of a runtime, with where they were read."""
+
+    system_prompt: str | None  # None: no system turn
+    generation: dict[str, Any]  # fixed keyword arguments of every call
+    # "per-answer": reseeded from sha256(seed:clip_id:budget) before each call (order-free, a new retry sample);
+    # "fixed": the run's seed re-applied before every call, as the paper did (plic/kimi_common.py _apply_mimo_seed)
+    seeding: Literal["per-answer", "fixed"]
+    source: str
 
 
 @dataclass(frozen=True)
@@ -49,16 +71,16 @@ class RuntimeSpec(Listing):
     # template puts the clip before the instruction whatever the prompt's order.
     audio_placement: Literal["segment-order", "audio-first"]
     max_audios: int | None  # clips per prompt the runtime's template takes (None: any)
-    system_prompt: str | None  # None: the runtime's template has none
-    generation: dict[str, Any] = field(default_factory=dict)  # fixed settings of every call
+    paper: Decoding  # how the paper ran it (ynklab/vocalgrad plic/), the default
+    card: Decoding  # the model card's / official example's settings (--model-arg protocol=card)
     samples: bool = False  # draws random tokens (seeded per call, see the module docstring)
 
 
 KIMI_AUDIO = RuntimeSpec(
     name="kimi-audio",
     registry_name="kimi-audio",
-    description=("moonshotai/Kimi-Audio-7B-Instruct via kimia_infer (remote code); the README's sampling (text "
-                 "greedy), one message per segment in prompt order"),
+    description=("moonshotai/Kimi-Audio-7B-Instruct via kimia_infer (remote code), one message per segment in "
+                 "prompt order; the paper's greedy text and audio (protocol=card: the README's sampling)"),
     model_id="moonshotai/Kimi-Audio-7B-Instruct",
     runtime_modules=("kimia_infer.api.kimia",),
     install_hint="Kimi-Audio needs kimia_infer: git clone --recursive https://github.com/MoonshotAI/Kimi-Audio && "
@@ -68,15 +90,22 @@ KIMI_AUDIO = RuntimeSpec(
     dtype="bfloat16",
     audio_placement="segment-order",  # one {"role": "user", "message_type": ...} message per segment
     max_audios=None,
-    system_prompt=None,  # the prompt manager knows only user and assistant turns
+    # ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_kimia: text then audio message, no system
+    # turn, text_temperature 0 (greedy), top-k 5, audio_temperature 0.0 and audio_top_k 5.
+    paper=Decoding(None, {
+        "audio_temperature": 0.0, "audio_top_k": 5, "text_temperature": 0.0, "text_top_k": 5,
+        "audio_repetition_penalty": 1.0, "audio_repetition_window_size": 64,
+        "text_repetition_penalty": 1.0, "text_repetition_window_size": 16, "output_type": "text",
+    }, "per-answer", "ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_kimia"),
     # The README's sampling_params; text_temperature 0 makes the text stream greedy (the audio stream is
-    # sampled but replaced by blanks for output_type="text", so answers are deterministic).
-    generation={
+    # sampled but replaced by blanks for output_type="text", so answers are deterministic). The prompt
+    # manager knows only user and assistant turns: no system prompt.
+    card=Decoding(None, {
         "audio_temperature": 0.8, "audio_top_k": 10, "text_temperature": 0.0, "text_top_k": 5,
         "audio_repetition_penalty": 1.0, "audio_repetition_window_size": 64,
         "text_repetition_penalty": 1.0, "text_repetition_window_size": 16,
         "output_type": "text",
-    },
+    }, "per-answer", "github.com/MoonshotAI/Kimi-Audio README sampling_params"),
     source="github.com/MoonshotAI/Kimi-Audio README 'Inference with Python' (ASR example: text message, then "
     "audio message; model.generate(messages, **sampling_params, output_type='text')); "
     "kimia_infer/api/kimia.py KimiAudio.generate(max_new_tokens=-1 means up to 7500 - prompt length)",
@@ -86,7 +115,8 @@ MIMO_AUDIO = RuntimeSpec(
     name="mimo-audio",
     registry_name="mimo-audio",
     description=("XiaomiMiMo/MiMo-Audio-7B-Instruct via its runtime's audio-understanding template (the clip "
-                 "before the text, one clip); sampled at T 0.3, top-p 0.95"),
+                 "before the text, one clip); sampled at T 0.3, top-p 0.95, seeded before every call as in the "
+                 "paper (protocol=card: per answer)"),
     model_id="XiaomiMiMo/MiMo-Audio-7B-Instruct",
     runtime_modules=("src.mimo_audio.mimo_audio", "mimo_audio.mimo_audio"),
     install_hint="MiMo-Audio needs its runtime: git clone https://github.com/XiaomiMiMo/MiMo-Audio && "
@@ -98,14 +128,19 @@ MIMO_AUDIO = RuntimeSpec(
     # "<think>\n\n</think>\n" (thinking=False)
     audio_placement="audio-first",
     max_audios=1,
-    system_prompt=None,
     # The runtime's own audio_understanding sampler (global T 0.3, top-p 0.95), pinned so that a changed
     # runtime default cannot change results; audio_understanding_sft's stopping tokens (eos, <|im_end|>).
-    generation={
-        "task_name": "audio_understanding",
-        "thinking": False,
+    # The paper passed no sampler settings (the same upstream defaults) and re-applied its seed (1234) before
+    # every call (plic/kimi_common.py _generate_mimoaudio -> _apply_mimo_seed); the card's alternative
+    # reseeds per answer, so a retry draws a new sample and batch order never matters.
+    paper=Decoding(None, {
+        "task_name": "audio_understanding", "thinking": False,
         "global_sampler": {"do_sample": True, "temperature": 0.3, "top_p": 0.95},
-    },
+    }, "fixed", "ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_mimoaudio"),
+    card=Decoding(None, {
+        "task_name": "audio_understanding", "thinking": False,
+        "global_sampler": {"do_sample": True, "temperature": 0.3, "top_p": 0.95},
+    }, "per-answer", "github.com/XiaomiMiMo/MiMo-Audio inference_example_sft.py"),
     samples=True,
     source="github.com/XiaomiMiMo/MiMo-Audio inference_example_sft.py ('audio understanding': "
     "model.audio_understanding_sft(audio_path, text)); src/mimo_audio/mimo_audio.py audio_understanding_sft "
@@ -116,8 +151,8 @@ MIMO_AUDIO = RuntimeSpec(
 STEP_AUDIO_2_MINI = RuntimeSpec(
     name="step-audio-2-mini",
     registry_name="step-audio-2-mini",
-    description=("stepfun-ai/Step-Audio-2-mini via its runtime (remote code); examples.py's audio-analysis system "
-                 "prompt, beam search of width 2"),
+    description=("stepfun-ai/Step-Audio-2-mini via its runtime (remote code); the paper's plain greedy decoding, "
+                 "no system turn (protocol=card: examples.py's expert system prompt, beam search of width 2)"),
     model_id="stepfun-ai/Step-Audio-2-mini",
     runtime_modules=("stepaudio2",),
     install_hint="Step-Audio 2 mini needs its runtime: git clone https://github.com/stepfun-ai/Step-Audio2 && "
@@ -127,11 +162,15 @@ STEP_AUDIO_2_MINI = RuntimeSpec(
     dtype="bfloat16",
     audio_placement="segment-order",  # human content items {"type": "text"|"audio"} in prompt order
     max_audios=None,
-    system_prompt="You are an expert in audio analysis, please analyze the audio content and answer the "
-    "questions accurately.",
-    # mmau_test's call: model(messages, max_new_tokens=256, num_beams=2), i.e. beam search of width 2
-    # (GenerationConfig's do_sample defaults to False); max_new_tokens comes from the runner.
-    generation={"do_sample": False, "num_beams": 2},
+    # ynklab/vocalgrad plic/stepaudio2_runtime.py generate_text: "<|BOT|>human\n" + prompt + audio, no system
+    # turn, GenerationConfig(max_new_tokens, pad, eos, do_sample=False): plain greedy decoding.
+    paper=Decoding(None, {"do_sample": False}, "per-answer",
+                   "ynklab/vocalgrad plic/stepaudio2_runtime.py generate_text"),
+    # examples.py mmau_test: the expert system prompt and model(messages, max_new_tokens=256, num_beams=2), i.e.
+    # beam search of width 2 (GenerationConfig's do_sample defaults to False); max_new_tokens from the runner.
+    card=Decoding("You are an expert in audio analysis, please analyze the audio content and answer the "
+                  "questions accurately.", {"do_sample": False, "num_beams": 2}, "per-answer",
+                  "github.com/stepfun-ai/Step-Audio2 examples.py mmau_test"),
     source="github.com/stepfun-ai/Step-Audio2 examples.py mmau_test (audio understanding: the system prompt "
     "above, a human turn of audio and text items, an open assistant turn)",
 )
@@ -226,8 +265,11 @@ class ExternalAudioLM(BaseAudioLM):
         revision: str | None = None,
         trust_remote_code: bool = False,
         seed: int = 1234,
+        protocol: str = "paper",
     ) -> None:
         super().__init__(name, batch_size=1)
+        self.protocol = check_protocol_name(protocol, self.name)
+        self.decoding: Decoding = getattr(self.spec, protocol)
         if self.spec.runs_remote_code and not trust_remote_code:
             raise ModelError(
                 f"{self.name} executes model code from its Hub repository; pass trust_remote_code=True "
@@ -270,6 +312,20 @@ class ExternalAudioLM(BaseAudioLM):
         torch.manual_seed(seed)
 
     @staticmethod
+    def reseed_as_published(seed: int) -> None:
+        """The paper's seeding before every MiMo call (plic/kimi_common.py _apply_mimo_seed): Python and torch
+        (every device) seeded, cuDNN deterministic, torch's deterministic algorithms (warn only)."""
+        import torch
+
+        random.seed(seed)
+        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed_all(seed)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+    @staticmethod
     @contextmanager
     def clip_files(prompt: Prompt) -> Iterator[list[str]]:
         """One temporary 16-bit WAV path per audio segment, at the clip's own sampling rate."""
@@ -290,8 +346,11 @@ class ExternalAudioLM(BaseAudioLM):
             if limit is not None and len(p.audios) > limit:
                 raise ModelError(f"{self.name}'s template takes at most {limit} clip(s) per prompt, got "
                                  f"{len(p.audios)}", p.clip_id)
-            self.reseed(answer_seed(self.seed, p.clip_id, max_new_tokens))
-            answers.append(self._answer(p, max_new_tokens))
+            if self.decoding.seeding == "fixed":
+                self.reseed_as_published(self.seed)
+            else:
+                self.reseed(answer_seed(self.seed, p.clip_id, max_new_tokens))
+            answers.append(self._answer(p, max_new_tokens).strip())  # the paper strips every answer
         return answers
 
     @staticmethod
@@ -315,11 +374,14 @@ class ExternalAudioLM(BaseAudioLM):
             "runs_remote_code": self.spec.runs_remote_code,
             "sampling_rate": self.spec.sampling_rate,
             "audio_placement": self.spec.audio_placement,
-            "system_prompt": self.spec.system_prompt,
-            "generation": self.spec.generation,
+            "protocol": self.protocol,
+            "system_prompt": self.decoding.system_prompt,
+            "generation": self.decoding.generation,
             "seed": self.seed,
-            "seeding": "per call: sha256(seed:clip_id:max_new_tokens)" if self.spec.samples else "not sampled",
-            "source": self.spec.source,
+            "seeding": ("not sampled" if not self.spec.samples else "before every call: the seed itself, as the "
+                        "paper did" if self.decoding.seeding == "fixed" else
+                        "per call: sha256(seed:clip_id:max_new_tokens)"),
+            "source": self.decoding.source,
         }
 
 
@@ -358,7 +420,7 @@ class KimiAudio(ExternalAudioLM):
         with self.clip_files(prompt) as paths:
             messages = [{"role": "user", "message_type": kind, "content": value}
                         for kind, value in self._interleave(prompt, paths)]
-            _, text = self.runtime.generate(messages, **self.spec.generation, max_new_tokens=max_new_tokens)
+            _, text = self.runtime.generate(messages, **self.decoding.generation, max_new_tokens=max_new_tokens)
         return text
 
 
@@ -380,8 +442,8 @@ class MiMoAudio(ExternalAudioLM):
             if not callable(getattr(runtime, method, None)):
                 raise ModelError(f"MiMo-Audio's runtime has no {method}(); update the checkout")
         require_parameter(runtime.forward, "max_new_tokens", "MiMo-Audio's MimoAudio.forward")
-        sampler = runtime.task_sampler_configs[self.spec.generation["task_name"]]["global"]
-        for key, value in self.spec.generation["global_sampler"].items():
+        sampler = runtime.task_sampler_configs[self.decoding.generation["task_name"]]["global"]
+        for key, value in self.decoding.generation["global_sampler"].items():
             if not hasattr(sampler, key):
                 raise ModelError(f"MiMo-Audio's sampler has no {key!r}; update the checkout")
             setattr(sampler, key, value)
@@ -395,7 +457,7 @@ class MiMoAudio(ExternalAudioLM):
 
     def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
         text = "".join(s for s in prompt.segments if isinstance(s, str))  # the template places it after the clip
-        runtime, gen = self.runtime, self.spec.generation
+        runtime, gen = self.runtime, self.decoding.generation
         with self.clip_files(prompt) as (path,):
             input_ids = runtime.get_audio_understanding_sft_prompt(path, text, thinking=gen["thinking"])
             stop = self.module.MiMoStopper(
@@ -424,10 +486,11 @@ class StepAudio2Mini(ExternalAudioLM):
     def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
         with self.clip_files(prompt) as paths:
             content = [{"type": kind, kind: value} for kind, value in self._interleave(prompt, paths)]
+            system = self.decoding.system_prompt
             messages = [
-                {"role": "system", "content": self.spec.system_prompt},
+                *([{"role": "system", "content": system}] if system is not None else []),
                 {"role": "human", "content": content},
                 {"role": "assistant", "content": None},
             ]
-            _, text, _ = self.runtime(messages, max_new_tokens=max_new_tokens, **self.spec.generation)
+            _, text, _ = self.runtime(messages, max_new_tokens=max_new_tokens, **self.decoding.generation)
         return text

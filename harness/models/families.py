@@ -49,6 +49,17 @@ class Requirement:
 
 
 @dataclass(frozen=True)
+class PaperRun:
+    """How the paper ran a family where that differs from the model card's settings (the default protocol)."""
+
+    # "checkpoint": from_pretrained without a dtype, i.e. transformers 5's "auto": config.json's dtype
+    dtype: str
+    # "checkpoint": the checkpoint's generation_config as it is (repetition penalty and all), do_sample=False only
+    generation: str
+    source: str
+
+
+@dataclass(frozen=True)
 class FamilySpec(Listing):
     """How one transformers audio-LM family is loaded, prompted and read."""
 
@@ -110,11 +121,16 @@ class FamilySpec(Listing):
     # The encoder + projector layout PCLM attaches to; None where the family has no plain multi-layer encoder
     # feeding a separate projector (see harness.models.pclm for which families and why).
     audio_stack: AudioStack | None = None
+    # Which of a clip's audio slots carry the clip (probing pools and picks positions over those only):
+    # "all", or the name of the family's length rule in harness.models.hf.SLOT_RULES (Gemma 3n and Voxtral
+    # give every clip a fixed block of slots and fill the rest with padding; the rule says how many are real).
+    audio_slots: str = "all"
     load_kwargs: dict = field(default_factory=dict)  # extra from_pretrained kwargs (config overrides)
     processor_kwargs: dict = field(default_factory=dict)
     # Generation: greedy decoding (do_sample=False) for every family, as in each model card's example;
     # these are extra generate() kwargs on top.
     generate_kwargs: dict = field(default_factory=dict)
+    paper: PaperRun | None = None  # the paper's settings for the families it evaluated (protocol=paper)
     notes: str = ""
 
 
@@ -142,7 +158,8 @@ AUDIO_FLAMINGO_3 = FamilySpec(
     name="audio-flamingo-3",
     registry_name="audio-flamingo-3",
     checkpoint="nvidia/audio-flamingo-3-hf",
-    description="nvidia/audio-flamingo-3-hf (float32 as published)",
+    description="nvidia/audio-flamingo-3-hf; the paper's settings: the checkpoint's dtype and generation config, "
+    "greedy (protocol=card: float32, greedy without the config's sampling/repetition settings)",
     tiny_description="random-weight Audio Flamingo 3: 2 encoder + 2 decoder layers (tests)",
     model_class="AudioFlamingo3ForConditionalGeneration",
     dtype="float32",
@@ -151,6 +168,10 @@ AUDIO_FLAMINGO_3 = FamilySpec(
     fast_encoder="whisper",
     feature_mask_key="input_features_mask",
     audio_stack=WHISPER_STACK,
+    # ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime: from_pretrained(id, device_map="auto") with no
+    # dtype, generate(**inputs, max_new_tokens=..., do_sample=False) and nothing else.
+    paper=PaperRun(dtype="checkpoint", generation="checkpoint",
+                   source="ynklab/vocalgrad plic/kimi_common.py AudioModelRuntime._generate_audioflamingo3"),
     notes="The HF chat template always places <sound> before the turn's text.",
 )
 
@@ -190,6 +211,7 @@ VOXTRAL = FamilySpec(
     processor_class="VoxtralProcessor",
     input_style="chat",
     chat_audio_field="base64",
+    audio_slots="mistral-common",  # 375 [AUDIO] slots per 30 s chunk, 12.5 per second of the clip
     extra="voxtral",
     max_audio_seconds=None,  # chunked by the model itself
     requires=(Requirement("mistral_common", "mistral-common[audio]>=1.11.5", "Voxtral's tokenizer"),),
@@ -265,6 +287,7 @@ GEMMA3N = FamilySpec(
     model_class="Gemma3nForConditionalGeneration",
     processor_class="Gemma3nProcessor",
     unused_towers=("vision_tower",),
+    audio_slots="gemma3n",  # 188 slots per clip, 6.25 per second of the clip
     extra="gemma3n",
     batch_invariant=False,
     requires=(Requirement("timm", "timm", "the vision tower (unused by audio prompts)"),),

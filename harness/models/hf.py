@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,57 @@ def _audio_token_id(config: Any, processor: Any) -> int:
     return int(processor.tokenizer.convert_tokens_to_ids(processor.audio_token))
 
 
+def _gemma3n_slots(lm: HFAudioLM, inputs: dict[str, torch.Tensor], clips: list[AudioClip]) -> list[tuple[int, int]]:
+    """(slots, slots carrying the clip) per clip, from the mel frames the processor marks valid.
+
+    Source: transformers models/gemma3n/modeling_gemma3n.py. Gemma3nAudioEncoder.forward keeps, for subsampled
+    frame i, the mask of mel frame i * prod(sscp_conv_stride_size[k][0]) (valid mel frames are a prefix, so
+    ceil(n / stride) frames are real), then every conf_reduction_factor-th frame; Gemma3nModel.forward writes
+    the embedding of the last audio vocab id over masked frames and over the rest of the
+    audio_soft_tokens_per_image slots the processor inserted."""
+    config = lm.model.config
+    stride = math.prod(s[0] for s in config.audio_config.sscp_conv_stride_size)
+    reduction = config.audio_config.conf_reduction_factor
+    total = config.audio_soft_tokens_per_image
+    frames = inputs["input_features_mask"].sum(-1).tolist()
+    return [(total, min(total, math.ceil(math.ceil(n / stride) / reduction))) for n in frames]
+
+
+def _mistral_slots(lm: HFAudioLM, inputs: dict[str, torch.Tensor], clips: list[AudioClip]) -> list[tuple[int, int]]:
+    """(slots, slots carrying the clip) per clip, from the clip's length in samples.
+
+    Source: mistral_common/tokens/tokenizers/audio.py (mistral-common 1.11+). AudioEncoder pads a clip with
+    zeros to a multiple of AudioConfig.chunk_length_s (30 s) and writes num_audio_tokens(padded samples)
+    [AUDIO] tokens (12.5 per second: one per 8 hops of 160 samples); the clip's own samples are the first
+    num_audio_tokens(its samples) of them, the others encode the zero padding."""
+    config = lm.processor.tokenizer.tokenizer.instruct_tokenizer.audio_encoder.audio_config
+    out = []
+    for clip in clips:
+        n = len(mono_at(clip, lm.spec.sampling_rate))
+        padded = math.ceil(n / config.chunk_frames) * config.chunk_frames
+        out.append((config.num_audio_tokens(padded), config.num_audio_tokens(n)))
+    return out
+
+
+# FamilySpec.audio_slots -> (model, processor outputs, the batch's clips in order) -> (slots, carrying) per clip
+SLOT_RULES: dict[str, Callable[[HFAudioLM, dict[str, torch.Tensor], list[AudioClip]], list[tuple[int, int]]]] = {
+    "gemma3n": _gemma3n_slots, "mistral-common": _mistral_slots,
+}
+
+
+def carrying_positions(positions: np.ndarray, slots: list[tuple[int, int]], clip_id: str = "") -> np.ndarray:
+    """The audio positions that carry a clip: of each clip's block of `slots` positions (in order), the first
+    `carrying` ones."""
+    if sum(total for total, _ in slots) != len(positions):
+        raise ModelError(f"{len(positions)} audio slots in the prompt, but its clips should take "
+                         f"{sum(total for total, _ in slots)}", clip_id)
+    keep, start = [], 0
+    for total, real in slots:
+        keep.append(positions[start : start + real])
+        start += total
+    return np.concatenate(keep) if keep else positions[:0]
+
+
 def family_model_type(spec: FamilySpec) -> str:
     """The config.json `model_type` of the family's checkpoints (its transformers config class says it)."""
     import transformers
@@ -64,17 +117,29 @@ def family_model_type(spec: FamilySpec) -> str:
     return getattr(transformers, spec.model_class).config_class.model_type
 
 
-def checkpoint_model_type(model_id: str, revision: str | None = None) -> str | None:
-    """`model_type` from the checkpoint's config.json (a folder, or a Hub id as cached or downloaded), read
-    before any weight is loaded; None when config.json names none."""
+def checkpoint_config(model_id: str, revision: str | None = None) -> dict[str, Any]:
+    """The checkpoint's config.json as a dict (a folder, or a Hub id as cached or downloaded), read before any
+    weight is loaded."""
     from transformers import PretrainedConfig
 
     try:
         config, _ = PretrainedConfig.get_config_dict(model_id, revision=revision)
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot read config.json of {model_id}: {err}") from None
-    value = config.get("model_type")
+    return config
+
+
+def checkpoint_model_type(model_id: str, revision: str | None = None) -> str | None:
+    """`model_type` from the checkpoint's config.json; None when it names none."""
+    value = checkpoint_config(model_id, revision).get("model_type")
     return value if isinstance(value, str) else None
+
+
+def checkpoint_dtype(model_id: str, revision: str | None = None) -> str:
+    """The dtype config.json records (what from_pretrained loads without a dtype: transformers 5's "auto")."""
+    config = checkpoint_config(model_id, revision)
+    value = config.get("dtype") or config.get("torch_dtype") or (config.get("text_config") or {}).get("dtype")
+    return str(value) if value else "float32"  # transformers' own fallback when the config names none
 
 
 def family_of_model_type(model_type: str | None, model_id: str) -> FamilySpec:
@@ -155,6 +220,7 @@ class HFAudioLM(BaseAudioLM):
         fast_encoder: bool = False,
         feature_device: str | None = None,
         revision: str | None = None,
+        protocol: str | None = None,
         model: Any = None,
         processor: Any = None,
     ) -> None:
@@ -167,9 +233,13 @@ class HFAudioLM(BaseAudioLM):
                      self.name, self.spec.name)
             self.batch_size = self.stats["batch_size"] = 1
         self.model_id = model_id
+        self.revision = revision or self.spec.revision
+        self.protocol = self._protocol(protocol)
+        paper = self.spec.paper if self.protocol == "paper" else None
+        if dtype is None and paper is not None and paper.dtype == "checkpoint" and model is None:
+            dtype = checkpoint_dtype(model_id, self.revision)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype or self.spec.dtype, self.device)
-        self.revision = revision or self.spec.revision
         # trust_remote_code is only ever what the caller passed: never switched on here.
         hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
         if model is None:
@@ -204,6 +274,18 @@ class HFAudioLM(BaseAudioLM):
         self.feature_device = feature_device
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._choice_memo: dict[str, tuple[list[int], str]] = {}
+
+    def _protocol(self, protocol: str | None) -> str:
+        """"paper" (the default for the families the paper ran) or "card" (the model card's settings)."""
+        from .external import check_protocol_name
+
+        if protocol is None:
+            return "paper" if self.spec.paper is not None else "card"
+        check_protocol_name(protocol, self.spec.name)
+        if protocol == "paper" and self.spec.paper is None:
+            raise ModelError(f"{self.spec.name} was not evaluated in the paper: its only protocol is card (the model "
+                             "card's settings)")
+        return protocol
 
     # ---- TrainableAudioLM: what fine-tuning reads off the family spec ---------------------------------
     @property
@@ -246,7 +328,7 @@ class HFAudioLM(BaseAudioLM):
         local = Path(self.model_id).expanduser()
         return {
             "kind": self.kind, "model_id": str(local.resolve()) if local.is_dir() else self.model_id,
-            "family": self.spec.name, "revision": self.revision, **self._weights,
+            "family": self.spec.name, "revision": self.revision, "protocol": self.protocol, **self._weights,
             "dtype": str(self.dtype).removeprefix("torch."), "device": str(self.device), **self._adapter,
             "active_adapters": active_lora_adapters(self.model),
             "versions": {p: version(p) for p in ("torch", "transformers", "vocalgrad")},
@@ -487,10 +569,13 @@ class HFAudioLM(BaseAudioLM):
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int) -> list[str]:
         inputs = self._encode(prompts)
         config = copy.deepcopy(self.model.generation_config)
-        # Greedy decoding as published; sampling knobs from the checkpoint's config must not leak in.
-        config.do_sample, config.num_beams = False, 1
-        config.temperature = config.top_p = config.top_k = None
-        config.repetition_penalty = None
+        config.do_sample = False
+        if self.protocol != "paper" or self.spec.paper is None or self.spec.paper.generation != "checkpoint":
+            # Greedy decoding as the model cards show; sampling knobs from the checkpoint's config must not leak
+            # in. (The paper's AF3 run kept the checkpoint's config and set only do_sample=False.)
+            config.num_beams = 1
+            config.temperature = config.top_p = config.top_k = None
+            config.repetition_penalty = None
         config.max_new_tokens, config.max_length = max_new_tokens, None
         if config.pad_token_id is None:
             config.pad_token_id = self.pad_token_id
@@ -606,6 +691,9 @@ class HFAudioLM(BaseAudioLM):
         if state.hidden is None:
             raise ModelError(f"{self.name}: the forward returned no hidden states")
         ids = inputs["input_ids"]
+        clips = [a for p in prompts for a in p.audios]
+        rule = SLOT_RULES.get(self.spec.audio_slots)
+        slots = rule(self, inputs, clips) if rule is not None else None
         embeds = captured[0] if captured else None
         if not isinstance(embeds, torch.Tensor) or tuple(embeds.shape[:2]) != tuple(ids.shape):
             raise ModelError(f"{self.name}: {path!r} did not see the merged input embeddings ({where}); "
@@ -616,11 +704,16 @@ class HFAudioLM(BaseAudioLM):
         stream = getattr(config, "altup_active_idx", 0)
         hidden = [h[stream] if h.dim() == 4 else h for h in state.hidden]
         out = HiddenStates()
+        first_clip = 0
         for b in range(len(prompts)):
             keep = state.attention_mask[b].bool()
             layers = torch.stack([h[b, keep] for h in hidden]).float().cpu().numpy()
             row = ids[b, keep]
             audio_pos = (row == self.audio_token_id).nonzero()[:, 0].cpu().numpy()
+            n_clips = len(prompts[b].audios)
+            if slots is not None:  # only the slots that carry the clip, never the family's padding slots
+                audio_pos = carrying_positions(audio_pos, slots[first_clip : first_clip + n_clips], prompts[b].clip_id)
+            first_clip += n_clips
             out.decoder.append(layers)
             out.pre_llm_audio.append(embeds[b, keep][torch.as_tensor(audio_pos, device=embeds.device)].float().cpu().numpy())
             out.audio_positions.append(audio_pos)
