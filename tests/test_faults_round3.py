@@ -300,6 +300,7 @@ def test_probe_cross_validation_never_puts_a_speaker_on_both_sides(release: Path
     out p902_205 and train on p901_101, the same voice on both sides of the split."""
     from probing import extract as ex
     from probing import train
+    from probing.probes import ProbeSettings
     from probing.store import Extraction
     from tests.test_faults_harness import FakeEncoder
 
@@ -314,7 +315,7 @@ def test_probe_cross_validation_never_puts_a_speaker_on_both_sides(release: Path
     seen: list[list[np.ndarray]] = []
     real = train.grouped_folds
     monkeypatch.setattr(train, "grouped_folds", lambda groups, k: seen.append(real(groups, k)) or seen[-1])
-    out = train.train_run(root, representations=["encoder/1"], cv_folds=2, progress=False)
+    out = train.train_run(root, ProbeSettings(epochs=2), representations=["encoder/1"], cv_folds=2, progress=False)
     speakers = np.array(Extraction(root).open("train", "volume").rows["speaker_id"])
     assert sorted(set(speakers)) == ["p901", "p903"] and out["cross_validation"]["group_by"]["volume"] == "speaker_id"
     (folds,) = seen
