@@ -20,8 +20,8 @@ from vocalgrad_dataset import buildinfo, grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import parse_config, unit_ids
-from vocalgrad_dataset.sources import SourceError, check_wav_complete
 from vocalgrad_dataset.manifest import MANIFEST_NAME, read_manifest, read_release_metadata, short_category
+from vocalgrad_dataset.sources import SourceError, check_wav_complete
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES

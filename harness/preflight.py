@@ -73,9 +73,8 @@ def preflight_rows(source: Any, config: str, n: int = PREFLIGHT_CLIPS) -> list[d
 
 def run_preflight(model: AudioLM, source: Any, config: str, variant: Any, settings: Any) -> PreflightResult:
     """Ask the run's question on a few high-tier clips; PreflightError when most answers are unusable."""
-    from harness.runner import evaluate_batch
-
     from harness.redact import run_secrets, scrub_row
+    from harness.runner import evaluate_batch
 
     result = PreflightResult(config)
     secrets = run_secrets(settings.model_args)  # an answer echoing a key reaches no message or record

@@ -15,8 +15,8 @@ import pytest
 
 from harness import results as res
 from harness.cli import main as harness
-from tests.test_runner import FakeModel, make_release
 from tests.test_faults_dataset import fbuild, tiny_folder
+from tests.test_runner import FakeModel, make_release
 from vocalgrad_dataset.buildinfo import BuildMismatchError
 from vocalgrad_dataset.export import build
 

@@ -181,7 +181,7 @@ def _write_shards(todo: Sequence[ShardTask], total: int, out: Path, num_proc: in
     bar = progress_bar(total=total, initial=total - len(todo), unit="shard", disable=not progress, desc=bar_desc)
     if num_proc > 1 and len(todo) > 1:
         # spawn: no inherited locks or thread pools from the parent (pyarrow, BLAS)
-        with mp.get_context("spawn").Pool(num_proc) as pool:
+        with mp.get_context("spawn").Pool(min(num_proc, len(todo))) as pool:  # no idle workers
             for _, n in pool.imap_unordered(_write_shard_star, [(t, out) for t in todo]):
                 written += n
                 bar.update()
