@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -19,6 +23,18 @@ from tests.test_faults_dataset import fbuild, tiny_folder
 from tests.test_runner import FakeModel, make_release
 from vocalgrad_dataset.buildinfo import BuildMismatchError
 from vocalgrad_dataset.export import build
+
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _wait_for(cond, timeout: float = 300.0) -> None:
+    """Poll a condition, with a bound generous enough for a loaded machine (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:
@@ -322,3 +338,71 @@ def test_probe_cross_validation_never_puts_a_speaker_on_both_sides(release: Path
     for held in folds:
         rest = np.setdiff1d(np.arange(len(speakers)), held)
         assert len(held) and not set(speakers[held]) & set(speakers[rest])
+
+
+# ---- SIGTERM / kill -9 to a build with worker processes; --num-proc capped --------------------------------------------
+def _workers(pid: int) -> set[int]:
+    """Live pool workers of `pid`: its children started by multiprocessing's spawn (not its resource tracker,
+    which writes nothing and leaves when its parent's pipe closes)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in cmdline:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_parallel_build_leaves_no_worker_behind(tmp_path: Path, sig: signal.Signals) -> None:
+    data = tiny_folder(tmp_path / "src", n=8)
+    out = tmp_path / "C"
+    args = [sys.executable, "-m", "vocalgrad_dataset.cli", "build", "--config", "volume", "--source", "folder",
+            "--data-dir", str(data), "--out", str(out), "--clips-per-shard", "1", "--quiet"]
+    build_ = subprocess.Popen([*args, "--num-proc", "2"], env=DATASET_ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: len(_workers(build_.pid)) == 2)
+    workers = _workers(build_.pid)
+    _wait_for(lambda: len(list((out / "volume").glob("*.parquet"))) >= 1)  # mid-build: a shard is done
+    build_.send_signal(sig)
+    err = build_.communicate(timeout=300)[1]
+    if sig == signal.SIGTERM:  # one line; the workers were stopped before the build (and its lock) ended
+        assert build_.returncode == 130 and "Traceback" not in err and err.strip() == "vocalgrad-dataset: interrupted"
+        assert all(_gone(w) for w in workers)
+    else:  # kill -9 runs no handler: the workers follow their parent by themselves
+        _wait_for(lambda: all(_gone(w) for w in workers))
+    shards = sorted(p.name for p in (out / "volume").glob("*.parquet"))
+    assert len(shards) < 8
+    done = subprocess.run([*args, "--num-proc", "16"], env=DATASET_ENV, cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert len(list((out / "volume").glob("*.parquet"))) == 8
+
+
+def test_num_proc_is_capped_by_the_shards_to_write(tmp_path: Path, monkeypatch) -> None:
+    import multiprocessing as mp
+
+    sizes = []
+    real = mp.get_context("spawn").Pool
+
+    class Ctx:
+        def Pool(self, n, **kw):  # noqa: N802 - multiprocessing's name
+            sizes.append(n)
+            return real(n, **kw)
+
+    from vocalgrad_dataset import export
+
+    monkeypatch.setattr(export.mp, "get_context", lambda kind: Ctx())
+    data = tiny_folder(tmp_path / "src", n=3)
+    fbuild(data, tmp_path / "C", clips_per_shard=1, num_proc=16)
+    assert sizes == [3]  # three shards, three workers
