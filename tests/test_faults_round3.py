@@ -406,3 +406,112 @@ def test_num_proc_is_capped_by_the_shards_to_write(tmp_path: Path, monkeypatch) 
     data = tiny_folder(tmp_path / "src", n=3)
     fbuild(data, tmp_path / "C", clips_per_shard=1, num_proc=16)
     assert sizes == [3]  # three shards, three workers
+
+
+# ---- tracebacks that became one line ------------------------------------------------------------------------------
+def test_out_paths_that_are_files_are_one_line(release: Path, tmp_path: Path, capsys) -> None:
+    from probing.extract import main as extract
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    base = ["eval", "--model", "always-increase", "--dataset", str(release), "--configs", "volume", "--out"]
+    _one_line(capsys, harness([*base, str(afile)]), f"cannot use {afile}: File exists")
+    _one_line(capsys, harness([*base, str(afile / "sub")]), f"cannot use {afile / 'sub'}: Not a directory")
+    code = extract(["--model", "tests.test_faults_harness:FakeEncoder", "--dataset", str(release), "--split", "test",
+                    "--configs", "volume", "--out", str(afile), "--limit-units", "1"])
+    _one_line(capsys, code, f"cannot use {afile}: File exists")
+    assert afile.read_text() == "x"
+
+
+READ_ONLY_SCRIPT = """
+import contextlib, io, json, sys
+from harness.cli import main as harness
+from listening.cli import main as listen
+from probing.extract import main as extract
+release, ro, sub, subs = sys.argv[1:5]
+cases = {
+    "eval": (harness, ["eval", "--model", "always-increase", "--dataset", release, "--configs", "volume",
+                       "--out", ro]),
+    "extract": (extract, ["--model", "tests.test_faults_harness:FakeEncoder", "--dataset", release, "--split",
+                          "test", "--configs", "volume", "--out", ro + "/feat", "--limit-units", "1"]),
+    "listen": (listen, ["init", "--db", ro + "/s.sqlite", "--config", "volume", "--source", "demo", "--n", "4"]),
+    "submit": (harness, ["leaderboard", "submit", sub, "--model-name", "Coin", "--out", ro + "/sub.json"]),
+    "build": (harness, ["leaderboard", "build", subs, "--out", ro + "/site"]),
+}
+seen = {}
+for name, (main, args) in cases.items():
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(args)
+    seen[name] = [code, err.getvalue()]
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.slow
+def test_read_only_output_folders_are_one_line(release: Path, tmp_path: Path) -> None:
+    """As a user without root's override: --out / --db in a read-only folder, for every command that writes."""
+    from harness.runner import EvalSettings, run_eval
+
+    run = tmp_path / "run"
+    run_eval(EvalSettings("random", ["volume"], str(run), source="demo", batch_size=24))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    assert harness(["leaderboard", "submit", str(run), "--model-name", "Coin", "--out", str(subs / "a.json")]) == 0
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root ignores permissions: drop the capability that lets it, as a lab account lacks it
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: a read-only folder cannot be reproduced")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    try:
+        proc = subprocess.run([*prefix, sys.executable, "-c", READ_ONLY_SCRIPT, str(release), str(ro), str(run),
+                               str(subs)], env=DATASET_ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    finally:
+        ro.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    where = {"eval": ro / ".locks", "extract": ro / "feat", "listen": ro / "s.sqlite", "submit": ro, "build": ro / "site"}
+    for name, (code, err) in seen.items():
+        lines = [x for x in err.splitlines() if x.startswith("error:")]
+        assert code == 2 and "Traceback" not in err and len(lines) == 1, (name, err)
+        assert str(where[name]) in lines[0] and ("Permission denied" in lines[0] or "writable?" in lines[0]), (name, err)
+    assert list(ro.iterdir()) == []
+
+
+def test_a_module_attr_that_is_not_a_model_factory_is_refused_uncalled(release: Path, tmp_path: Path, capsys) -> None:
+    for target in ("os:system", "subprocess:run", "builtins:print", "tests.test_runner:CONFIGS"):
+        code = harness(["eval", "--model", target, "--model-arg", "command=touch pwned", "--dataset", str(release),
+                        "--configs", "volume", "--out", str(tmp_path / "run")])
+        _one_line(capsys, code, f"--model {target!r} is not a model factory")
+    assert not (tmp_path / "pwned").exists() and not (ROOT / "pwned").exists()
+
+
+def test_ctrl_c_in_finetune_is_one_line(monkeypatch, capsys) -> None:
+    import finetune.train as ft
+
+    def interrupted(settings: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ft, "train", interrupted)
+    code = ft.main(["--model", "tiny-qwen2-audio", "--category", "volume", "--scope", "lm_head", "--out", "unused"])
+    err = capsys.readouterr().err
+    assert code == 130 and err == "vocalgrad-finetune: interrupted\n"
+
+
+def test_a_failed_first_run_leaves_a_reusable_folder(release: Path, tmp_path: Path, capsys) -> None:
+    """The first run names a source that is not there (settings recorded, no answer stored); the corrected
+    rerun into the same --out is accepted. A folder that holds answers still refuses other settings."""
+    out = tmp_path / "run"
+    bad = harness(["eval", "--model", "always-increase", "--source", "folder", "--data-dir", str(tmp_path / "none"),
+                   "--configs", "volume", "--out", str(out), "--no-preflight"])
+    capsys.readouterr()
+    from harness.runner import RUN_SETTINGS
+
+    assert bad == 2 and (out / RUN_SETTINGS).is_file()  # recorded once the model was up, then the source failed
+    assert _eval(release, out) == 0
+    other = harness(["eval", "--model", "always-decrease", "--dataset", str(release), "--configs", "volume",
+                     "--out", str(out)])
+    _one_line(capsys, other, "holds answers made with other settings")
