@@ -24,7 +24,6 @@ from tests.test_runner import FakeModel, make_release
 from vocalgrad_dataset.buildinfo import BuildMismatchError
 from vocalgrad_dataset.export import build
 
-
 ROOT = Path(__file__).resolve().parents[1]
 DATASET_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -515,3 +514,36 @@ def test_a_failed_first_run_leaves_a_reusable_folder(release: Path, tmp_path: Pa
     other = harness(["eval", "--model", "always-decrease", "--dataset", str(release), "--configs", "volume",
                      "--out", str(out)])
     _one_line(capsys, other, "holds answers made with other settings")
+
+
+# ---- ragged metadata rows, an offset past the end ----------------------------------------------------------------------
+def test_ragged_metadata_rows_are_refused_naming_the_line(release: Path, tmp_path: Path, capsys) -> None:
+    from vocalgrad_dataset.sources import SourceError
+
+    data = tiny_folder(tmp_path / "src", n=2)
+    lines = (data / "metadata.csv").read_text().splitlines()
+    (data / "metadata.csv").write_text("\n".join([lines[0], lines[1] + ",extra", lines[2]]) + "\n")
+    with pytest.raises(SourceError, match=r"metadata.csv line 2: 5 fields, the header has 4"):
+        fbuild(data, tmp_path / "C")
+    (data / "metadata.csv").write_text("\n".join([lines[0], lines[1], lines[2].rpartition(",")[0]]) + "\n")
+    with pytest.raises(SourceError, match=r"metadata.csv line 3: 3 fields, the header has 4 \(no 'offset_sec'\)"):
+        fbuild(data, tmp_path / "C")
+    # the release's metadata.csv (16 columns, tests/test_runner.make_release): a row without its last field, the
+    # split, must not be read as "test"
+    rel = Path(shutil.copytree(release, tmp_path / "rel"))
+    meta = (rel / "metadata.csv").read_text().splitlines()
+    meta[5] = meta[5].removesuffix(",test")
+    (rel / "metadata.csv").write_text("\n".join(meta) + "\n")
+    code = harness(["eval", "--model", "always-increase", "--dataset", str(rel), "--configs", "volume",
+                    "--out", str(tmp_path / "run")])
+    _one_line(capsys, code, "metadata.csv line 6: 15 fields, the header has 16 (no 'split')")
+
+
+def test_an_offset_past_the_end_of_the_clip_is_refused(tmp_path: Path) -> None:
+    from vocalgrad_dataset.sources import SourceError
+
+    data = tiny_folder(tmp_path / "src", n=2)  # one-second clips
+    text = (data / "metadata.csv").read_text().replace("utt1.wav,s1,0.1,0.9", "utt1.wav,s1,0.1,3.5")
+    (data / "metadata.csv").write_text(text)
+    with pytest.raises(SourceError, match=r"clip utt1: offset_sec 3.500 is past the end of the clip \(1.000 s\)"):
+        fbuild(data, tmp_path / "C")
