@@ -1,13 +1,14 @@
 """Training checkpoints: adapter weights, optimizer, scheduler, every process's RNG state and the loop state.
 
 Layout: OUT/checkpoints/step-000120/{adapter_model.safetensors, optimizer.pt, scheduler.pt, state.json,
-rng_rank<R>.pt} and OUT/checkpoints/latest naming the newest complete one. A checkpoint is assembled
+rng_rank<R>.pt, sha256sums.json} and OUT/checkpoints/latest naming the newest complete one. A checkpoint is assembled
 under a temporary name and renamed into place, and `latest` is replaced atomically after that, so a kill
 at any moment leaves the previous checkpoint intact and `latest` pointing at a complete one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -23,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from harness.results import atomic_write_text
 
 CHECKPOINTS = "checkpoints"
+CHECKSUMS = "sha256sums.json"  # {file name: sha256} of every other file, written last
 LATEST = "latest"
 
 
@@ -69,6 +71,9 @@ def save(out_dir: str | Path, step: int, *, adapter: dict[str, torch.Tensor], op
         (tmp / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
     barrier()
     if is_main:
+        # every file's sha256, checked on resume: flipped bits that still load would train on silently
+        sums = {f.name: file_sha256(f) for f in sorted(tmp.iterdir())}
+        (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=1) + "\n", encoding="utf-8")
         for f in tmp.iterdir():  # durable before the rename makes the checkpoint visible
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -92,6 +97,9 @@ def problem(path: Path) -> str | None:
         return "state.json: no step/seed/fingerprint"
     files = ["adapter_model.safetensors", "optimizer.pt", "scheduler.pt",
              *sorted(p.name for p in path.glob("rng_rank*.pt"))]
+    changed = _checksum_problem(path)
+    if changed:
+        return changed
     for name in files:
         try:
             if name.endswith(".safetensors"):
@@ -100,6 +108,32 @@ def problem(path: Path) -> str | None:
                 torch.load(path / name, weights_only=True)
         except Exception as err:  # truncated zip, corrupt header, missing file: all mean "not this one"
             return f"{name}: {type(err).__name__}: {err}"
+    return None
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _checksum_problem(path: Path) -> str | None:
+    """A file whose bytes differ from the sha256 recorded at save (none recorded: checkpoints from before)."""
+    sums_file = path / CHECKSUMS
+    if not sums_file.is_file():
+        return None
+    try:
+        sums = json.loads(sums_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{CHECKSUMS}: {err}"
+    for name, want in sorted(sums.items()):
+        if not (path / name).is_file():
+            return f"{name}: missing"
+        if file_sha256(path / name) != want:
+            return f"{name}: sha256 differs from the one recorded at save (flipped bits, or edited)"
     return None
 
 

@@ -9,6 +9,7 @@ flock when its holder dies, even by kill -9, so a crashed run never blocks the n
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -25,10 +26,8 @@ def _drop_in_child() -> None:
     """A forked child (a data worker, a helper) must not keep the run's lock alive after the run dies: an flock
     lasts while any descriptor of it is open, so the child closes its copies (the parent keeps the lock)."""
     for fd in list(_HELD):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     _HELD.clear()
 
 

@@ -346,7 +346,8 @@ def _differences(old: Any, new: Any, where: str = "") -> list[str]:
 def check_resume_key(out_dir: Path, key: dict[str, Any]) -> bool:
     """Refuse (naming each differing setting) when `out_dir` was evaluated under another key.
 
-    Returns True when the directory has no key recorded yet (a new run, or one from before keys existed).
+    Returns True when the directory has no key recorded yet (a new run, or one from before keys existed), or
+    one that no answer was stored under (the key is then written anew).
     """
     path = out_dir / RUN_SETTINGS
     if not path.is_file():
@@ -357,10 +358,18 @@ def check_resume_key(out_dir: Path, key: dict[str, Any]) -> bool:
         raise ValueError(f"{path}: corrupt run settings record; delete it only if you know every row in "
                          f"{out_dir} came from this command") from None
     diff = _differences(old, json.loads(json.dumps(key, default=str)))
+    if diff and not _holds_answers(out_dir):  # e.g. a first run that failed on a wrong --source: nothing to keep
+        return True
     if diff:
         raise ValueError(f"{out_dir} holds answers made with other settings, so it cannot be resumed with these "
                          f"({'; '.join(diff)}); use another --out")
     return False
+
+
+def _holds_answers(out_dir: Path) -> bool:
+    """Whether any shard or merged samples file of the directory holds a byte (an answer to protect)."""
+    files = [*(out_dir / "shards").glob("samples_*.jsonl"), *out_dir.glob("samples_*.jsonl")]
+    return any(f.stat().st_size for f in files if f.is_file())
 
 
 def _check_resumable(rows: Iterable[dict[str, Any]], settings: EvalSettings, variant: Variant,

@@ -247,10 +247,49 @@ async def _security_headers(request: Request, call_next: Any) -> Response:
     return response
 
 
+MAX_BODY = 16 * 1024  # bytes of a request body: an answer is ~100; a 20 MB one would be parsed in memory
+
+
+class BodyLimit:
+    """ASGI middleware refusing (413) a request body over `limit` bytes, declared or streamed, before the app
+    sees it (the body, at most `limit` bytes, is read here and handed on)."""
+
+    def __init__(self, app: Any, limit: int = MAX_BODY) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
+        refuse = JSONResponse({"error": f"request body over {self.limit} bytes"}, status_code=413, headers=NO_STORE)
+        if not declared.isdigit() or int(declared) > self.limit:
+            await refuse(scope, receive, send)
+            return
+        first, body = {"type": "http.request", "more_body": True}, b""
+        while first["type"] == "http.request" and first.get("more_body"):  # chunked: no length declared
+            first = await receive()
+            body += first.get("body", b"")
+            if len(body) > self.limit:
+                await refuse(scope, receive, send)
+                return
+        handed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal handed
+            if handed:
+                return await receive()
+            handed = True
+            return {**first, "body": body, "more_body": False} if first["type"] == "http.request" else first
+
+        await self.app(scope, replay, send)
+
+
 def create_app(store: Store, audio: AudioProvider | None = None) -> FastAPI:
     """The app for one study."""
     api = StudyApi(store, audio or AudioProvider(store))
     app = FastAPI(title="VocalGrad listening test", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(BodyLimit, limit=MAX_BODY)
     app.add_exception_handler(Rejected, _rejected)
     app.middleware("http")(_security_headers)
     app.get("/", response_class=HTMLResponse)(api.index)

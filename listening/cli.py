@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -100,6 +101,7 @@ def _serve(ns: argparse.Namespace) -> int:
     from listening.study import AudioProvider, configs_of, create_study
 
     url = f"http://{ns.host}:{ns.port}"
+    sock = listening_socket(ns.host, ns.port)  # a busy port fails here, before a study is made or "serving" shown
     if Path(ns.db).exists():
         store = Store(ns.db)
         if ns.config and configs_of(ns.config) != store.study["configs"]:
@@ -120,10 +122,31 @@ def _serve(ns: argparse.Namespace) -> int:
         threading.Thread(target=audio.warm, args=(stop,), daemon=True, name="prerender").start()
     print(f"serving {url}  (Ctrl-C stops; answers are saved as they come)", flush=True)
     try:
-        uvicorn.run(create_app(store, audio), host=ns.host, port=ns.port, log_level=ns.log_level)
+        config = uvicorn.Config(create_app(store, audio), host=ns.host, port=ns.port, log_level=ns.log_level)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         stop.set()
+        sock.close()
     return 0
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (ValueError naming them when the port is taken or the host unknown)."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as err:
+        raise ValueError(f"cannot serve on {host}:{port}: {err.strerror or err}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart reuses the port
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        raise ValueError(f"cannot serve on {host}:{port}: {err.strerror or err} (another server on that port? "
+                         "choose another --port)") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _export(ns: argparse.Namespace) -> int:

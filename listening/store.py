@@ -176,7 +176,11 @@ class Store:
             raise FileExistsError(f"{path} exists; serve it, or choose another --db")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        con = cls._open(tmp)
+        try:
+            con = cls._open(tmp)
+        except sqlite3.OperationalError as err:  # a read-only folder, say
+            tmp.unlink(missing_ok=True)
+            raise ValueError(f"cannot create the study database {path}: {err} (is {path.parent} writable?)") from None
         try:
             con.executescript(SCHEMA)
             con.execute("BEGIN")

@@ -270,6 +270,7 @@ def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
     variant = get_variant(settings.prompt)
     if settings.units_per_shard < 1:
         raise ValueError("--units-per-shard must be >= 1")
+    Path(settings.out).mkdir(parents=True, exist_ok=True)  # a file or read-only --out fails before the model loads
     source = source or settings.open_rows()
     if model is None:
         model = load_model(settings, require=["hidden_states"])  # checks the protocol itself

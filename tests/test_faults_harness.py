@@ -622,3 +622,22 @@ def test_nan_features_are_refused_and_named(release: Path, tmp_path: Path) -> No
     with pytest.raises(StoreError, match="feature 'f' of clip c1 is NaN"):
         w.write(["u"], [{"benchmark_clip_id": "c0"}, {"benchmark_clip_id": "c1"}],
                 {"f": np.array([[1.0, 2.0], [np.inf, 0.0]], dtype=np.float32)})
+
+
+def test_flipped_bits_in_a_checkpoint_that_still_loads_are_noticed(tmp_path: Path, capsys) -> None:
+    """One bit flipped in a weight of the newest adapter: the file still loads (a float changes), so only the
+    checksum recorded at save can tell; the previous checkpoint is used instead."""
+    from safetensors.torch import load_file
+
+    from finetune import checkpoint
+
+    _checkpoints(tmp_path, 3)
+    victim = tmp_path / "checkpoints" / "step-000003" / "adapter_model.safetensors"
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0x01  # the last byte lies in the last tensor's data, not the header
+    victim.write_bytes(bytes(data))
+    load_file(str(victim))  # still a valid file
+    found = checkpoint.latest(tmp_path)
+    assert found is not None and found.name == "step-000002"
+    err = capsys.readouterr().err
+    assert "checkpoint step-000003 is unusable (adapter_model.safetensors: sha256 differs" in err

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -19,6 +23,17 @@ from tests.test_faults_dataset import fbuild, tiny_folder
 from tests.test_runner import FakeModel, make_release
 from vocalgrad_dataset.buildinfo import BuildMismatchError
 from vocalgrad_dataset.export import build
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _wait_for(cond, timeout: float = 300.0) -> None:
+    """Poll a condition, with a bound generous enough for a loaded machine (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:
@@ -300,6 +315,7 @@ def test_probe_cross_validation_never_puts_a_speaker_on_both_sides(release: Path
     out p902_205 and train on p901_101, the same voice on both sides of the split."""
     from probing import extract as ex
     from probing import train
+    from probing.probes import ProbeSettings
     from probing.store import Extraction
     from tests.test_faults_harness import FakeEncoder
 
@@ -314,10 +330,220 @@ def test_probe_cross_validation_never_puts_a_speaker_on_both_sides(release: Path
     seen: list[list[np.ndarray]] = []
     real = train.grouped_folds
     monkeypatch.setattr(train, "grouped_folds", lambda groups, k: seen.append(real(groups, k)) or seen[-1])
-    out = train.train_run(root, representations=["encoder/1"], cv_folds=2, progress=False)
+    out = train.train_run(root, ProbeSettings(epochs=2), representations=["encoder/1"], cv_folds=2, progress=False)
     speakers = np.array(Extraction(root).open("train", "volume").rows["speaker_id"])
     assert sorted(set(speakers)) == ["p901", "p903"] and out["cross_validation"]["group_by"]["volume"] == "speaker_id"
     (folds,) = seen
     for held in folds:
         rest = np.setdiff1d(np.arange(len(speakers)), held)
         assert len(held) and not set(speakers[held]) & set(speakers[rest])
+
+
+# ---- SIGTERM / kill -9 to a build with worker processes; --num-proc capped --------------------------------------------
+def _workers(pid: int) -> set[int]:
+    """Live pool workers of `pid`: its children started by multiprocessing's spawn (not its resource tracker,
+    which writes nothing and leaves when its parent's pipe closes)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in cmdline:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_parallel_build_leaves_no_worker_behind(tmp_path: Path, sig: signal.Signals) -> None:
+    data = tiny_folder(tmp_path / "src", n=8)
+    out = tmp_path / "C"
+    args = [sys.executable, "-m", "vocalgrad_dataset.cli", "build", "--config", "volume", "--source", "folder",
+            "--data-dir", str(data), "--out", str(out), "--clips-per-shard", "1", "--quiet"]
+    build_ = subprocess.Popen([*args, "--num-proc", "2"], env=DATASET_ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: len(_workers(build_.pid)) == 2)
+    workers = _workers(build_.pid)
+    _wait_for(lambda: len(list((out / "volume").glob("*.parquet"))) >= 1)  # mid-build: a shard is done
+    build_.send_signal(sig)
+    err = build_.communicate(timeout=300)[1]
+    if sig == signal.SIGTERM:  # one line; the workers were stopped before the build (and its lock) ended
+        assert build_.returncode == 130 and "Traceback" not in err and err.strip() == "vocalgrad-dataset: interrupted"
+        assert all(_gone(w) for w in workers)
+    else:  # kill -9 runs no handler: the workers follow their parent by themselves
+        _wait_for(lambda: all(_gone(w) for w in workers))
+    shards = sorted(p.name for p in (out / "volume").glob("*.parquet"))
+    assert len(shards) < 8
+    done = subprocess.run([*args, "--num-proc", "16"], env=DATASET_ENV, cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert len(list((out / "volume").glob("*.parquet"))) == 8
+
+
+def test_num_proc_is_capped_by_the_shards_to_write(tmp_path: Path, monkeypatch) -> None:
+    import multiprocessing as mp
+
+    sizes = []
+    real = mp.get_context("spawn").Pool
+
+    class Ctx:
+        def Pool(self, n, **kw):  # noqa: N802 - multiprocessing's name
+            sizes.append(n)
+            return real(n, **kw)
+
+    from vocalgrad_dataset import export
+
+    monkeypatch.setattr(export.mp, "get_context", lambda kind: Ctx())
+    data = tiny_folder(tmp_path / "src", n=3)
+    fbuild(data, tmp_path / "C", clips_per_shard=1, num_proc=16)
+    assert sizes == [3]  # three shards, three workers
+
+
+# ---- tracebacks that became one line ------------------------------------------------------------------------------
+def test_out_paths_that_are_files_are_one_line(release: Path, tmp_path: Path, capsys) -> None:
+    from probing.extract import main as extract
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    base = ["eval", "--model", "always-increase", "--dataset", str(release), "--configs", "volume", "--out"]
+    _one_line(capsys, harness([*base, str(afile)]), f"cannot use {afile}: File exists")
+    _one_line(capsys, harness([*base, str(afile / "sub")]), f"cannot use {afile / 'sub'}: Not a directory")
+    code = extract(["--model", "tests.test_faults_harness:FakeEncoder", "--dataset", str(release), "--split", "test",
+                    "--configs", "volume", "--out", str(afile), "--limit-units", "1"])
+    _one_line(capsys, code, f"cannot use {afile}: File exists")
+    assert afile.read_text() == "x"
+
+
+READ_ONLY_SCRIPT = """
+import contextlib, io, json, sys
+from harness.cli import main as harness
+from listening.cli import main as listen
+from probing.extract import main as extract
+release, ro, sub, subs = sys.argv[1:5]
+cases = {
+    "eval": (harness, ["eval", "--model", "always-increase", "--dataset", release, "--configs", "volume",
+                       "--out", ro]),
+    "extract": (extract, ["--model", "tests.test_faults_harness:FakeEncoder", "--dataset", release, "--split",
+                          "test", "--configs", "volume", "--out", ro + "/feat", "--limit-units", "1"]),
+    "listen": (listen, ["init", "--db", ro + "/s.sqlite", "--config", "volume", "--source", "demo", "--n", "4"]),
+    "submit": (harness, ["leaderboard", "submit", sub, "--model-name", "Coin", "--out", ro + "/sub.json"]),
+    "build": (harness, ["leaderboard", "build", subs, "--out", ro + "/site"]),
+}
+seen = {}
+for name, (main, args) in cases.items():
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(args)
+    seen[name] = [code, err.getvalue()]
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.slow
+def test_read_only_output_folders_are_one_line(release: Path, tmp_path: Path) -> None:
+    """As a user without root's override: --out / --db in a read-only folder, for every command that writes."""
+    from harness.runner import EvalSettings, run_eval
+
+    run = tmp_path / "run"
+    run_eval(EvalSettings("random", ["volume"], str(run), source="demo", batch_size=24))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    assert harness(["leaderboard", "submit", str(run), "--model-name", "Coin", "--out", str(subs / "a.json")]) == 0
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root ignores permissions: drop the capability that lets it, as a lab account lacks it
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: a read-only folder cannot be reproduced")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    try:
+        proc = subprocess.run([*prefix, sys.executable, "-c", READ_ONLY_SCRIPT, str(release), str(ro), str(run),
+                               str(subs)], env=DATASET_ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    finally:
+        ro.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    where = {"eval": ro / ".locks", "extract": ro / "feat", "listen": ro / "s.sqlite", "submit": ro, "build": ro / "site"}
+    for name, (code, err) in seen.items():
+        lines = [x for x in err.splitlines() if x.startswith("error:")]
+        assert code == 2 and "Traceback" not in err and len(lines) == 1, (name, err)
+        assert str(where[name]) in lines[0] and ("Permission denied" in lines[0] or "writable?" in lines[0]), (name, err)
+    assert list(ro.iterdir()) == []
+
+
+def test_a_module_attr_that_is_not_a_model_factory_is_refused_uncalled(release: Path, tmp_path: Path, capsys) -> None:
+    for target in ("os:system", "subprocess:run", "builtins:print", "tests.test_runner:CONFIGS"):
+        code = harness(["eval", "--model", target, "--model-arg", "command=touch pwned", "--dataset", str(release),
+                        "--configs", "volume", "--out", str(tmp_path / "run")])
+        _one_line(capsys, code, f"--model {target!r} is not a model factory")
+    assert not (tmp_path / "pwned").exists() and not (ROOT / "pwned").exists()
+
+
+def test_ctrl_c_in_finetune_is_one_line(monkeypatch, capsys) -> None:
+    import finetune.train as ft
+
+    def interrupted(settings: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ft, "train", interrupted)
+    code = ft.main(["--model", "tiny-qwen2-audio", "--category", "volume", "--scope", "lm_head", "--out", "unused"])
+    err = capsys.readouterr().err
+    assert code == 130 and err == "vocalgrad-finetune: interrupted\n"
+
+
+def test_a_failed_first_run_leaves_a_reusable_folder(release: Path, tmp_path: Path, capsys) -> None:
+    """The first run names a source that is not there (settings recorded, no answer stored); the corrected
+    rerun into the same --out is accepted. A folder that holds answers still refuses other settings."""
+    out = tmp_path / "run"
+    bad = harness(["eval", "--model", "always-increase", "--source", "folder", "--data-dir", str(tmp_path / "none"),
+                   "--configs", "volume", "--out", str(out), "--no-preflight"])
+    capsys.readouterr()
+    from harness.runner import RUN_SETTINGS
+
+    assert bad == 2 and (out / RUN_SETTINGS).is_file()  # recorded once the model was up, then the source failed
+    assert _eval(release, out) == 0
+    other = harness(["eval", "--model", "always-decrease", "--dataset", str(release), "--configs", "volume",
+                     "--out", str(out)])
+    _one_line(capsys, other, "holds answers made with other settings")
+
+
+# ---- ragged metadata rows, an offset past the end ----------------------------------------------------------------------
+def test_ragged_metadata_rows_are_refused_naming_the_line(release: Path, tmp_path: Path, capsys) -> None:
+    from vocalgrad_dataset.sources import SourceError
+
+    data = tiny_folder(tmp_path / "src", n=2)
+    lines = (data / "metadata.csv").read_text().splitlines()
+    (data / "metadata.csv").write_text("\n".join([lines[0], lines[1] + ",extra", lines[2]]) + "\n")
+    with pytest.raises(SourceError, match=r"metadata.csv line 2: 5 fields, the header has 4"):
+        fbuild(data, tmp_path / "C")
+    (data / "metadata.csv").write_text("\n".join([lines[0], lines[1], lines[2].rpartition(",")[0]]) + "\n")
+    with pytest.raises(SourceError, match=r"metadata.csv line 3: 3 fields, the header has 4 \(no 'offset_sec'\)"):
+        fbuild(data, tmp_path / "C")
+    # the release's metadata.csv (16 columns, tests/test_runner.make_release): a row without its last field, the
+    # split, must not be read as "test"
+    rel = Path(shutil.copytree(release, tmp_path / "rel"))
+    meta = (rel / "metadata.csv").read_text().splitlines()
+    meta[5] = meta[5].removesuffix(",test")
+    (rel / "metadata.csv").write_text("\n".join(meta) + "\n")
+    code = harness(["eval", "--model", "always-increase", "--dataset", str(rel), "--configs", "volume",
+                    "--out", str(tmp_path / "run")])
+    _one_line(capsys, code, "metadata.csv line 6: 15 fields, the header has 16 (no 'split')")
+
+
+def test_an_offset_past_the_end_of_the_clip_is_refused(tmp_path: Path) -> None:
+    from vocalgrad_dataset.sources import SourceError
+
+    data = tiny_folder(tmp_path / "src", n=2)  # one-second clips
+    text = (data / "metadata.csv").read_text().replace("utt1.wav,s1,0.1,0.9", "utt1.wav,s1,0.1,3.5")
+    (data / "metadata.csv").write_text(text)
+    with pytest.raises(SourceError, match=r"clip utt1: offset_sec 3.500 is past the end of the clip \(1.000 s\)"):
+        fbuild(data, tmp_path / "C")

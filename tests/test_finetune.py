@@ -211,6 +211,23 @@ def test_include_audio_tower_adds_encoder_and_projector() -> None:
         lora_targets(lm, "lm_head", include_audio_tower=True)
 
 
+def test_include_audio_tower_leaves_the_vision_side_alone() -> None:
+    """Gemma 3n has a vision embedder beside its audio tower: the audio side is adapted, the vision side not."""
+    import re
+
+    from finetune.lora import linear_names
+
+    lm = tiny_model("gemma-3n")
+    pattern, names = lora_targets(lm, "all_linear", include_audio_tower=True)
+    every = linear_names(lm.model)
+    assert "model.embed_vision.embedding_projection" in every  # the family has one
+    outside = {n for n in every if not n.startswith(lm.decoder_path + ".") and n != lm.lm_head_path}
+    audio = {n for n in outside if n.startswith(("model.audio_tower.", "model.embed_audio."))}
+    assert outside - audio == {"model.embed_vision.embedding_projection"}  # by hand: the only vision linear
+    assert set(names) - {n for n in names if n.startswith(lm.decoder_path + ".")} == audio
+    assert not re.fullmatch(pattern, "model.embed_vision.embedding_projection")
+
+
 def test_adapter_reload_gives_identical_logits(all_linear: SimpleNamespace) -> None:
     adapter = all_linear.out / "adapter"
     assert all("lora_" in k for k in load_file(adapter / "adapter_model.safetensors"))

@@ -377,3 +377,42 @@ def test_ternary_and_yesno_items_get_their_buttons(tmp_path: Path, config: str, 
             assert status == 200, state
             item = state.get("item")
     assert [a["answer"] for a in store.answers()] == labels
+
+
+def test_a_20_mb_answer_body_is_refused_unread(study: Store, server: Server) -> None:
+    client = Client(server.base, study.add_annotators(["bodylimit"])[0][1])
+    state = client.ready()
+    import http.client
+
+    for length, chunked in ((20_000_000, False), (None, True)):  # declared, then streamed without a length
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn.putrequest("POST", "/api/answer")
+        conn.putheader("Authorization", f"Bearer {client.token}")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader(*(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(length))))
+        conn.endheaders()
+        if chunked:  # 40 KB in 4 chunks: over the limit after the second
+            for _ in range(4):
+                conn.send(b"2800\r\n" + b"x" * 0x2800 + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+        reply = conn.getresponse()  # answered before the 20 MB would have been sent
+        assert reply.status == 413 and b"request body over 16384 bytes" in reply.read()
+        conn.close()
+    # the item is still open, and a normal answer is taken
+    assert client.answer(state["item"], "increase")[0] == 200
+
+
+def test_serve_on_a_busy_port_fails_before_saying_serving(tmp_path: Path, capsys) -> None:
+    from listening.cli import main as listen
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        code = listen(["serve", "--db", str(tmp_path / "s.sqlite"), "--config", "volume", "--source", "demo",
+                       "--n", "4", "--port", str(port), "--host", "127.0.0.1"])
+    seen = capsys.readouterr()
+    assert code == 2 and "serving" not in seen.out and "Traceback" not in seen.err
+    assert seen.err.strip().endswith(f"cannot serve on 127.0.0.1:{port}: Address already in use (another server "
+                                     "on that port? choose another --port)")
+    assert not (tmp_path / "s.sqlite").exists()  # nothing was created either

@@ -75,7 +75,9 @@ def test_no_speech_rejected_naming_clip(kind: str) -> None:
 
 def test_span_samples_rounds_clamps_and_rejects_short_spans() -> None:
     assert span_samples(1.66, 4.29, SR, 300000, clip_name="c") == (79680, 205920)
-    assert span_samples(-0.1, 9.0, SR, 1000 * 48, clip_name="c") == (0, 48000)
+    assert span_samples(-0.1, 1.01, SR, 1000 * 48, clip_name="c") == (0, 48000)  # one 10 ms frame: rounding
+    with pytest.raises(SourceError, match=r"clip c: offset_sec 9.000 is past the end of the clip \(1.000 s\)"):
+        span_samples(-0.1, 9.0, SR, 1000 * 48, clip_name="c")  # issue 22: no longer cut silently
     assert span_samples(0.0, 0.05, SR, SR, clip_name="c") == (0, 2400)  # exactly one step is fine
     with pytest.raises(SourceError, match="p999_001.*shorter than one 50 ms step"):
         span_samples(1.0, 1.04, SR, 2 * SR, clip_name="p999_001")

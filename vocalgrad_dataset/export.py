@@ -7,9 +7,13 @@ partial file under a final name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
-from collections.abc import Sequence
+import os
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +111,42 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
     return final, len(rows)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a build: stops it like Ctrl-C (one line, exit 130); finished shards stay for a resume."""
+
+
+@contextlib.contextmanager
+def _terminated_by_sigterm() -> Iterator[None]:
+    """Within the block (main thread only), SIGTERM raises Terminated instead of ending the process at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _worker_init(parent: int) -> None:
+    """A build worker: Ctrl-C is the parent's to handle (it terminates the pool), SIGTERM ends the worker quietly,
+    and the worker dies with its parent even if that one is killed with -9 (Linux: PR_SET_PDEATHSIG)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own teardown still applies
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _write_shard_star(args: tuple[ShardTask, Path]) -> tuple[Path, int]:
     return write_shard(*args)
 
@@ -180,8 +220,10 @@ def _write_shards(todo: Sequence[ShardTask], total: int, out: Path, num_proc: in
     written = 0
     bar = progress_bar(total=total, initial=total - len(todo), unit="shard", disable=not progress, desc=bar_desc)
     if num_proc > 1 and len(todo) > 1:
-        # spawn: no inherited locks or thread pools from the parent (pyarrow, BLAS)
-        with mp.get_context("spawn").Pool(num_proc) as pool:
+        # spawn: no inherited locks or thread pools from the parent (pyarrow, BLAS). SIGTERM becomes an
+        # exception here, so leaving the `with` terminates the workers before the folder lock is released.
+        with _terminated_by_sigterm(), mp.get_context("spawn").Pool(
+                min(num_proc, len(todo)), initializer=_worker_init, initargs=(os.getpid(),)) as pool:  # no idle workers
             for _, n in pool.imap_unordered(_write_shard_star, [(t, out) for t in todo]):
                 written += n
                 bar.update()

@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 TMP_SUFFIX = ".tmp"
 
@@ -183,3 +184,13 @@ def safe_join(base: str | os.PathLike[str], name: str, *, where: str, allow_outs
             raise PathOutsideError(f"{where}: file name {name!r} points outside {base} (refused"
                                    f"{'; ' + hint if hint else ''})")
     return Path(base) / rel
+
+
+def ragged_row(row: dict[str | None, Any]) -> str | None:
+    """What is wrong with a csv.DictReader row that has more or fewer fields than its header, else None."""
+    if None in row:
+        return f"{len(row) - 1 + len(row[None])} fields, the header has {len(row) - 1}"
+    missing = [k for k, v in row.items() if v is None]
+    if missing:
+        return f"{len(row) - len(missing)} fields, the header has {len(row)} (no {', '.join(map(repr, missing))})"
+    return None

@@ -33,7 +33,7 @@ import numpy as np
 import soundfile as sf
 
 from .categories import CATEGORY_NAMES
-from .fileio import PathOutsideError, atomic_write_text, safe_join
+from .fileio import PathOutsideError, atomic_write_text, ragged_row, safe_join
 from .generate import parse_config
 
 MANIFEST_COLUMNS = ("category", "benchmark_clip_id", "sample_rate", "n_samples", "pcm_sha256")
@@ -236,6 +236,8 @@ def _csv_rows(path: Path, columns: Sequence[str], what: str) -> Iterator[tuple[i
                 raise ManifestError(f"{path}: no {', '.join(repr(c) for c in missing)} column "
                                     f"({what} has {', '.join(columns)})")
             for r in reader:
+                if ragged_row(r):  # a missing trailing field (split, say) must not default silently
+                    raise ManifestError(f"{path} line {reader.line_num}: {ragged_row(r)}")
                 yield reader.line_num, r
     except UnicodeDecodeError as err:
         raise ManifestError(f"{path}: not UTF-8 text ({err})") from None

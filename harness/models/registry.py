@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -273,6 +274,7 @@ def load_model(settings: ModelSettings, *, require: Sequence[str] = ()) -> Audio
             factory = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as err:
             raise ValueError(f"cannot import model factory {settings.model!r}: {err}") from None
+        check_factory(factory, settings.model)
         model = factory(**kwargs)
     else:
         try:
@@ -295,6 +297,16 @@ def load_model(settings: ModelSettings, *, require: Sequence[str] = ()) -> Audio
         model.auto_batch(AUTO_BATCH_START)
     check_capabilities(model, require)
     return model
+
+
+def check_factory(factory: Any, name: str) -> None:
+    """ValueError unless a `module:attr` names a class or Python function of one's own: `os:system`,
+    `subprocess:run` and other standard-library callables are never called with --model-arg values."""
+    top = getattr(factory, "__module__", None) or ""
+    own = (inspect.isclass(factory) or inspect.isfunction(factory)) and top.partition(".")[0] not in sys.stdlib_module_names
+    if not own or top == "builtins":
+        raise ValueError(f"--model {name!r} is not a model factory (a class or function building an AudioLM, e.g. "
+                         "my_pkg.models:MyModel); standard-library and built-in callables are refused")
 
 
 def check_protocol(model: Any, name: str) -> None:

@@ -8,7 +8,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from ..fileio import PathOutsideError, safe_join
+from ..fileio import PathOutsideError, ragged_row, safe_join
 from .audio_io import read_pcm
 from .base import PCM, SourceClip, SourceError
 
@@ -59,7 +59,11 @@ def read_metadata(csv_path: Path) -> tuple[list[str], list[dict[str, str]]]:
         raise SourceError(f"folder source: {csv_path} is empty (needs a header with a file_name column and one row per file)")
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = list(reader)
+        rows = []
+        for r in reader:
+            if ragged_row(r):  # a shifted value would land in the wrong column
+                raise SourceError(f"folder source: {csv_path} line {reader.line_num}: {ragged_row(r)}")
+            rows.append(r)
     except csv.Error as exc:
         raise SourceError(f"folder source: {csv_path} line {reader.line_num}: malformed CSV: {exc}") from exc
     return list(reader.fieldnames or []), rows

@@ -52,10 +52,17 @@ def detect_onset_offset(samples: np.ndarray, sr: int, *, clip_name: str) -> tupl
     return onset / sr, offset / sr
 
 
+PAST_END_SEC = 0.01  # an offset up to one 10 ms detection frame past the end is rounding (clamped, SPEC §1)
+
+
 def span_samples(
     onset_sec: float, offset_sec: float, sr: int, n: int, *, clip_name: str = "<unnamed clip>"
 ) -> tuple[int, int]:
-    """Speech span [onset, offset) in samples: round(t·sr) clamped to [0, n]; rejects spans under one step."""
+    """Speech span [onset, offset) in samples: round(t·sr) clamped to [0, n]; rejects spans under one step and
+    an offset past the end of the clip (a wrong clip or wrong metadata: cut silently, the span would be another)."""
+    if int(round(offset_sec * sr)) > n + int(round(PAST_END_SEC * sr)):
+        raise SourceError(f"clip {clip_name}: offset_sec {offset_sec:.3f} is past the end of the clip "
+                          f"({n / sr:.3f} s); fix the onset/offset in its metadata")
     onset = min(max(int(round(onset_sec * sr)), 0), n)
     offset = min(max(int(round(offset_sec * sr)), 0), n)
     step = int(round(STEP_SEC * sr))
