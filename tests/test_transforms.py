@@ -210,3 +210,23 @@ def test_rendering_imports_no_librosa() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["speed", "pitch", "clarity", "distortion", "echo", "vibration", "noise", "volume"])
+def test_small_batches_and_chunks_change_nothing(name: str, demo_clip, monkeypatch) -> None:
+    """Bounded memory (conditions rendered a few at a time, spectra computed 5 windows at a time, nothing
+    cached for the next tier) gives the same samples as one batch of everything."""
+    from vocalgrad_dataset import stft
+    from vocalgrad_dataset.categories import base, echo, vibration
+
+    _, audio, sr, onset, offset = demo_clip
+    conds = [Condition(c, t, "up" if i % 2 else "down") for i, (c, t) in enumerate([("linear", "low"), ("jump", "mid"), ("quad_last_flat", "high"), ("linear", "high")])]
+    ids = [f"x__y__{c.curve}__{c.tier}__{c.direction}" for c in conds]
+    together = [y for y, _ in CATEGORIES[name].render_clip(audio, sr, onset, offset, conds, ids)]
+    monkeypatch.setattr(base, "BATCH_BYTES", 1)  # one condition per render call
+    monkeypatch.setattr(stft, "WINDOWS_PER_CHUNK", 5)
+    monkeypatch.setattr(echo, "SPECTRUM_BYTES", 0)
+    monkeypatch.setattr(vibration, "LFO_CACHE_BYTES", 0)
+    apart = [y for y, _ in CATEGORIES[name].render_clip(audio, sr, onset, offset, conds, ids)]
+    for a, b in zip(together, apart, strict=True):
+        np.testing.assert_array_equal(a, b)
