@@ -214,29 +214,36 @@ def build_report(repeats: int) -> None:
           f"(demo clips are 2-5 s like VCTK's; --num-proc N divides the wall time by up to N)")  # fmt: skip
 
 
-def memory_report(minutes: float) -> None:
-    """Peak RSS of rendering one category's 24 conditions of a long source, in a fresh child per category."""
+MEMORY_CONDITIONS = {"speed": 2, "pitch": 2, "clarity": 2}  # the slow ones: enough to see whether memory grows
+
+
+def memory_report(minutes: float, package: str | None) -> None:
+    """Peak RSS while streaming one category's rows of a long source (fresh child process per category)."""
     code = (
         "import resource, sys, numpy as np\n"
-        "from vocalgrad_dataset.categories import CATEGORIES\n"
         "from vocalgrad_dataset.generate import iter_rows\n"
+        "from vocalgrad_dataset.grid import conditions, clip_id\n"
         "from vocalgrad_dataset.sources import SourceClip, PCM\n"
         "n = int(float(sys.argv[2]) * 60 * 48000)\n"
-        "speech = (np.sin(np.arange(n) * 0.05) * 8000).astype(np.int16)\n"
+        "rng = np.random.default_rng(0)\n"
+        "speech = (np.sin(np.arange(n) * 0.05) * 8000 + rng.normal(0, 300, n)).astype(np.int16)\n"
         "class Long:\n"
         "    def read(self, clip): return PCM(speech, 48000)\n"
         "clip = SourceClip('long_01', 'long', 'spk', '', 'long.wav', 1.0, n / 48000 - 1.0)\n"
+        "ids = {clip_id('long_01', 'long', c) for c in conditions()[: int(sys.argv[3])]}\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "rows = 0\n"
-        "for row in iter_rows(sys.argv[1], 'test', Long(), clips=[clip], audio_format='wav'):\n"
-        "    rows += 1\n"
+        "rows = sum(1 for _ in iter_rows(sys.argv[1], 'test', Long(), clips=[clip], audio_format='wav', ids=ids))\n"
         "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(f'{sys.argv[1]:11s} {rows} rows, peak RSS {peak / 1024:.0f} MB (before rendering {base / 1024:.0f} MB)')\n"
+        "print(f'{sys.argv[1]:11s} {rows:2d} rows  peak RSS {peak / 1024:6.0f} MB  (source loaded: {base / 1024:.0f} MB)', flush=True)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    print(f"memory, one {minutes:g}-minute 48 kHz source ({minutes * 60 * 48000 * 2 / 2**20:.0f} MB as PCM16), rows streamed as WAV:")
+    roots = [package] if package else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    where = package or str(ROOT)
+    print(f"memory: one {minutes:g}-minute 48 kHz source ({minutes * 60 * 48000 * 2 / 2**20:.0f} MB as PCM16), rows streamed "
+          f"as WAV by iter_rows, package {where}:")  # fmt: skip
     for name in CATEGORY_NAMES:
-        subprocess.run([sys.executable, "-c", code, name, str(minutes)], check=True, env=env)
+        n = MEMORY_CONDITIONS.get(name, 24)
+        subprocess.run([sys.executable, "-c", code, name, str(minutes), str(n)], check=True, env=env)
 
 
 def main() -> int:
@@ -247,6 +254,8 @@ def main() -> int:
     p.add_argument("--build", action="store_true", help="also measure the demo build's CPU per clip")
     p.add_argument("--memory", type=float, default=None, metavar="MINUTES", nargs="?", const=20.0,
                    help="also measure the peak RSS of a long source (default 20 minutes)")  # fmt: skip
+    p.add_argument("--memory-package", default=None, metavar="DIR",
+                   help="--memory on the vocalgrad_dataset inside DIR (e.g. an older commit's, from git archive)")  # fmt: skip
     p.add_argument("--skip-categories", action="store_true", help="only --build / --memory")
     args = p.parse_args()
     names = tuple(args.only.split(",")) if args.only else CATEGORY_NAMES
@@ -265,7 +274,7 @@ def main() -> int:
     if args.build:
         build_report(min(args.repeats, 3))
     if args.memory:
-        memory_report(args.memory)
+        memory_report(args.memory, args.memory_package)
     if failed:
         print(f"below target or differing: {', '.join(failed)}")
     return 1 if failed else 0

@@ -174,3 +174,59 @@ def test_batched_render_equals_one_condition_at_a_time(name: str, demo_clip) -> 
     for cond, (y, _) in zip(conds, together, strict=True):
         (alone, _), = cat.render_clip(audio, sr, onset, offset, [cond], ["a"])
         np.testing.assert_array_equal(y, alone)
+
+
+@pytest.mark.parametrize("n_fft", [32, 33, 100, 300, 511, 512])
+def test_librosa_free_helpers_equal_librosa(n_fft: int) -> None:
+    """stft.py's numpy copies of librosa's hann window, window sum-square and bin frequencies (so rendering
+    needs no librosa import) are bit-identical to librosa's."""
+    import librosa
+
+    from vocalgrad_dataset.stft import _hann64, _window_sumsquare, fft_frequencies
+
+    np.testing.assert_array_equal(_hann64(n_fft), librosa.filters.get_window("hann", n_fft, fftbins=True))
+    for n_frames, hop in ((1, 128), (7, max(1, n_fft // 4)), (60, 128)):
+        expected = librosa.filters.window_sumsquare(
+            window="hann", n_frames=n_frames, win_length=n_fft, n_fft=n_fft, hop_length=hop, dtype=np.float32
+        )
+        np.testing.assert_array_equal(_window_sumsquare(n_frames, n_fft, hop), expected)
+    for sr in (48000, 16000, 2 * np.pi):
+        np.testing.assert_array_equal(fft_frequencies(sr, n_fft), librosa.fft_frequencies(sr=sr, n_fft=n_fft))
+
+
+def test_rendering_imports_no_librosa() -> None:
+    """A process that renders every category never imports librosa or scipy.signal (start-up cost)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from vocalgrad_dataset.categories import CATEGORIES\n"
+        "from vocalgrad_dataset.grid import conditions\n"
+        "x = (np.sin(np.arange(48000) * 0.05) * 0.3).astype(np.float32)\n"
+        "for cat in CATEGORIES.values():\n"
+        "    list(cat.render_clip(x, 48000, 4800, 43200, conditions()[:2], ['a__b__c__d__e'] * 2))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'librosa' or m.startswith('scipy.signal')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["speed", "pitch", "clarity", "distortion", "echo", "vibration", "noise", "volume"])
+def test_small_batches_and_chunks_change_nothing(name: str, demo_clip, monkeypatch) -> None:
+    """Bounded memory (conditions rendered a few at a time, spectra computed 5 windows at a time, nothing
+    cached for the next tier) gives the same samples as one batch of everything."""
+    from vocalgrad_dataset import stft
+    from vocalgrad_dataset.categories import base, echo, vibration
+
+    _, audio, sr, onset, offset = demo_clip
+    conds = [Condition(c, t, "up" if i % 2 else "down") for i, (c, t) in enumerate([("linear", "low"), ("jump", "mid"), ("quad_last_flat", "high"), ("linear", "high")])]
+    ids = [f"x__y__{c.curve}__{c.tier}__{c.direction}" for c in conds]
+    together = [y for y, _ in CATEGORIES[name].render_clip(audio, sr, onset, offset, conds, ids)]
+    monkeypatch.setattr(base, "BATCH_BYTES", 1)  # one condition per render call
+    monkeypatch.setattr(stft, "WINDOWS_PER_CHUNK", 5)
+    monkeypatch.setattr(echo, "SPECTRUM_BYTES", 0)
+    monkeypatch.setattr(vibration, "LFO_CACHE_BYTES", 0)
+    apart = [y for y, _ in CATEGORIES[name].render_clip(audio, sr, onset, offset, conds, ids)]
+    for a, b in zip(together, apart, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -107,7 +107,10 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
         meta[buildinfo.FORMATS_KEY] = json.dumps(formats, sort_keys=True).encode("utf-8")
         table = table.replace_schema_metadata(meta)
     with atomic_path(final) as tmp:
-        pq.write_table(table, tmp)
+        # WAV bytes neither compress nor repeat: stored plain (half the write time); the other columns as before
+        names = table.column_names
+        pq.write_table(table, tmp, compression={c: "none" if c == "audio" else "snappy" for c in names},
+                       use_dictionary=[c for c in names if c != "audio"])  # fmt: skip
     return final, len(rows)
 
 

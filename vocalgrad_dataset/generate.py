@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import hashlib
 import io
 import json
 import warnings
@@ -170,10 +171,26 @@ def source_clips(split: str, source: str | Source = "vctk", data_dir: str | Path
     return src.clips(split)
 
 
+_DETECTED: dict[tuple, tuple[float, float]] = {}  # (clip, rate, samples digest) -> detected onset/offset seconds
+_DETECTED_MAX = 4096
+
+
+def _detected(clip: SourceClip, samples: np.ndarray, sr: int) -> tuple[float, float]:
+    """SPEC §1 detection, once per clip and content in a process (a build renders a clip once per config)."""
+    key = (clip, sr, len(samples), hashlib.blake2b(np.ascontiguousarray(samples).tobytes(), digest_size=16).digest())
+    span = _DETECTED.get(key)
+    if span is None:
+        span = detect_onset_offset(samples, sr, clip_name=clip.source_clip_id)
+        if len(_DETECTED) >= _DETECTED_MAX:
+            _DETECTED.pop(next(iter(_DETECTED)))
+        _DETECTED[key] = span
+    return span
+
+
 def speech_span(clip: SourceClip, samples: np.ndarray, sr: int) -> tuple[int, int]:
     """Onset/offset in samples: frozen values when the list has them, else SPEC §1 detection."""
     if clip.onset_sec is None or clip.offset_sec is None:
-        onset_sec, offset_sec = detect_onset_offset(samples, sr, clip_name=clip.source_clip_id)
+        onset_sec, offset_sec = _detected(clip, samples, sr)
     else:
         onset_sec, offset_sec = clip.onset_sec, clip.offset_sec
     return span_samples(onset_sec, offset_sec, sr, len(samples), clip_name=clip.source_clip_id)
@@ -258,19 +275,34 @@ def render_clip_rows(
     fmt: str = "direction",
 ) -> list[dict[str, Any]]:
     """The requested conditions of one source clip as dataset rows (audio as an array or WAV bytes)."""
+    return list(iter_clip_rows(category, clip, samples, sr, conds, audio_format=audio_format, fmt=fmt))
+
+
+def iter_clip_rows(
+    category: Category,
+    clip: SourceClip,
+    samples: np.ndarray,
+    sr: int,
+    conds: Sequence[Condition] | None = None,
+    *,
+    audio_format: str = "array",
+    fmt: str = "direction",
+) -> Iterator[dict[str, Any]]:
+    """render_clip_rows one row at a time: each condition's float audio is freed once its row is made, so a
+    long source's working memory is a few outputs, not 24."""
     conds = list(conditions() if conds is None else conds)
     if not conds:
-        return []
+        return
     _warn_noop(category, {c.tier for c in conds}, sr)
     onset, offset = speech_span(clip, samples, sr)
     audio = samples.astype(np.float32) / np.float32(32768.0)
     ids = [clip_id(clip.source_item_id, clip.source_clip_id, c) for c in conds]
-    rows = []
     for cond, cid, (y, sched) in zip(conds, ids, category.render_clip(audio, sr, onset, offset, conds, ids), strict=True):
         pcm, clipped = to_pcm16(y)
         # the span may change length (segment crossfades, time stretch); audio after it is never resized
         out_offset = len(pcm) - (len(samples) - offset)
-        rows.append(
+        del y  # the float audio is not needed once converted
+        yield (
             {
                 "audio": _audio_value(pcm, sr, cid, audio_format),
                 **_base_row(category, clip, cid, fmt, cond),
@@ -283,7 +315,6 @@ def render_clip_rows(
                 "clipped_ratio": clipped,
             }
         )
-    return rows
 
 
 def source_row(
@@ -315,14 +346,25 @@ def render_config_rows(
     ids: Container[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One source clip's rows of a config in row order; `ids` restricts rendering to those clip ids."""
-    rows = []
+    return list(iter_config_rows(spec, clip, samples, sr, audio_format=audio_format, ids=ids))
+
+
+def iter_config_rows(
+    spec: ConfigSpec,
+    clip: SourceClip,
+    samples: np.ndarray,
+    sr: int,
+    *,
+    audio_format: str = "array",
+    ids: Container[str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """render_config_rows one row at a time (bounded working memory for long sources)."""
     if spec.format != "source":
         conds = [c for c in conditions() if ids is None or clip_id(clip.source_item_id, clip.source_clip_id, c) in ids]
-        rows += render_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, fmt=spec.format)
+        yield from iter_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, fmt=spec.format)
     sid = source_clip_id(clip.source_item_id, clip.source_clip_id)
     if spec.format in SOURCE_ROW_FORMATS and (ids is None or sid in ids):
-        rows.append(source_row(spec.category, clip, samples, sr, audio_format=audio_format, fmt=spec.format))
-    return rows
+        yield source_row(spec.category, clip, samples, sr, audio_format=audio_format, fmt=spec.format)
 
 
 def iter_rows(
@@ -344,5 +386,5 @@ def iter_rows(
         if pcm.samples.ndim != 1:
             raise SourceError(f"clip {clip.source_clip_id}: expected mono samples after decoding")
         for spec in specs:
-            yield from render_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format=audio_format, ids=ids)
+            yield from iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format=audio_format, ids=ids)
 

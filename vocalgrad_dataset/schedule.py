@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from .grid import progress
 
 STEP_SEC = 0.05
+CACHED_SPAN = 2**22  # per-sample progress curves up to this span (87 s at 48 kHz) are shared by a clip's conditions
 
 
 def step_samples(sr: int) -> int:
@@ -75,6 +77,15 @@ def _stepped(onset: int, offset: int, n_samples: int, step: int, start: float, e
 
 def continuous(onset: int, offset: int, n_samples: int, start: float, end: float, curve: str) -> Schedule:
     """Per-sample t = linspace(0, 1, span) over the speech span."""
-    t = np.linspace(0.0, 1.0, offset - onset)
-    values = start + (end - start) * progress(curve, t)
+    span = offset - onset
+    p = _span_progress(span, curve) if span <= CACHED_SPAN else progress(curve, np.linspace(0.0, 1.0, span))
+    values = start + (end - start) * p
     return Schedule(onset, offset, n_samples, float(start), float(end), values, 1, continuous=True, curve=curve)
+
+
+@lru_cache(maxsize=8)
+def _span_progress(span: int, curve: str) -> np.ndarray:
+    """progress(curve, linspace(0, 1, span)), computed once per span and curve (read-only)."""
+    p = np.array(progress(curve, np.linspace(0.0, 1.0, span)))
+    p.flags.writeable = False
+    return p

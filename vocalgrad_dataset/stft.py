@@ -2,8 +2,11 @@
 
 The batched routines reproduce librosa's `stft`, `phase_vocoder` and `istft` operation by operation
 (same dtypes, same accumulation order) for many windows at once, so that one source clip's 24
-conditions cost a handful of array operations instead of ~1,200 librosa calls. Imported lazily by the
-categories' render functions: librosa and numba load only when audio is rendered.
+conditions cost a handful of array operations instead of ~1,200 librosa calls. The few librosa helpers
+they need (hann window, its sum-square envelope, bin frequencies) are numpy copies of the same
+operations, so rendering never imports librosa and scipy.signal (~2 s of start-up per process);
+tests/test_transforms.py checks them against librosa. Imported lazily by the categories' render
+functions: numba loads only when audio is rendered.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import librosa
 import numba
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -23,14 +25,33 @@ from .dsp import fft_sizes
 
 @lru_cache(maxsize=64)
 def _hann64(n_fft: int) -> np.ndarray:
-    return librosa.filters.get_window("hann", n_fft, fftbins=True).astype(np.float64)
+    """librosa.filters.get_window("hann", n, fftbins=True), i.e. scipy's periodic hann, computed the same way:
+    the symmetric general cosine 0.5 + 0.5 cos(x) over linspace(-pi, pi, n + 1), last point dropped."""
+    if n_fft <= 1:
+        return np.ones(n_fft, dtype=np.float64)
+    fac = np.linspace(-np.pi, np.pi, n_fft + 1, dtype=np.float64)
+    w = np.zeros(n_fft + 1, dtype=np.float64)
+    for k, a in enumerate(np.asarray([0.5, 0.5])):
+        w += a * np.cos(k * fac)
+    return w[:-1]
 
 
 @lru_cache(maxsize=256)
 def _window_sumsquare(n_frames: int, n_fft: int, hop: int) -> np.ndarray:
-    return librosa.filters.window_sumsquare(
-        window="hann", n_frames=n_frames, win_length=n_fft, n_fft=n_fft, hop_length=hop, dtype=np.float32
-    )
+    """librosa.filters.window_sumsquare(window="hann", win_length=n_fft, dtype=float32): the squared float64
+    window added frame by frame into a float32 envelope."""
+    n = n_fft + hop * (n_frames - 1)
+    x = np.zeros(n, dtype=np.float32)
+    win_sq = _hann64(n_fft) ** 2
+    for i in range(n_frames):
+        start = i * hop
+        x[start : min(n, start + n_fft)] += win_sq[: max(0, min(n_fft, n - start))]
+    return x
+
+
+def fft_frequencies(sr: float, n_fft: int) -> np.ndarray:
+    """librosa.fft_frequencies: the real FFT's bin centre frequencies."""
+    return np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
 
 
 def stft_batch(windows: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
@@ -78,7 +99,7 @@ def prepare_vocoder(spec: np.ndarray, hop: int, n_fft: int) -> VocoderInput:
     """Rate-independent part of the phase vocoder for (W, T, F) spectra."""
     n_win, n_in, n_bins = spec.shape
     padded = np.concatenate([spec, np.zeros((n_win, 2, n_bins), dtype=spec.dtype)], axis=1)
-    phi_advance = hop * librosa.fft_frequencies(sr=2 * np.pi, n_fft=n_fft)
+    phi_advance = hop * fft_frequencies(2 * np.pi, n_fft)
     angles = angle32(padded)  # float32, as librosa's np.angle of complex64 columns
     advance = angles[:, 1:] - angles[:, :-1] - phi_advance
     advance -= 2.0 * np.pi * np.round(advance / (2.0 * np.pi))
@@ -156,13 +177,14 @@ def istft_batch(spec: np.ndarray, n_frames_in: np.ndarray, lengths: np.ndarray, 
     return outputs
 
 
-_TINY32 = librosa.util.tiny(np.float32(0))
+_TINY32 = np.finfo(np.float32).tiny  # librosa.util.tiny of float32
 
 
 @lru_cache(maxsize=4096)
 def _window_sumsquare_trimmed(n_frames: int, n_fft: int, hop: int, length: int) -> np.ndarray:
     """librosa's normalising envelope with near-zero entries set to 1 (librosa leaves those samples as they are)."""
-    wss = librosa.util.fix_length(_window_sumsquare(n_frames, n_fft, hop)[n_fft // 2 :], size=length)
+    wss = _window_sumsquare(n_frames, n_fft, hop)[n_fft // 2 :]
+    wss = wss[:length] if len(wss) >= length else np.pad(wss, (0, length - len(wss)))  # librosa.util.fix_length
     return np.where(wss > _TINY32, wss, np.float32(1.0)).astype(np.float32)
 
 
@@ -173,28 +195,35 @@ class JobBatch:
     length: int
     n_fft: int
     hop: int
-    spectra: np.ndarray  # (W, T, F) complex64, one row per distinct window
+    spectra: np.ndarray  # (W, T, F) complex64, one row per distinct window of this chunk
     job_ids: list[int]  # indices into the caller's job list
     rows: np.ndarray  # spectra row of each job
     values: np.ndarray  # each job's parameter value (float64)
+    chunk: tuple[int, int] = (0, 0)  # (window length, chunk number): batches of one chunk share `spectra`
+
+
+WINDOWS_PER_CHUNK = 128  # spectra of at most this many windows at a time (bounded memory for long sources)
 
 
 def batched_window_jobs(
     windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], n_fft: int, hop: int, batch_size: int
 ) -> Iterator[JobBatch]:
-    """Group (window, value) jobs by window length; each window is transformed once, jobs come sorted by value
-    in cache-sized batches (similar values batch together, e.g. similar stretch lengths)."""
+    """Group (window, value) jobs by window length, then by chunks of at most WINDOWS_PER_CHUNK windows; each
+    window is transformed once, its chunk's jobs come sorted by value in cache-sized batches (similar values
+    batch together, e.g. similar stretch lengths). Every window's result is its own (rows are independent)."""
     by_length: dict[int, list[int]] = defaultdict(list)
     for j, (k, _) in enumerate(jobs):
         by_length[len(windows[k])].append(j)
     for length, job_ids in by_length.items():
         nf, hp = fft_sizes(length, n_fft, hop)
         keys = sorted({jobs[j][0] for j in job_ids})
-        row_of = {k: r for r, k in enumerate(keys)}
-        spectra = stft_batch(np.stack([windows[k] for k in keys]), nf, hp)
-        job_ids.sort(key=lambda j: jobs[j][1])
-        for b in range(0, len(job_ids), batch_size):
-            batch = job_ids[b : b + batch_size]
-            rows = np.array([row_of[jobs[j][0]] for j in batch], dtype=np.int64)
-            values = np.array([jobs[j][1] for j in batch], dtype=np.float64)
-            yield JobBatch(length, nf, hp, spectra, batch, rows, values)
+        for c, first in enumerate(range(0, len(keys), WINDOWS_PER_CHUNK)):
+            chunk_keys = keys[first : first + WINDOWS_PER_CHUNK]
+            row_of = {k: r for r, k in enumerate(chunk_keys)}
+            spectra = stft_batch(np.stack([windows[k] for k in chunk_keys]), nf, hp)
+            chunk_jobs = sorted((j for j in job_ids if jobs[j][0] in row_of), key=lambda j: jobs[j][1])
+            for b in range(0, len(chunk_jobs), batch_size):
+                batch = chunk_jobs[b : b + batch_size]
+                rows = np.array([row_of[jobs[j][0]] for j in batch], dtype=np.int64)
+                values = np.array([jobs[j][1] for j in batch], dtype=np.float64)
+                yield JobBatch(length, nf, hp, spectra, batch, rows, values, (length, c))

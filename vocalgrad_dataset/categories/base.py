@@ -19,6 +19,7 @@ Render = Callable[[np.ndarray, int, Sequence[sched.Schedule], dict[str, Any]], I
 # Working memory of one render call: conditions are rendered in batches whose float64 outputs fit in it, so a
 # long source (a 20-minute clip is 460 MB per float64 output) is rendered a few conditions at a time.
 BATCH_BYTES = 256 * 2**20
+BYTES_PER_SAMPLE = 16  # per condition and sample: a float64 output, or a segment category's ~3 overlapping windows
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Category:
         """Render conditions of one clip in order, lazily: one render call per run of consecutive conditions
         with the same per-tier constants, at most as many as fit in BATCH_BYTES (all 24 for a short clip)."""
         cache: dict[str, Any] = {}
-        for idx in self._batches(conds, max(1, BATCH_BYTES // max(1, 8 * len(audio)))):
+        for idx in self._batches(conds, max(1, BATCH_BYTES // max(1, BYTES_PER_SAMPLE * len(audio)))):
             fixed = self.fixed(conds[idx[0]].tier)
             schedules = [self.schedule(conds[i], onset, offset, len(audio), sr) for i in idx]
             extra = {**fixed, "seeds": [noise_seed(clip_ids[i]) for i in idx], "clip_cache": cache}

@@ -31,13 +31,11 @@ def lowpass_gain(freqs: np.ndarray, cutoff: float) -> np.ndarray:
 
 def lowpass_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
     """Low-pass every (window, cutoff) job: one STFT per window, one batched ISTFT per window length."""
-    import librosa
-
-    from ..stft import batched_window_jobs, istft_batch  # librosa and numba load only when rendering
+    from ..stft import batched_window_jobs, fft_frequencies, istft_batch  # numba loads only when rendering
 
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
     for batch in batched_window_jobs(windows, jobs, N_FFT, HOP, JOBS_PER_BATCH):
-        freqs = librosa.fft_frequencies(sr=sr, n_fft=batch.n_fft)
+        freqs = fft_frequencies(sr, batch.n_fft)
         masks = np.stack([lowpass_gain(freqs, c) for c in batch.values])
         filtered = batch.spectra[batch.rows] * masks[:, None, :]
         n = len(batch.job_ids)

@@ -86,13 +86,30 @@ def _wet(audio: np.ndarray, sr: int, room: float, cache: dict) -> np.ndarray:
         ir = schroeder_ir(sr, room)
         spectrum = cache.get("echo:spectrum")
         n_fft = fft_length(len(audio), len(ir))
-        if spectrum is None and 16 * (n_fft // 2 + 1) <= SPECTRUM_BYTES:
+        if spectrum is None and 8 * (n_fft // 2 + 1) <= SPECTRUM_BYTES:
             spectrum = cache["echo:spectrum"] = np.fft.rfft(audio, n=n_fft)
-        cache[key] = match_rms(fft_convolve(audio, ir, spectrum), audio)
+        cache[key] = match_rms(_convolve_ir(audio, sr, room, spectrum), audio)
     return cache[key]
 
 
-SPECTRUM_BYTES = 64 * 2**20  # keep the clip's spectrum for the next tier only below this (a 5 s clip: 8 MB)
+SPECTRUM_BYTES = 64 * 2**20  # keep spectra for reuse only below this (a 5 s clip's: 2 MB)
+
+
+def _convolve_ir(audio: np.ndarray, sr: int, room: float, spectrum: np.ndarray | None) -> np.ndarray:
+    """fft_convolve(audio, IR) with the IR's spectrum from a cache across clips (same FFT length)."""
+    ir = schroeder_ir(sr, room)
+    n_fft = fft_length(len(audio), len(ir))
+    if 8 * (n_fft // 2 + 1) > SPECTRUM_BYTES:
+        return fft_convolve(audio, ir, spectrum)
+    x_spectrum = np.fft.rfft(audio, n=n_fft) if spectrum is None else spectrum
+    h_spectrum = _ir_spectrum(sr, room, n_fft)
+    return np.fft.irfft(x_spectrum * h_spectrum, n=n_fft)[: len(audio)].astype(np.float32)
+
+
+@lru_cache(maxsize=12)
+def _ir_spectrum(sr: int, room: float, n_fft: int) -> np.ndarray:
+    """rfft of the room's IR at n_fft (the published script computes it per tier and source)."""
+    return np.fft.rfft(schroeder_ir(sr, room), n=n_fft)
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:

@@ -15,16 +15,28 @@ BINS_PER_OCTAVE = 12
 
 
 def shift_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
-    """librosa.effects.pitch_shift for every (window, semitones) job: batched stretch, then soxr per job."""
+    """librosa.effects.pitch_shift for every (window, semitones) job: batched stretch, then soxr per job.
+
+    librosa resamples each stretched window with soxr_hq from sr / rate to sr; the resampler is set up
+    once per distinct rate and reset between the windows that share it (a reset stream gives the same
+    samples as a one-shot call, and costs less than a new setup).
+    """
     rates = [2.0 ** (-float(n) / BINS_PER_OCTAVE) for _, n in jobs]
     stretched = stretch_windows(windows, [(k, r) for (k, _), r in zip(jobs, rates, strict=True)])
+    streams: dict[float, soxr.ResampleStream] = {}
     out = []
     for (k, _), rate, y in zip(jobs, rates, stretched, strict=True):
         orig_sr = float(sr) / rate
         # librosa.resample(..., res_type="soxr_hq", scale=False) then fix_length to the input length
         n_resampled = int(np.ceil(len(y) * (float(sr) / orig_sr)))
-        z = soxr.resample(y, orig_sr, sr, quality="soxr_hq") if orig_sr != sr else y
-        z = _fix_length(_fix_length(z, n_resampled), len(windows[k]))
+        if orig_sr != sr:
+            stream = streams.get(orig_sr)
+            if stream is None:
+                stream = streams[orig_sr] = soxr.ResampleStream(orig_sr, sr, 1, dtype="float32", quality="soxr_hq")
+            else:
+                stream.clear()
+            y = stream.resample_chunk(np.ascontiguousarray(y, dtype=np.float32), last=True)
+        z = _fix_length(_fix_length(y, n_resampled), len(windows[k]))
         out.append(z.astype(np.float32, copy=False))
     return out
 

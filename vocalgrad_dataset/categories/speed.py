@@ -30,11 +30,11 @@ def stretch_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, flo
     )
 
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
-    prepared: dict[int, VocoderInput] = {}
+    prep: VocoderInput | None = None
+    prep_chunk = None
     for batch in batched_window_jobs(windows, jobs, n_fft, hop, JOBS_PER_BATCH):
-        prep = prepared.get(batch.length)
-        if prep is None:  # the rate-independent half of the vocoder, once per window
-            prep = prepared[batch.length] = prepare_vocoder(batch.spectra, batch.hop, batch.n_fft)
+        if batch.chunk != prep_chunk:  # the rate-independent half of the vocoder, once per window (chunk by chunk)
+            prep, prep_chunk = prepare_vocoder(batch.spectra, batch.hop, batch.n_fft), batch.chunk
         stretched, n_out = phase_vocoder_batch(prep, batch.rows, batch.values)
         lengths = np.array([int(round(batch.length / r)) for r in batch.values], dtype=np.int64)
         for j, y in zip(batch.job_ids, istft_batch(stretched, n_out, lengths, batch.n_fft, batch.hop), strict=True):
