@@ -365,6 +365,7 @@ def saved_folder(adapter: str) -> Path | None:
 
 def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
     """Attach the PCLM saved in an adapter directory (None when the directory holds none)."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)
@@ -373,6 +374,6 @@ def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
     mixer = attach(lm, PCLMConfig.read(folder))
     try:
         mixer.load_state_dict(load_file(str(folder / PCLM_WEIGHTS)))
-    except (OSError, RuntimeError) as err:  # missing, truncated, or another mixer's tensors
+    except (OSError, RuntimeError, SafetensorError) as err:  # missing, truncated, or another mixer's tensors
         raise ValueError(f"{folder / PCLM_WEIGHTS}: cannot load the PCLM weights ({err})") from None
     return mixer
