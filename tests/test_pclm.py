@@ -211,6 +211,8 @@ def test_hub_staging_carries_the_mixer(pclm_run: SimpleNamespace, tmp_path: Path
 
     files = stage_adapter(pclm_run.out, tmp_path, repo_id="org/pclm")
     assert {"pclm.safetensors", "pclm_config.json", "adapter_model.safetensors", "README.md"} <= set(files)
+    card = (tmp_path / "README.md").read_text()
+    assert "+ PCLM + LoRA (all_linear)" in card and f"{pclm_run.info['pclm']['added_params']:,} added parameters" in card
 
 
 def test_a_damaged_mixer_file_is_one_clear_error(pclm_run: SimpleNamespace, tmp_path: Path) -> None:
