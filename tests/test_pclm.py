@@ -139,10 +139,8 @@ def test_added_parameters_stay_under_one_percent_of_the_published_models(model_c
     assert added / total < 0.01, f"{added:,} of {total:,}"
 
 
-@pytest.fixture(scope="module")
-def pclm_run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
-    """The acceptance command (stage 1 at step 1, stage 2 at step 2), with the model's state after each step."""
-    out = tmp_path_factory.mktemp("pclm") / "X"
+def _recorded_run(out: Path, *flags: str) -> SimpleNamespace:
+    """The acceptance command (plus flags) with the model's state before step 1 and after every step."""
     snapshots: list[dict[str, torch.Tensor]] = []
     original = loop.Stepper.optimizer_step
 
@@ -156,10 +154,16 @@ def pclm_run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     mp = pytest.MonkeyPatch()
     mp.setattr(loop.Stepper, "optimizer_step", recording)
     try:
-        assert main([*ACCEPTANCE, "--out", str(out), *FAST]) == 0
+        assert main([*ACCEPTANCE, "--out", str(out), *FAST, *flags]) == 0
     finally:
         mp.undo()
     return SimpleNamespace(out=out, snapshots=snapshots, info=json.loads((out / "training.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def pclm_run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """The acceptance command: stage 1 at step 1, stage 2 (+ LoRA) at step 2."""
+    return _recorded_run(tmp_path_factory.mktemp("pclm") / "X")
 
 
 def _changed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> set[str]:
@@ -223,3 +227,22 @@ def test_a_damaged_mixer_file_is_one_clear_error(pclm_run: SimpleNamespace, tmp_
     (broken / "pclm.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match=r"pclm\.safetensors: cannot load the PCLM weights"):
         get_model("tiny-qwen2-audio", adapter=str(broken))
+
+
+def test_full_finetuning_on_request_trains_the_lm_and_reloads(tmp_path: Path) -> None:
+    run = _recorded_run(tmp_path / "full", "--full-finetune")
+    init, after1, after2 = run.snapshots
+    assert all(k.startswith("pclm.") for k in _changed(init, after1))
+    stage2 = _changed(after1, after2)
+    lm_side = {k for k in stage2 if not k.startswith("pclm.")}
+    assert lm_side and all(k.startswith("model.language_model.") and "lora_" not in k for k in lm_side)
+    assert not any("embed_tokens" in k for k in stage2)  # the prompt embedding stays the frozen LM's
+    assert run.info["pclm"]["stage2_lm"] == "full"
+    assert (run.out / "adapter" / "lm_weights.safetensors").is_file()
+    reloaded = get_model("tiny-qwen2-audio", adapter=str(run.out)).model.state_dict()
+    assert all(torch.equal(reloaded[k], after2[k]) for k in lm_side)
+    with pytest.raises(ValueError, match="--full-finetune goes with --objective ce"):
+        from finetune.settings import TrainSettings
+
+        TrainSettings(model="m", category="volume", scope="all_linear", out="x", recipe="pclm+dpo",
+                      full_finetune=True).check()
