@@ -182,6 +182,9 @@ class TrainSettings(ModelSettings, SourceSettings):
                                       or self.full_finetune):
             raise ValueError("--pclm-taps, --pclm-stage1-steps, --prompt-encoder and --full-finetune go with "
                              "--method pclm")
+        if self.method == "pclm" and self.include_audio_tower:
+            raise ValueError("--include-audio-tower does not go with --method pclm: the encoder and the final "
+                             "projector stay frozen (the mixer copies the projector)")
         if self.full_finetune and self.objective == "dpo":
             raise ValueError("--full-finetune goes with --objective ce: DPO's reference is the model with its LoRA "
                              "off, which full fine-tuning has no copy of")
