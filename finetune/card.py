@@ -66,6 +66,28 @@ def _num(x: Any, fmt: str = "{:.4f}") -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
+def _method_words(info: Mapping[str, Any]) -> str:
+    """"LoRA", "PCLM + LoRA" or "PCLM + DPO (LoRA)": what the adapter is, for the title."""
+    pclm, objective = info.get("pclm"), info.get("objective", "ce")
+    if objective == "dpo":
+        return "PCLM + DPO (LoRA)" if pclm else "DPO (LoRA)"
+    return "PCLM + LoRA" if pclm else "LoRA"
+
+
+def _repair_rows(info: Mapping[str, Any]) -> list[list[str]]:
+    """Recipe rows for the prompt-conditioned layer mixer and DPO (none for a plain LoRA run)."""
+    rows = []
+    if (pclm := info.get("pclm")) is not None:
+        rows.append(["PCLM", f"encoder layers {pclm['taps']} + final ({pclm['n_layers']}) mixed by alpha = softmax(MLP("
+                     f"prompt embedding)), MLP width {pclm['hidden']}; prompt embedding: {pclm['prompt_embedding']}; "
+                     f"{pclm['added_params']:,} added parameters ({100 * pclm['added_share']:.3g} % of the model); "
+                     f"stage 1 (mixer only, LM frozen): {pclm['stage1_steps']} steps"])
+    if (dpo := info.get("dpo")) is not None:
+        rows.append(["DPO", f"beta {dpo['beta']:g}, rejected answer: {dpo['rejected']}; reference: {dpo['reference']}; "
+                     f"first DPO step loss {_num(dpo.get('first_dpo_loss'))}"])
+    return rows
+
+
 def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, dataset_repo: str,
                repo_id: str | None = None) -> str:
     """README.md of the adapter repo: metadata, base model, recipe, data, training, results, usage."""
@@ -76,7 +98,8 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
         meta["base_model"] = base["model_id"]
     meta.update({"library_name": "peft", "pipeline_tag": "audio-text-to-text",
                  "tags": ["vocalgrad", "lora", "peft", "audio", f"vocalgrad-{category}"], "datasets": [dataset_repo]})
-    title = f"{base['registry_name']} + LoRA ({scope}) for VocalGrad `{category}`"
+    method = _method_words(info)
+    title = f"{base['registry_name']} + {method} ({scope}) for VocalGrad `{category}`"
     aug = info.get("augmentation", {"enabled": False})
     parts = [
         "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---",
@@ -102,6 +125,7 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
             ["seed", str(s["seed"])],
             ["loss", "cross-entropy on the answer word" + (" and the end-of-turn token" if s.get("end_of_turn") else "")
              + f" (prompt variant `{data['prompt_variant']}`)"],
+            *_repair_rows(info),
         ]),
         "## Data",
         f"VocalGrad config `{category}` ({PUBLISHED_NAME[category]}), `{data['split']}` split generated on the fly "

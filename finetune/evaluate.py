@@ -11,7 +11,7 @@ import torch
 
 from finetune.data import RowRenderer
 from finetune.lora import adapters_disabled
-from finetune.objective import AnswerTask, answer_losses, keeps_logits
+from finetune.objective import AnswerTask, answer_losses, answer_options, keeps_logits
 from finetune.record import write_training_record
 from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, TrainSettings
 from harness.models.pclm import pclm_disabled
@@ -38,8 +38,7 @@ def evaluate_clips(lm: TrainableAudioLM, renderer: RowRenderer, ids: Sequence[st
         rows = [renderer.row(cid) for cid in mine[i : i + batch_size]]
         prompts, inputs = task.inputs(lm, rows, end_of_turn=end_of_turn)
         loss_sum += float(answer_losses(lm.model, inputs, keep).sum())
-        scores = lm.score_choices(prompts, task.vocabulary.choices)
-        correct += sum((s[0] > s[1]) == (r["label"] == "increase") for s, r in zip(scores, rows, strict=True))
+        correct += _correct_choices(lm, task, prompts, rows)
     lm.model.train(was_training)
     totals = torch.tensor([loss_sum, float(correct), float(len(mine))], dtype=torch.float64)
     if accelerator is not None and world > 1:
@@ -47,6 +46,31 @@ def evaluate_clips(lm: TrainableAudioLM, renderer: RowRenderer, ids: Sequence[st
     n = float(totals[2])
     return {"n": int(n), "loss": float(totals[0]) / n if n else float("nan"),
             "accuracy": float(totals[1]) / n if n else float("nan")}
+
+
+def _correct_choices(lm: TrainableAudioLM, task: AnswerTask, prompts: list[Any], rows: list[Any]) -> int:
+    """How many rows score their true answer highest among their options (the harness' `choices` scoring):
+    one batched call for the VocalGrad vocabulary, one call per row for rows with their own options (MCQ)."""
+    if not any(r.get("options") for r in rows):
+        scores = lm.score_choices(prompts, task.vocabulary.choices)
+        return sum((s[0] > s[1]) == (r["label"] == "increase") for s, r in zip(scores, rows, strict=True))
+    correct = 0
+    for p, r in zip(prompts, rows, strict=True):
+        opts = answer_options(r, task.vocabulary)
+        choices = (opts.answer, *opts.wrong)
+        correct += int(lm.score_choices([p], choices)[0].argmax() == 0)
+    return correct
+
+
+def paired_vs_base(out: Path) -> dict[str, dict[str, Any]]:
+    """The exact McNemar test of the adapter against the base model per config, paired by clip (harness compare)."""
+    from dataclasses import asdict
+
+    from harness.metrics import mcnemar
+    from harness.report import load_samples
+
+    base, tuned = load_samples(out / EVAL_BASE_DIR), load_samples(out / EVAL_DIR)
+    return {c: asdict(mcnemar(base[c], tuned[c])) for c in tuned if c in base}
 
 
 def _harness_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, dir_name: str,
@@ -68,7 +92,10 @@ def _write_matrix_and_card(settings: TrainSettings, out: Path, info: dict[str, A
     rows = {f"{settings.category} ({settings.scope})": out / EVAL_DIR}
     if settings.eval_base:
         rows = {"base": out / EVAL_BASE_DIR, **rows}
-    info["eval"] = write_matrix(rows, out, title=f"{settings.model}: LoRA {settings.scope} on {settings.category}")
+    method = "LoRA" if settings.method == "lora" else "PCLM + LoRA"
+    info["eval"] = write_matrix(rows, out, title=f"{settings.model}: {method} {settings.scope} on {settings.category}")
+    if settings.eval_base:  # A = base, B = adapter: `harness compare OUT/eval_base OUT/eval` prints the same
+        info["eval"]["paired_vs_base"] = paired_vs_base(out)
     write_card(out, info, dataset_repo=settings.dataset_repo)
     write_training_record(out, info)
 

@@ -80,8 +80,8 @@ def new_state(settings: TrainSettings) -> dict[str, Any]:
     return {"step": 0, "seed": settings.seed, "fingerprint": settings.fingerprint(), "log": []}
 
 
-def resume(settings: TrainSettings, peft_model: PeftModel, mixer: LayerMixer | None, opt: Optimization,
-           acc: Accelerator, out: Path, total_steps: int) -> dict[str, Any]:
+def resume(settings: TrainSettings, lm: TrainableAudioLM, peft_model: PeftModel, mixer: LayerMixer | None,
+           opt: Optimization, acc: Accelerator, out: Path, total_steps: int) -> dict[str, Any]:
     """The loop state to continue from: the newest usable checkpoint's (its adapter and PCLM, optimizer,
     scheduler and this process's RNG restored), else a fresh one."""
     ckpt = checkpoint.latest(out)
@@ -89,7 +89,7 @@ def resume(settings: TrainSettings, peft_model: PeftModel, mixer: LayerMixer | N
         return new_state(settings)
     check_resumable(checkpoint.read_state(ckpt)["fingerprint"], settings, out)
     weights, state = checkpoint.load(ckpt, optimizer=opt.optimizer, scheduler=opt.scheduler, rank=acc.process_index)
-    load_trainable_state(peft_model, mixer, weights)
+    load_trainable_state(peft_model, mixer, lm, weights)
     if acc.is_main_process:
         print(f"resuming {out} from {ckpt.name} (step {state['step']} of {total_steps})")
     return state
@@ -152,7 +152,7 @@ class Stepper:
     def micro_batch(self, mb: MicroBatch, rows: list[BenchRow]) -> None:
         """Forward and backward of one micro-batch; gradients are synchronised after the step's last one."""
         acc, world = self.acc, self.acc.num_processes
-        self.phases.set_trainable(mb.step, self.peft_model, self.mixer)
+        self.phases.set_trainable(mb.step, self.lm, self.mixer)
         with nullcontext() if mb.last else acc.no_sync(self.ddp_model):
             losses = self.losses(mb.step, rows)
             # DDP averages over processes: scaling by W / n_step makes the update the mean over the step's clips.
@@ -194,7 +194,7 @@ class Stepper:
     def save_checkpoint(self) -> None:
         """Checkpoint the adapter, optimizer, scheduler, loop state and every process's RNG."""
         acc = self.acc
-        checkpoint.save(self.out, self.state["step"], adapter=trainable_state(self.peft_model, self.mixer),
+        checkpoint.save(self.out, self.state["step"], adapter=trainable_state(self.peft_model, self.mixer, self.lm, self.phases),
                         optimizer=self.opt.optimizer, scheduler=self.opt.scheduler, state=self.state,
                         rank=acc.process_index, is_main=acc.is_main_process, barrier=acc.wait_for_everyone,
                         keep=self.settings.keep_checkpoints)
@@ -218,7 +218,7 @@ def _prepare(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, ou
                     if settings.gradient_checkpointing else None)
     opt = Optimization.of(lm.model, settings, steps.total)
     keep_logits = keeps_logits(lm.model)
-    state = resume(settings, peft_model, mixer, opt, acc, out, steps.total)
+    state = resume(settings, lm, peft_model, mixer, opt, acc, out, steps.total)
     ddp_model = acc.prepare(lm.model)
     lm.model.train()
     stepper = Stepper(settings, lm, acc, out, peft_model, ddp_model, opt, steps, state,
@@ -230,7 +230,7 @@ def _prepare(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, ou
 def _write_run(out: Path, stepper: Stepper, info: dict[str, Any]) -> None:
     """The log, the adapter and training.json (main process); the adapter supersedes the checkpoints."""
     write_jsonl(out / TRAIN_LOG, stepper.state["log"])
-    save_adapter(stepper.peft_model, out / ADAPTER_DIR, saver(stepper.mixer))
+    save_adapter(stepper.peft_model, out / ADAPTER_DIR, saver(stepper.mixer, stepper.lm, stepper.phases))
     write_training_record(out, info)
     shutil.rmtree(out / checkpoint.CHECKPOINTS, ignore_errors=True)
 

@@ -29,18 +29,32 @@ if TYPE_CHECKING:
     from finetune.settings import TrainSettings
 
 PCLM_PREFIX = "pclm."  # the mixer's tensors in a checkpoint's adapter file, beside the LoRA tensors
+LM_PREFIX = "full-lm."  # the LM's own tensors there, under --full-finetune
 STAGE1, STAGE2, LORA = "pclm-stage1", "pclm-stage2", "lora"
 
 
 def attach_for_training(lm: TrainableAudioLM, settings: TrainSettings) -> pclm.LayerMixer | None:
-    """The mixer of a --method pclm run, attached to lm (its init drawn from the already seeded RNG), else None."""
+    """The mixer of a --method pclm run, attached to lm (its init drawn from the already seeded RNG), else None.
+    With --full-finetune the LM's own weights are made trainable too (the optimizer must hold them)."""
     if settings.method != "pclm":
         return None
     config = pclm.new_config(lm, taps=settings.pclm_taps, hidden=settings.pclm_hidden,
                              prompt_encoder=settings.prompt_encoder)
     mixer = pclm.attach(lm, config)
     mixer.requires_grad_(True)
+    if settings.full_finetune:
+        for p in lm_parameters(lm).values():
+            p.requires_grad_(True)
     return mixer
+
+
+def lm_parameters(lm: TrainableAudioLM) -> dict[str, torch.nn.Parameter]:
+    """The LM weights full fine-tuning trains: every decoder parameter but the LoRA matrices and the input
+    embeddings (frozen: they are the mixer's prompt embedding, and the head when tied), by state_dict name."""
+    embeddings = lm.model.get_input_embeddings().weight
+    prefix = lm.decoder_path + "."
+    return {n: p for n, p in lm.model.named_parameters()
+            if n.startswith(prefix) and "lora_" not in n and p is not embeddings}
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,7 @@ class Phases:
     method: str
     objective: str
     stage1_steps: int  # 0 for --method lora
+    full: bool = False  # stage 2 trains the whole LM instead of LoRA
 
     @classmethod
     def of(cls, settings: TrainSettings, total_steps: int) -> Phases:
@@ -57,7 +72,8 @@ class Phases:
         if settings.method != "pclm":
             return cls(settings.method, settings.objective, 0)
         s1 = settings.pclm_stage1_steps
-        return cls(settings.method, settings.objective, max(1, total_steps // 2) if s1 is None else s1)
+        return cls(settings.method, settings.objective, max(1, total_steps // 2) if s1 is None else s1,
+                   settings.full_finetune)
 
     def phase(self, step: int) -> str:
         """STAGE1 (mixer, CE), STAGE2 (mixer + LoRA; or LoRA alone by DPO), or LORA."""
@@ -69,42 +85,66 @@ class Phases:
         """Stage 1 always learns by cross-entropy; afterwards the run's objective."""
         return "ce" if self.phase(step) == STAGE1 else self.objective
 
-    def set_trainable(self, step: int, peft_model: PeftModel, mixer: pclm.LayerMixer | None) -> None:
-        """Freeze what step `step` does not train: LoRA in stage 1, the mixer under DPO (as the paper)."""
+    def set_trainable(self, step: int, lm: TrainableAudioLM, mixer: pclm.LayerMixer | None) -> None:
+        """Freeze what step `step` does not train: LoRA (or the full LM) in stage 1, the mixer under DPO."""
         phase = self.phase(step)
-        lora_on = phase != STAGE1
-        for name, p in peft_model.named_parameters():
+        lm_on = phase != STAGE1
+        for name, p in lm.model.named_parameters():
             if "lora_" in name:
-                p.requires_grad_(lora_on)
+                p.requires_grad_(lm_on and not self.full)
+        if self.full:
+            for p in lm_parameters(lm).values():
+                p.requires_grad_(lm_on)
         if mixer is not None:
             mixer.requires_grad_(phase == STAGE1 or (phase == STAGE2 and self.objective == "ce"))
 
 
-def trainable_state(peft_model: PeftModel, mixer: pclm.LayerMixer | None) -> dict[str, torch.Tensor]:
-    """What a checkpoint keeps of the trained part: the LoRA tensors and the mixer's (prefixed)."""
+def _full_lm_state(lm: TrainableAudioLM, phases: Phases) -> dict[str, torch.Tensor]:
+    return {k: v.detach() for k, v in lm_parameters(lm).items()} if phases.full else {}
+
+
+def trainable_state(peft_model: PeftModel, mixer: pclm.LayerMixer | None, lm: TrainableAudioLM,
+                    phases: Phases) -> dict[str, torch.Tensor]:
+    """What a checkpoint keeps of the trained part: the LoRA tensors, the mixer's and the fully fine-tuned LM's
+    (prefixed)."""
     from finetune.lora import adapter_state
 
     state = adapter_state(peft_model)
     if mixer is not None:
         state.update({PCLM_PREFIX + k: v for k, v in mixer.state_dict().items()})
+    state.update({LM_PREFIX + k: v for k, v in _full_lm_state(lm, phases).items()})
     return state
 
 
-def load_trainable_state(peft_model: PeftModel, mixer: pclm.LayerMixer | None, weights: dict[str, torch.Tensor]) -> None:
+def load_trainable_state(peft_model: PeftModel, mixer: pclm.LayerMixer | None, lm: TrainableAudioLM,
+                         weights: dict[str, torch.Tensor]) -> None:
     """Put a checkpoint's trainable tensors (trainable_state) back."""
     from finetune.lora import load_adapter_state
 
-    lora = {k: v for k, v in weights.items() if not k.startswith(PCLM_PREFIX)}
-    load_adapter_state(peft_model, lora)
+    def part(prefix: str) -> dict[str, torch.Tensor]:
+        return {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
+
+    load_adapter_state(peft_model, {k: v for k, v in weights.items() if not k.startswith((PCLM_PREFIX, LM_PREFIX))})
     if mixer is not None:
-        mixer.load_state_dict({k.removeprefix(PCLM_PREFIX): v for k, v in weights.items() if k.startswith(PCLM_PREFIX)})
+        mixer.load_state_dict(part(PCLM_PREFIX))
+    if full := part(LM_PREFIX):
+        lm.model.load_state_dict(full, strict=False)
 
 
-def saver(mixer: pclm.LayerMixer | None) -> Any:
-    """What save_adapter writes beside the LoRA files: the mixer (None for --method lora)."""
+def saver(mixer: pclm.LayerMixer | None, lm: TrainableAudioLM, phases: Phases) -> Any:
+    """What save_adapter writes beside the LoRA files: the mixer (and the fully fine-tuned LM); None for LoRA."""
     if mixer is None:
         return None
-    return lambda folder: pclm.save(mixer, Path(folder))
+
+    def write(folder: Path) -> None:
+        from safetensors.torch import save_file
+
+        pclm.save(mixer, Path(folder))
+        if full := _full_lm_state(lm, phases):
+            save_file({k: v.contiguous().cpu() for k, v in full.items()}, str(Path(folder) / pclm.LM_WEIGHTS),
+                      metadata={"format": "pt"})
+
+    return write
 
 
 def pclm_info(mixer: pclm.LayerMixer | None, phases: Phases, base_params: int) -> dict[str, Any] | None:
@@ -115,7 +155,8 @@ def pclm_info(mixer: pclm.LayerMixer | None, phases: Phases, base_params: int) -
 
     added = pclm.added_parameters(mixer)
     return {**asdict(mixer.config), "added_params": added, "added_share": added / base_params,
-            "stage1_steps": phases.stage1_steps, "prompt_embedding": (
+            "stage1_steps": phases.stage1_steps, "stage2_lm": "full" if phases.full else "lora",
+            "prompt_embedding": (
                 "the frozen LM's input-token embeddings, mean-pooled over the prompt's text tokens"
                 if mixer.config.prompt_encoder == pclm.LM_EMBEDDINGS else
                 f"sentence encoder {mixer.config.prompt_encoder}, mean-pooled")}

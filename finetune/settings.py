@@ -98,6 +98,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     pclm_hidden: int = _defines(256)
     pclm_stage1_steps: int | None = _defines(None)  # default: half of the steps (at least one)
     prompt_encoder: str | None = _defines(None)  # default: the frozen LM's mean-pooled token embeddings
+    full_finetune: bool = _defines(False)  # PCLM stage 2 trains the whole LM (but its input embeddings), not LoRA
     # mechanics (do not change the result)
     save_every: int = 50
     keep_checkpoints: int = 2
@@ -177,8 +178,16 @@ class TrainSettings(ModelSettings, SourceSettings):
         self._check_pclm()
 
     def _check_pclm(self) -> None:
-        if self.method != "pclm" and (self.pclm_taps or self.pclm_stage1_steps is not None or self.prompt_encoder):
-            raise ValueError("--pclm-taps, --pclm-stage1-steps and --prompt-encoder go with --method pclm")
+        if self.method != "pclm" and (self.pclm_taps or self.pclm_stage1_steps is not None or self.prompt_encoder
+                                      or self.full_finetune):
+            raise ValueError("--pclm-taps, --pclm-stage1-steps, --prompt-encoder and --full-finetune go with "
+                             "--method pclm")
+        if self.method == "pclm" and self.include_audio_tower:
+            raise ValueError("--include-audio-tower does not go with --method pclm: the encoder and the final "
+                             "projector stay frozen (the mixer copies the projector)")
+        if self.full_finetune and self.objective == "dpo":
+            raise ValueError("--full-finetune goes with --objective ce: DPO's reference is the model with its LoRA "
+                             "off, which full fine-tuning has no copy of")
         if self.pclm_stage1_steps is not None and self.pclm_stage1_steps < 0:
             raise ValueError(f"pclm-stage1-steps must be >= 0, got {self.pclm_stage1_steps}")
         if self.pclm_hidden < 1:
@@ -287,6 +296,8 @@ def _add_method_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     g.add_argument("--pclm-stage1-steps", type=int, default=None,
                    help="optimizer steps of stage 1 (mixer only, LM frozen) before stage 2 or DPO "
                         "(default: half of the steps, at least one)")
+    g.add_argument("--full-finetune", action="store_true",
+                   help="PCLM stage 2 fine-tunes every LM weight (but the input embeddings) instead of LoRA")
     g.add_argument("--prompt-encoder", default=None, metavar="DIR",
                    help="local sentence-encoder checkpoint for the mixer's prompt embedding (default: the "
                         "frozen LM's mean-pooled token embeddings of the prompt)")

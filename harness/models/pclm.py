@@ -24,6 +24,7 @@ Nothing here imports finetune/: training (finetune.pclm) and `harness eval --ada
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Iterator, Sequence
@@ -40,6 +41,7 @@ from .protocol import ModelError
 
 PCLM_CONFIG = "pclm_config.json"
 PCLM_WEIGHTS = "pclm.safetensors"
+LM_WEIGHTS = "lm_weights.safetensors"  # PCLM stage 2 with --full-finetune: the LM's fine-tuned weights
 # VoxParadox taps AF3's 32-layer AF-Whisper encoder at layers 5, 15, 25, 30 (plus the final layer).
 PAPER_TAPS = (5, 15, 25, 30)
 PAPER_DEPTH = 32
@@ -360,11 +362,14 @@ def saved_folder(adapter: str) -> Path | None:
     except EntryNotFoundError:  # a plain LoRA repo
         return None
     hf_hub_download(adapter, PCLM_WEIGHTS)
+    with contextlib.suppress(EntryNotFoundError):  # absent when stage 2 trained LoRA, not the whole LM
+        hf_hub_download(adapter, LM_WEIGHTS)
     return Path(config).parent
 
 
 def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
     """Attach the PCLM saved in an adapter directory (None when the directory holds none)."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)
@@ -373,6 +378,22 @@ def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
     mixer = attach(lm, PCLMConfig.read(folder))
     try:
         mixer.load_state_dict(load_file(str(folder / PCLM_WEIGHTS)))
-    except (OSError, RuntimeError) as err:  # missing, truncated, or another mixer's tensors
+    except (OSError, RuntimeError, SafetensorError) as err:  # missing, truncated, or another mixer's tensors
         raise ValueError(f"{folder / PCLM_WEIGHTS}: cannot load the PCLM weights ({err})") from None
+    if (folder / LM_WEIGHTS).is_file():
+        _load_lm_weights(lm.model, folder / LM_WEIGHTS)
     return mixer
+
+
+def _load_lm_weights(model: nn.Module, path: Path) -> None:
+    """The fully fine-tuned LM weights saved beside the mixer, by their names in the (LoRA-wrapped) model."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        weights = load_file(str(path))
+    except (OSError, SafetensorError) as err:
+        raise ValueError(f"{path}: cannot load the fine-tuned LM weights ({err})") from None
+    unexpected = model.load_state_dict(weights, strict=False).unexpected_keys
+    if unexpected:
+        raise ValueError(f"{path}: {len(unexpected)} tensors this model does not have, e.g. {unexpected[:3]}")
