@@ -243,10 +243,10 @@ def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
 
 
 def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
-    """Every figure of a report (PNG + SVG); returns each figure's plotted data by file stem."""
+    """Every figure of a report (PDF, PNG and SVG at 7 and 3.5 in, a CSV of the points); returns each
+    figure's plotted data by file stem. Titles are short: the runs are named in the legend."""
     from harness import plots  # matplotlib: only when figures are drawn
 
-    title = " vs ".join(r.label for r in runs)
     figs: dict[str, Any] = {}
     main = {r.label: {c: s for c, s in r.results["results"].items() if c in CONFIGS or parse_config(c).format
                       == "direction"} for r in runs}
@@ -255,29 +255,29 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     over = {MODEL_DISPLAY[stem]: r.label for r in runs if (stem := published_stem(r.model)) and _published(r, "accuracy")}
     published = {name: _published(next(r for r in runs if r.label == label), "accuracy") for name, label in over.items()}
     figs["accuracy_by_category"] = plots.plot_accuracy(
-        main, out / "accuracy_by_category", f"Accuracy by category: {title}", human=human, published=published,
+        main, out / "accuracy_by_category", "Accuracy by category", human=human, published=published,
         published_over=over)
     for key, order in (("tier", TIERS), ("curve", CURVES)):
         figs[f"accuracy_by_{key}"] = plots.plot_breakdown(
             {r.label: _pooled(r, key) for r in runs}, key, out / f"accuracy_by_{key}", order,
-            f"Accuracy by {key} (all categories pooled): {title}")
+            f"Accuracy by {key} (categories pooled)")
     bias_pub = {name: _published(next(r for r in runs if r.label == label), "increase_ratio")
                 for name, label in over.items()}
     figs["increase_bias_by_category"] = plots.plot_increase_bias(
-        main, out / "increase_bias_by_category", f'"increase" bias by category: {title}', published=bias_pub,
+        main, out / "increase_bias_by_category", '"increase" bias by category', published=bias_pub,
         published_over=over)
     formats = list(dict.fromkeys(c for r in runs for c in r.rows if parse_config(c).format in ("yesno", "ternary")))
     for c in formats:
         labels = list(parse_config(c).labels)
         figs[f"confusion_{c}"] = plots.plot_confusion(
             {r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / f"confusion_{c}",
-            f"{c}: gold label vs answer")
+            f"{c}: gold vs answer")
     return figs
 
 
 def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
            figures: bool = True) -> str:
-    """Recompute, print-ready text; writes report.md and the figures (PNG + SVG) into out_dir (default: the
+    """Recompute, print-ready text; writes report.md and the figures (PDF, PNG, SVG) into out_dir (default: the
     first run dir). One run gives its full report; several give one table with every model, then each
     run's own report."""
     dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)

@@ -98,22 +98,27 @@ def test_figures_plot_the_samples(runs: dict[str, Path], tmp_path: Path) -> None
     assert acc["ylim"][0] == 0 and acc["ylim"][1] > max(tops) >= 100  # no cap or mark is cut
     assert acc["legend"] == ["human (paper)", "Kimi-Audio (paper)", "chance (50 %)", "random", "kimi-audio",
                              "95 % Wilson CI"]  # one CI entry for every run's intervals
-    assert "random" in acc["title"] and "kimi-audio" in acc["title"]
+    assert acc["title"] == "Accuracy by category"  # short: the runs are in the legend (issue 23)
 
     tiers = figs["accuracy_by_tier"]
     assert tiers["xticklabels"] == ["low", "mid", "high"]
     pooled = [r for c in ("volume", "noise") for r in _rows(runs["random"], c)]
     for i, t in enumerate(("low", "mid", "high")):
         cell = [r for r in pooled if r["tier"] == t]
-        assert tiers["lines"]["random"][i] == pytest.approx(100 * sum(map(_right, cell)) / len(cell))
+        assert tiers["markers"]["random"][i][1] == pytest.approx(100 * sum(map(_right, cell)) / len(cell))
     curves = figs["accuracy_by_curve"]
-    assert curves["xticklabels"] == ["linear", "quad_first_flat", "quad_last_flat", "jump"]
-    assert curves["lines"]["kimi-audio"] == [50.0] * 4  # always "increase": half of each curve's clips
+    assert curves["xticklabels"] == ["linear", "quad first flat", "quad last flat", "jump"]
+    # categories, not a continuum: markers, never a line joining them (issue 23)
+    assert [y for _, y in curves["markers"]["kimi-audio"]] == [50.0] * 4  # always "increase": half of each curve
+    assert set(curves["lines"]) == set(tiers["lines"]) == {"chance (50 %)"}  # the only line: chance
 
     bias = figs["increase_bias_by_category"]
     rows = _rows(runs["random"], "volume")
     parsed = [r for r in rows if r["pred"] is not None]
     assert bias["bars"]["random"][0] == pytest.approx(100 * sum(r["pred"] == "increase" for r in parsed) / len(parsed) - 50)
+    n_inc = sum(r["pred"] == "increase" for r in parsed)
+    lo, hi = _wilson(n_inc, len(parsed))  # the share's interval, over the parsed answers, in points from 50
+    assert bias["intervals"]["random"][0] == pytest.approx((100 * lo - 50, 100 * hi - 50))
     assert bias["bars"]["kimi-audio"][0] == 50.0 and math.isnan(bias["bars"]["kimi-audio"][1])  # no noise run
     assert bias["markers"]["Kimi-Audio (paper)"][0][1] == pytest.approx(
         100 * reference("volume", "kimi-audio").increase_ratio - 50)
@@ -180,3 +185,55 @@ def test_the_published_row_of_audio_flamingo_3_is_shown(tmp_path: Path) -> None:
     text = report([run], tmp_path / "rep", figures=False)
     published = reference("volume", "audioflamingo3")
     assert "published" in text.lower() and f"| volume | 50.0 | {100 * published.accuracy:.1f} |" in text
+
+
+def _pdf_page_and_fonts(path: Path) -> tuple[tuple[float, float], list[float]]:
+    """The page size in points and every font size a PDF's content streams set (`<size> Tf`), read with zlib
+    and regular expressions, independent of matplotlib."""
+    import re
+    import zlib
+
+    data = path.read_bytes()
+    box = re.search(rb"/MediaBox\s*\[\s*0\s+0\s+([\d.]+)\s+([\d.]+)\s*\]", data)
+    assert box, path
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
+        try:
+            text = zlib.decompress(m.group(1))
+        except zlib.error:
+            continue
+        sizes += [float(x) for x in re.findall(rb"/F\d+\s+([\d.]+)\s+Tf", text)]
+    return (float(box.group(1)), float(box.group(2))), sizes
+
+
+def test_figures_at_print_size(tmp_path: Path) -> None:
+    """Issue 23: 7 in and 3.5 in wide, no text under 7 pt at that size, PDF beside PNG and SVG, n per point."""
+    import csv
+
+    from harness.plots import plot_increase_bias
+
+    configs = ["speed", "pitch", "volume", "tempo", "reverb", "noise", "distortion", "lowpass", "highpass"]
+    runs = {name: {c: {"accuracy": 0.5 + 0.04 * i, "accuracy_ci_low": 0.45, "accuracy_ci_high": 0.6 + 0.04 * i,
+                       "n": 2400 - i, "increase_ratio": 0.7, "n_parsed": 2000} for i, c in enumerate(configs)}
+            for name in ("qwen2-audio-7b-instruct + lora", "kimi-audio", "random")}
+    plot_accuracy(runs, tmp_path / "acc", human={c: 95.0 for c in configs}, published={"Kimi (paper)": {"pitch": 60.0}})
+    plot_breakdown({r: {"low": s["speed"], "high": s["pitch"]} for r, s in runs.items()}, "tier", tmp_path / "tier")
+    plot_increase_bias(runs, tmp_path / "bias")
+    for stem in ("acc", "tier", "bias"):
+        for suffix, inches in (("", 7.0), ("_1col", 3.5)):
+            for fmt in ("pdf", "png", "svg"):
+                assert (tmp_path / f"{stem}{suffix}.{fmt}").stat().st_size > 0
+            (width, _), sizes = _pdf_page_and_fonts(tmp_path / f"{stem}{suffix}.pdf")
+            assert width == pytest.approx(72 * inches, abs=0.5), (stem, suffix)
+            assert sizes and min(sizes) >= 7.0, (stem, suffix, sorted(set(sizes)))
+            svg = (tmp_path / f"{stem}{suffix}.svg").read_text()
+            assert f'width="{72 * inches:g}pt"' in svg
+    with (tmp_path / "acc.csv").open(newline="") as f:
+        points = list(csv.DictReader(f))
+    kimi = [p for p in points if p["series"] == "kimi-audio"]
+    assert [int(p["n"]) for p in kimi] == [2400 - i for i in range(9)] and kimi[2]["x"] == "volume"
+    assert any(p["series"] == "human (paper)" for p in points)
+    # the human marker's hue is none of the runs' (Okabe & Ito's bluish green, not a bar colour)
+    svg = (tmp_path / "acc.svg").read_text().lower()
+    bar_fills = {"#0072b2", "#d55e00", "#56b4e9"}
+    assert all(c in svg for c in bar_fills) and "#009e73" in svg
