@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS
-from harness.metrics import Z95, breakdowns, mcnemar
+from harness.metrics import MIN_CLUSTERS, Z95, breakdowns, mcnemar, too_few_clusters
 from harness.parsing import get_parser
 from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
 from harness.results import atomic_write_text, build_results, read_jsonl, samples_path
@@ -93,6 +93,14 @@ def limit_note(results: Mapping[str, Any]) -> str | None:
             f"{describe_limit(cfg.get('limit'))}; clips evaluated {counts}. Not comparable with full runs.")
 
 
+def clustered_cell(summary: Mapping[str, Any]) -> str:
+    """The clustered half-width, "too few clusters (g < 10)", or — without clustering."""
+    se = summary.get("accuracy_cluster_stderr")
+    if se is not None and not math.isnan(se):
+        return f"±{pct(Z95 * se)}"
+    return too_few_clusters(summary) or "—"
+
+
 def format_report(results: Mapping[str, Any]) -> str:
     """All tables of a run as Markdown text."""
     res, cfg = results["results"], results["config"]
@@ -104,7 +112,8 @@ def format_report(results: Mapping[str, Any]) -> str:
         f"source {cfg.get('source', '?')}, batch size {cfg.get('batch_size')}, "
         f"processes {cfg.get('num_processes')}, seed {cfg.get('seed', '—')}; parser v{results['versions']['parser']}.",
         "Accuracy over all clips (unparsed = wrong), % with Wilson 95 % CI; "
-        "clustered CI treats the 24 rows of a source clip as one cluster.",
+        "clustered CI treats the 24 rows of a source clip as one cluster (CR1), reported from "
+        f"{MIN_CLUSTERS} clusters on (Cameron & Miller 2015; fewer: read the Wilson interval).",
     ]
     parts += [f"> **{line}**" for line in filter(None, [limit_note(results)])]
     parts += [f"> **Warning:** {w}" for w in sample_warnings(results)]
@@ -112,18 +121,16 @@ def format_report(results: Mapping[str, Any]) -> str:
             "unparsed", "ambig.", "errors"]
     body = []
     for c, s in res.items():
-        se = s.get("accuracy_cluster_stderr")
         body.append([
             c, str(s["n"]), pct(s["accuracy"]), f"[{pct(s['accuracy_ci_low'])}, {pct(s['accuracy_ci_high'])}]",
-            f"±{pct(Z95 * se)}" if se is not None and not math.isnan(se) else "—",
+            clustered_cell(s),
             pct(s["parsed_accuracy"]), pct(s["balanced_accuracy"]), pct(s["increase_ratio"]),
             pct(s["exact_match_rate"]), str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]),
         ])
     complete = "" if group.get("complete") else " (incomplete: not all nine categories)"
     body.append(["**mean of the categories**", "", pct(group["accuracy"]),
                  f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
-                 f"±{pct(Z95 * group['accuracy_cluster_stderr'])}"
-                 if group.get("accuracy_cluster_stderr") is not None else "—", *[""] * 7])
+                 clustered_cell(group), *[""] * 7])
     parts += ["## This run" + complete, markdown_table(head, body)]
 
     ref = table2()
