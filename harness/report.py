@@ -21,7 +21,7 @@ from harness.parsing import get_parser
 from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
 from harness.results import atomic_write_text, build_results, read_jsonl, samples_path
 from harness.sampling import describe_limit
-from harness.tables import markdown_table, pct
+from harness.tables import html_table, latex_escape, latex_table, markdown_table, pct
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import CURVES, TIERS
 
@@ -235,6 +235,52 @@ def format_comparison(runs: Sequence[Run]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+FORMATS = ("markdown", "latex", "html")
+Cell = tuple[float, float, float] | None  # accuracy, Wilson 95 % low, high (fractions); None: not evaluated
+
+
+def table2_cells(runs: Sequence[Run]) -> tuple[list[str], list[tuple[str, list[Cell]]]]:
+    """The paper's Table 2 layout: columns avg then the nine categories, one row per run with the mean (its
+    interval at the effective sample size, only when all nine are there) and each category's accuracy with
+    its Wilson 95 % interval."""
+    cols = ["avg", *CONFIGS]
+    rows = []
+    for r in runs:
+        res, group = r.results["results"], r.results["groups"]["vocalgrad"]
+        avg: Cell = (group["accuracy"], group["accuracy_ci_low"], group["accuracy_ci_high"]) \
+            if group.get("complete") else None
+        rows.append((r.label, [avg, *((res[c]["accuracy"], res[c]["accuracy_ci_low"], res[c]["accuracy_ci_high"])
+                                      if c in res else None for c in CONFIGS)]))
+    return cols, rows
+
+
+def format_table2(runs: Sequence[Run], fmt: str) -> str:
+    """Table 2 as LaTeX (booktabs) or HTML: models x categories, each cell accuracy % with its 95 % CI, the
+    paper's rows (published, no interval) under a rule."""
+    import html
+
+    cols, rows = table2_cells(runs)
+    caption = (r"Accuracy (\%) over all clips (unparsed = wrong), 95\,\% Wilson intervals in brackets; "
+               "avg: the unweighted mean over the nine categories. Below the rule: the paper's Table 2.")
+    latex = fmt == "latex"
+    esc = latex_escape if latex else html.escape
+
+    def cell(c: Cell) -> str:
+        if c is None:
+            return "--" if latex else "—"
+        if latex:
+            return rf"{pct(c[0])} {{\scriptsize[{pct(c[1])}, {pct(c[2])}]}}"
+        return f"{pct(c[0])} <small>[{pct(c[1])}, {pct(c[2])}]</small>"
+
+    body: list[list[str] | None] = [[esc(label), *map(cell, cells)] for label, cells in rows]
+    body.append(None)
+    body += [[esc(f"{name} (paper)"), *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
+    header = ["Model", *(esc(c) for c in cols)]
+    if latex:
+        return latex_table(header, body, caption, "tab:vocalgrad-accuracy")
+    return html_table(header, body, html.escape(caption.replace(r"\%", "%").replace(r"\,", " ")))
+
+
 def _published(run: Run, field: str) -> dict[str, float]:
     """A run's published values (%, default prompt only) by config, when its model is in the paper."""
     stem = published_stem(run.model)
@@ -283,10 +329,13 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
 
 
 def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
-           figures: bool = True) -> str:
+           figures: bool = True, fmt: str = "markdown") -> str:
     """Recompute, print-ready text; writes report.md and the figures (PDF, PNG, SVG) into out_dir (default: the
     first run dir). One run gives its full report; several give one table with every model, then each
-    run's own report."""
+    run's own report. `fmt` "latex" or "html" also writes table2.tex / table2.html (the paper's Table 2
+    layout with intervals) and returns that table instead of the Markdown."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}")
     dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
     if not dirs:
         raise ValueError("harness report needs at least one run directory")
@@ -301,6 +350,10 @@ def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | No
     atomic_write_text(out / "report.md", text)
     if figures:
         write_figures(runs, out)
+    if fmt != "markdown":
+        table = format_table2(runs, fmt)
+        atomic_write_text(out / f"table2.{'tex' if fmt == 'latex' else 'html'}", table)
+        return table
     return text
 
 

@@ -237,3 +237,79 @@ def test_figures_at_print_size(tmp_path: Path) -> None:
     svg = (tmp_path / "acc.svg").read_text().lower()
     bar_fills = {"#0072b2", "#d55e00", "#56b4e9"}
     assert all(c in svg for c in bar_fills) and "#009e73" in svg
+
+
+def _latex_rows(tex: str) -> list[list[str]]:
+    """The cells of every tabular row (split on unescaped &), read without LaTeX."""
+    import re
+
+    body = tex.split(r"\toprule", 1)[1].split(r"\bottomrule")[0]
+    rows = [ln.strip()[: -len(r"\\")].strip() for ln in body.splitlines() if ln.strip().endswith(r"\\")]
+    return [[c.strip() for c in re.split(r"(?<!\\)&", r)] for r in rows]
+
+
+def test_latex_and_html_table2(runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 23: `harness report --format latex` (booktabs; compiled when a TeX is installed, else checked
+    structurally) and `--format html`, in the paper's Table 2 layout with the mean and the CI."""
+    import shutil
+    import subprocess
+    from html.parser import HTMLParser
+
+    from harness.tables import latex_escape
+
+    assert harness(["report", str(runs["random"]), str(runs["kimi"]), "--out", str(tmp_path), "--no-figures",
+                    "--format", "latex"]) == 0
+    tex = capsys.readouterr().out
+    assert tex.strip() == (tmp_path / "table2.tex").read_text().strip()
+    assert tex.count(r"\begin{table*}") == tex.count(r"\end{table*}") == 1
+    assert tex.count(r"\begin{tabular}{lrrrrrrrrrr}") == 1 and tex.count(r"\end{tabular}") == 1
+    order = [tex.index(k) for k in (r"\toprule", r"\midrule", r"\bottomrule", r"\caption", r"\label")]
+    assert order == sorted(order) and r"\hline" not in tex  # booktabs rules only
+    rows = _latex_rows(tex)
+    assert all(len(r) == 11 for r in rows), rows  # model, avg, nine categories
+    assert rows[0][0] == "Model" and rows[0][4] == "volume"
+    kimi = next(r for r in rows if r[0] == "kimi-audio")
+    lo, hi = _wilson(36, 72)  # always "increase" on 72 volume clips: 36 right
+    assert kimi[4] == rf"50.0 {{\scriptsize[{100 * lo:.1f}, {100 * hi:.1f}]}}" and kimi[1] == "--"
+    assert next(r for r in rows if r[0] == "Human (paper)")[1] == "94.4"
+    assert latex_escape("qwen_2 & co 100% #1") == r"qwen\_2 \& co 100\% \#1"
+    if shutil.which("pdflatex"):  # a TeX is installed: the table must compile
+        doc = tmp_path / "t.tex"
+        doc.write_text("\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n" + tex + "\\end{document}\n")
+        subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
+                       check=True, capture_output=True, timeout=120)
+    assert harness(["report", str(runs["random"]), str(runs["kimi"]), "--out", str(tmp_path), "--no-figures",
+                    "--format", "html"]) == 0
+    page = capsys.readouterr().out
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[str]] = []
+            self.caption = ""
+            self._in: str | None = None
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th", "caption"):
+                self._in = tag
+                if tag != "caption":
+                    self.rows[-1].append("")
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("td", "th", "caption"):
+                self._in = None
+
+        def handle_data(self, data: str) -> None:
+            if self._in == "caption":
+                self.caption += data
+            elif self._in:
+                self.rows[-1][-1] += data
+
+    parsed = Cells()
+    parsed.feed(page)
+    assert all(len(r) == 11 for r in parsed.rows) and parsed.rows[0][:2] == ["Model", "avg"]
+    kimi_html = next(r for r in parsed.rows if r[0] == "kimi-audio")
+    assert kimi_html[4] == f"50.0 [{100 * lo:.1f}, {100 * hi:.1f}]" and "95 % Wilson" in parsed.caption
+    assert (tmp_path / "table2.html").read_text() == page.rstrip("\n") + "\n"
