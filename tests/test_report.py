@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -248,12 +249,40 @@ def _latex_rows(tex: str) -> list[list[str]]:
     return [[c.strip() for c in re.split(r"(?<!\\)&", r)] for r in rows]
 
 
+class _Cells(HTMLParser):
+    """Rows of cells and the caption of an HTML table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.caption = ""
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th", "caption"):
+            self._in = tag
+            if tag != "caption":
+                self.rows[-1].append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th", "caption"):
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "caption":
+            self.caption += data
+        elif self._in:
+            self.rows[-1][-1] += data
+
+
+
 def test_latex_and_html_table2(runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Issue 23: `harness report --format latex` (booktabs; compiled when a TeX is installed, else checked
     structurally) and `--format html`, in the paper's Table 2 layout with the mean and the CI."""
     import shutil
     import subprocess
-    from html.parser import HTMLParser
 
     from harness.tables import latex_escape
 
@@ -282,32 +311,7 @@ def test_latex_and_html_table2(runs: dict[str, Path], tmp_path: Path, capsys: py
                     "--format", "html"]) == 0
     page = capsys.readouterr().out
 
-    class Cells(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__()
-            self.rows: list[list[str]] = []
-            self.caption = ""
-            self._in: str | None = None
-
-        def handle_starttag(self, tag: str, attrs: Any) -> None:
-            if tag == "tr":
-                self.rows.append([])
-            elif tag in ("td", "th", "caption"):
-                self._in = tag
-                if tag != "caption":
-                    self.rows[-1].append("")
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag in ("td", "th", "caption"):
-                self._in = None
-
-        def handle_data(self, data: str) -> None:
-            if self._in == "caption":
-                self.caption += data
-            elif self._in:
-                self.rows[-1][-1] += data
-
-    parsed = Cells()
+    parsed = _Cells()
     parsed.feed(page)
     assert all(len(r) == 11 for r in parsed.rows) and parsed.rows[0][:2] == ["Model", "avg"]
     kimi_html = next(r for r in parsed.rows if r[0] == "kimi-audio")
