@@ -24,7 +24,7 @@ def _eval(ns: argparse.Namespace) -> int:
 def _report(ns: argparse.Namespace) -> int:
     from harness.report import report
 
-    print(report(ns.run_dirs, ns.out, figures=not ns.no_figures))
+    print(report(ns.run_dirs, ns.out, figures=not ns.no_figures, fmt=ns.format))
     return 0
 
 
@@ -59,11 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(e)
     r = command("report", "tables and figures recomputed from the samples files of one or more runs",
                 "Recompute every metric from the samples files (answers re-parsed by the current parser) and "
-                "write report.md plus the figures (PNG and SVG). Several runs give one table with a row per "
+                "write report.md plus the figures (PDF, PNG and SVG at 7 and 3.5 in). Several runs give one table with a row per "
                 "model, beside the paper's Table 2 rows, then each run's own report.", run=_report)
     r.add_argument("run_dirs", nargs="+", metavar="RUN", help="run directories; several are shown side by side")
     r.add_argument("--out", default=None, help="where report.md and the figures go (default: the first RUN)")
-    r.add_argument("--no-figures", action="store_true", help="write report.md only, no PNG/SVG figures")
+    r.add_argument("--no-figures", action="store_true", help="write report.md only, no figures")
+    r.add_argument("--format", default="markdown", choices=["markdown", "latex", "html"],
+                   help="what to print: the Markdown report, or the paper's Table 2 layout (models x categories, "
+                        "accuracy with its 95 %% CI) as a booktabs LaTeX table (also table2.tex) or HTML (table2.html)")
     c = command("compare", "McNemar test per config between two runs on the same clips",
                 "Pair the clips two runs share (by benchmark_clip_id) and test, per config, whether their "
                 "accuracies differ (exact McNemar test on the discordant pairs).", run=_compare)

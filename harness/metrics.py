@@ -10,7 +10,12 @@ Conventions:
   convention).
 - Clustered intervals treat the rows of one source clip as a cluster (the 24 conditions of a clip share
   its speaker and sentence): CR1 sandwich variance G/(G−1)·Σ_g(Σ_{i∈g} w_i(y_i − p))². Rows without a
-  cluster id give no clustered SE (None), never a row-level SE dressed up as one.
+  cluster id give no clustered SE (None), never a row-level SE dressed up as one. Below MIN_CLUSTERS
+  clusters no clustered SE or interval is reported either (None; tables say "too few clusters"): the CR1
+  sandwich is biased downwards and its normal interval under-covers when clusters are few (Cameron &
+  Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference", J. Human Resources 50(2), sec. VI:
+  with few clusters, "few" starting well above 10). 10 is the floor this harness uses; with 3 source clips
+  (the demo) or 2 annotators the Wilson interval is the one to read. `n_clusters` says how many there were.
 - McNemar: exact two-sided binomial test on the discordant pairs (scipy `binomtest(b, b + c, 1/2)`),
   p = min(1, 2·P(X ≤ min(b, c))), X ~ Binomial(b + c, 1/2).
 - Macro-F1 (yes/no and ternary formats, SPEC §4): per gold class, precision = TP / predictions of that
@@ -33,6 +38,7 @@ from harness.parsing import INCREASE, get_parser, is_exact
 
 Z95 = 1.959963984540054  # two-sided 95 % normal quantile
 BREAKDOWN_KEYS: tuple[str, ...] = ("tier", "curve", "direction")
+MIN_CLUSTERS = 10  # below this many clusters no cluster-robust SE or interval (Cameron & Miller 2015, sec. VI)
 
 
 def binomial_interval(k: int, n: int, confidence: float = 0.95, method: str = "wilson") -> tuple[float, float]:
@@ -81,6 +87,23 @@ def cluster_stderr(values: Sequence[float], clusters: Sequence[Any], weights: Se
     return math.sqrt(g / (g - 1) * sum(s * s for s in sums.values()))
 
 
+def n_clusters(clusters: Sequence[Any]) -> int | None:
+    """How many distinct clusters; None when any row has no cluster id (no clustering given)."""
+    return None if not clusters or any(c is None for c in clusters) else len(set(clusters))
+
+
+def reportable_cluster_stderr(values: Sequence[float], clusters: Sequence[Any], **kw: Any) -> float:
+    """`cluster_stderr`, or NaN (not reported) with fewer than MIN_CLUSTERS clusters."""
+    g = n_clusters(clusters)
+    return cluster_stderr(values, clusters, **kw) if g is not None and g >= MIN_CLUSTERS else float("nan")
+
+
+def too_few_clusters(summary: Mapping[str, Any]) -> str | None:
+    """The table cell for a clustered interval that is not reported for lack of clusters, else None."""
+    g = summary.get("n_clusters")
+    return f"too few clusters ({g} < {MIN_CLUSTERS})" if g is not None and g < MIN_CLUSTERS else None
+
+
 def finite_or_none(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """The metrics with every undefined float (NaN, inf) as None, so JSON holds null, never NaN."""
     return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in metrics.items()}
@@ -115,7 +138,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     n_correct, n_parsed = sum(correct), sum(p is not None for p in preds)
     n_increase = sum(p == INCREASE for p in preds)
     lo, hi = binomial_interval(n_correct, n)
-    se_cl = cluster_stderr([float(c) for c in correct], [r.get("source_clip_id") for r in rows])
+    clusters = [r.get("source_clip_id") for r in rows]
+    se_cl = reportable_cluster_stderr([float(c) for c in correct], clusters)
     recalls, gold_sizes = [], []
     for gold in _gold_classes(rows):
         idx = [i for i, r in enumerate(rows) if r["gold"] == gold]
@@ -135,6 +159,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "accuracy_stderr": binomial_stderr(n_correct, n),
         "accuracy_ci_low": lo,
         "accuracy_ci_high": hi,
+        "n_clusters": n_clusters(clusters),
         "accuracy_cluster_stderr": se_cl,
         "accuracy_cluster_ci_low": max(0.0, acc - Z95 * se_cl) if not math.isnan(se_cl) else float("nan"),
         "accuracy_cluster_ci_high": min(1.0, acc + Z95 * se_cl) if not math.isnan(se_cl) else float("nan"),
@@ -234,7 +259,7 @@ def category_mean(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         cl += [r.get("source_clip_id") for r in rows]
     mean = sum(accs) / k
     se = math.sqrt(sum(s * s for s in ses)) / k
-    se_cl = cluster_stderr(y, cl, weights=w, means=mu)
+    se_cl = reportable_cluster_stderr(y, cl, weights=w, means=mu)
     # Wilson at the effective sample size p(1−p)/se² (Kish): one config gives exactly its own Wilson interval,
     # and a mean at 0 or 1 (se = 0) uses the pooled clips, so the interval never collapses to [0, 0].
     n_eff = mean * (1 - mean) / (se * se) if se > 0 else float(len(y))
@@ -246,6 +271,7 @@ def category_mean(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         "accuracy_stderr": se,
         "accuracy_ci_low": lo,
         "accuracy_ci_high": hi,
+        "n_clusters": n_clusters(cl),
         "accuracy_cluster_stderr": se_cl,
     })
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS
-from harness.metrics import Z95, breakdowns, mcnemar
+from harness.metrics import MIN_CLUSTERS, Z95, breakdowns, mcnemar, too_few_clusters
 from harness.parsing import get_parser
 from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
 from harness.results import (
@@ -29,7 +29,7 @@ from harness.results import (
     task_metrics,
 )
 from harness.sampling import describe_limit
-from harness.tables import markdown_table, pct
+from harness.tables import html_table, latex_escape, latex_table, markdown_table, pct
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import CURVES, TIERS
 
@@ -101,6 +101,14 @@ def limit_note(results: Mapping[str, Any]) -> str | None:
             f"{describe_limit(cfg.get('limit'))}; clips evaluated {counts}. Not comparable with full runs.")
 
 
+def clustered_cell(summary: Mapping[str, Any]) -> str:
+    """The clustered half-width, "too few clusters (g < 10)", or — without clustering."""
+    se = summary.get("accuracy_cluster_stderr")
+    if se is not None and not math.isnan(se):
+        return f"±{pct(Z95 * se)}"
+    return too_few_clusters(summary) or "—"
+
+
 def format_report(results: Mapping[str, Any]) -> str:
     """All tables of a run as Markdown text."""
     res, cfg = task_metrics(results), results["config"]
@@ -112,7 +120,8 @@ def format_report(results: Mapping[str, Any]) -> str:
         f"source {cfg.get('source', '?')}, batch size {cfg.get('batch_size')}, "
         f"processes {cfg.get('num_processes')}, seed {cfg.get('seed', '—')}; parser v{component_versions(results)['parser']}.",
         "Accuracy over all clips (unparsed = wrong), % with Wilson 95 % CI; "
-        "clustered CI treats the 24 rows of a source clip as one cluster.",
+        "clustered CI treats the 24 rows of a source clip as one cluster (CR1), reported from "
+        f"{MIN_CLUSTERS} clusters on (Cameron & Miller 2015; fewer: read the Wilson interval).",
     ]
     parts += [f"> **{line}**" for line in filter(None, [limit_note(results)])]
     parts += [f"> **Warning:** {w}" for w in sample_warnings(results)]
@@ -120,18 +129,16 @@ def format_report(results: Mapping[str, Any]) -> str:
             "unparsed", "ambig.", "errors"]
     body = []
     for c, s in res.items():
-        se = s.get("accuracy_cluster_stderr")
         body.append([
             c, str(s["n"]), pct(s["accuracy"]), f"[{pct(s['accuracy_ci_low'])}, {pct(s['accuracy_ci_high'])}]",
-            f"±{pct(Z95 * se)}" if se is not None and not math.isnan(se) else "—",
+            clustered_cell(s),
             pct(s["parsed_accuracy"]), pct(s["balanced_accuracy"]), pct(s["increase_ratio"]),
             pct(s["exact_match_rate"]), str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]),
         ])
     complete = "" if group.get("complete") else " (incomplete: not all nine categories)"
     body.append(["**mean of the categories**", "", pct(group["accuracy"]),
                  f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
-                 f"±{pct(Z95 * group['accuracy_cluster_stderr'])}"
-                 if group.get("accuracy_cluster_stderr") is not None else "—", *[""] * 7])
+                 clustered_cell(group), *[""] * 7])
     parts += ["## This run" + complete, markdown_table(head, body)]
 
     ref = table2()
@@ -252,6 +259,52 @@ def format_comparison(runs: Sequence[Run]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+FORMATS = ("markdown", "latex", "html")
+Cell = tuple[float, float, float] | None  # accuracy, Wilson 95 % low, high (fractions); None: not evaluated
+
+
+def table2_cells(runs: Sequence[Run]) -> tuple[list[str], list[tuple[str, list[Cell]]]]:
+    """The paper's Table 2 layout: columns avg then the nine categories, one row per run with the mean (its
+    interval at the effective sample size, only when all nine are there) and each category's accuracy with
+    its Wilson 95 % interval."""
+    cols = ["avg", *CONFIGS]
+    rows = []
+    for r in runs:
+        res, group = r.results["results"], r.results["groups"]["vocalgrad"]
+        avg: Cell = (group["accuracy"], group["accuracy_ci_low"], group["accuracy_ci_high"]) \
+            if group.get("complete") else None
+        rows.append((r.label, [avg, *((res[c]["accuracy"], res[c]["accuracy_ci_low"], res[c]["accuracy_ci_high"])
+                                      if c in res else None for c in CONFIGS)]))
+    return cols, rows
+
+
+def format_table2(runs: Sequence[Run], fmt: str) -> str:
+    """Table 2 as LaTeX (booktabs) or HTML: models x categories, each cell accuracy % with its 95 % CI, the
+    paper's rows (published, no interval) under a rule."""
+    import html
+
+    cols, rows = table2_cells(runs)
+    caption = (r"Accuracy (\%) over all clips (unparsed = wrong), 95\,\% Wilson intervals in brackets; "
+               "avg: the unweighted mean over the nine categories. Below the rule: the paper's Table 2.")
+    latex = fmt == "latex"
+    esc = latex_escape if latex else html.escape
+
+    def cell(c: Cell) -> str:
+        if c is None:
+            return "--" if latex else "—"
+        if latex:
+            return rf"{pct(c[0])} {{\scriptsize[{pct(c[1])}, {pct(c[2])}]}}"
+        return f"{pct(c[0])} <small>[{pct(c[1])}, {pct(c[2])}]</small>"
+
+    body: list[list[str] | None] = [[esc(label), *map(cell, cells)] for label, cells in rows]
+    body.append(None)
+    body += [[esc(f"{name} (paper)"), *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
+    header = ["Model", *(esc(c) for c in cols)]
+    if latex:
+        return latex_table(header, body, caption, "tab:vocalgrad-accuracy")
+    return html_table(header, body, html.escape(caption.replace(r"\%", "%").replace(r"\,", " ")))
+
+
 def _published(run: Run, field: str) -> dict[str, float]:
     """A run's published values (%, default prompt only) by config, when its model is in the paper."""
     stem = published_stem(run.model)
@@ -267,10 +320,10 @@ def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
 
 
 def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
-    """Every figure of a report (PNG + SVG); returns each figure's plotted data by file stem."""
+    """Every figure of a report (PDF, PNG and SVG at 7 and 3.5 in, a CSV of the points); returns each
+    figure's plotted data by file stem. Titles are short: the runs are named in the legend."""
     from harness import plots  # matplotlib: only when figures are drawn
 
-    title = " vs ".join(r.label for r in runs)
     figs: dict[str, Any] = {}
     main = {r.label: {c: s for c, s in task_metrics(r.results).items() if c in CONFIGS or parse_config(c).format
                       == "direction"} for r in runs}
@@ -279,31 +332,34 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     over = {MODEL_DISPLAY[stem]: r.label for r in runs if (stem := published_stem(r.model)) and _published(r, "accuracy")}
     published = {name: _published(next(r for r in runs if r.label == label), "accuracy") for name, label in over.items()}
     figs["accuracy_by_category"] = plots.plot_accuracy(
-        main, out / "accuracy_by_category", f"Accuracy by category: {title}", human=human, published=published,
+        main, out / "accuracy_by_category", "Accuracy by category", human=human, published=published,
         published_over=over)
     for key, order in (("tier", TIERS), ("curve", CURVES)):
         figs[f"accuracy_by_{key}"] = plots.plot_breakdown(
             {r.label: _pooled(r, key) for r in runs}, key, out / f"accuracy_by_{key}", order,
-            f"Accuracy by {key} (all categories pooled): {title}")
+            f"Accuracy by {key} (categories pooled)")
     bias_pub = {name: _published(next(r for r in runs if r.label == label), "increase_ratio")
                 for name, label in over.items()}
     figs["increase_bias_by_category"] = plots.plot_increase_bias(
-        main, out / "increase_bias_by_category", f'"increase" bias by category: {title}', published=bias_pub,
+        main, out / "increase_bias_by_category", '"increase" bias by category', published=bias_pub,
         published_over=over)
     formats = list(dict.fromkeys(c for r in runs for c in r.rows if parse_config(c).format in ("yesno", "ternary")))
     for c in formats:
         labels = list(parse_config(c).labels)
         figs[f"confusion_{c}"] = plots.plot_confusion(
             {r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / f"confusion_{c}",
-            f"{c}: gold label vs answer")
+            f"{c}: gold vs answer")
     return figs
 
 
 def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
-           figures: bool = True) -> str:
-    """Recompute, print-ready text; writes report.md and the figures (PNG + SVG) into out_dir (default: the
+           figures: bool = True, fmt: str = "markdown") -> str:
+    """Recompute, print-ready text; writes report.md and the figures (PDF, PNG, SVG) into out_dir (default: the
     first run dir). One run gives its full report; several give one table with every model, then each
-    run's own report."""
+    run's own report. `fmt` "latex" or "html" also writes table2.tex / table2.html (the paper's Table 2
+    layout with intervals) and returns that table instead of the Markdown."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}")
     dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
     if not dirs:
         raise ValueError("harness report needs at least one run directory")
@@ -318,6 +374,10 @@ def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | No
     atomic_write_text(out / "report.md", text)
     if figures:
         write_figures(runs, out)
+    if fmt != "markdown":
+        table = format_table2(runs, fmt)
+        atomic_write_text(out / f"table2.{'tex' if fmt == 'latex' else 'html'}", table)
+        return table
     return text
 
 

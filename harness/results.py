@@ -94,7 +94,8 @@ class MetricSummary(TypedDict):
     accuracy_stderr: float | None
     accuracy_ci_low: float | None  # Wilson 95 %
     accuracy_ci_high: float | None
-    accuracy_cluster_stderr: float | None  # None when rows carry no source clip
+    n_clusters: int | None  # source clips among the rows; None when rows carry none
+    accuracy_cluster_stderr: float | None  # None when rows carry no source clip, or fewer than MIN_CLUSTERS
     accuracy_cluster_ci_low: float | None
     accuracy_cluster_ci_high: float | None
     parsed_accuracy: float | None
@@ -154,6 +155,7 @@ class GroupSummary(TypedDict):
     accuracy_stderr: NotRequired[float | None]
     accuracy_ci_low: NotRequired[float | None]
     accuracy_ci_high: NotRequired[float | None]
+    n_clusters: NotRequired[int | None]
     accuracy_cluster_stderr: NotRequired[float | None]
     complete: bool
 

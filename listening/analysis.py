@@ -3,7 +3,8 @@
 - Intervals are Wilson score intervals: with a few dozen items per annotator and accuracies near 100 %, the
   normal approximation the harness uses for 2,400-clip runs collapses to [1, 1].
 - The pooled accuracy is over every answer; its second interval clusters answers by annotator (CR1, the
-  harness's `cluster_stderr`), since one annotator's answers are not independent.
+  harness's `cluster_stderr`), since one annotator's answers are not independent, but only from
+  MIN_CLUSTERS (10) annotators on (Cameron & Miller 2015): with fewer the table says "too few clusters".
 - Agreement: per pair of annotators, the share of common items answered alike and Cohen's kappa; over
   everyone, Fleiss' kappa in its form for a varying number of raters per item (Fleiss 1971 when every
   item has the same number): P_i = (sum_j n_ij^2 - n_i) / (n_i (n_i - 1)) over items with n_i >= 2,
@@ -21,7 +22,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
-from harness.metrics import Z95, cluster_stderr
+from harness.metrics import Z95, n_clusters, reportable_cluster_stderr, too_few_clusters
 from harness.tables import markdown_table, pct
 
 ATTENTION_TIER = "high"
@@ -123,7 +124,9 @@ def analyze(rows: Sequence[Mapping[str, Any]], threshold: float = ATTENTION_THRE
     for config in dict.fromkeys(r["config"] for r in rows):
         cr = [r for r in rows if r["config"] == config]
         pooled = accuracy(cr)
-        se = cluster_stderr([float(r["answer"] == r["gold"]) for r in cr], [r["annotator"] for r in cr])
+        names = [r["annotator"] for r in cr]
+        se = reportable_cluster_stderr([float(r["answer"] == r["gold"]) for r in cr], names)
+        pooled["n_clusters"] = n_clusters(names)
         pooled["annotator_cluster_ci"] = ([max(0.0, pooled["accuracy"] - Z95 * se), min(1.0, pooled["accuracy"] + Z95 * se)]
                                           if not math.isnan(se) else None)
         out[config] = {
@@ -164,7 +167,8 @@ def format_analysis(result: Mapping[str, Any]) -> str:
         p = c["pooled"]
         cl = p.get("annotator_cluster_ci")
         parts.append(f"## {config}\n\npooled accuracy {pct(p['accuracy'])} % [{pct(p['ci_low'])}, {pct(p['ci_high'])}]"
-                     f" over {p['n']} answers" + (f"; clustered by annotator [{pct(cl[0])}, {pct(cl[1])}]" if cl else ""))
+                     f" over {p['n']} answers" + (f"; clustered by annotator [{pct(cl[0])}, {pct(cl[1])}]" if cl else
+                                                  f"; clustered by annotator: {too_few_clusters(p) or '—'}"))
         att = c["attention"]
         parts.append(markdown_table(["annotator", "n", "acc", "95% CI", f"{ATTENTION_TIER}-tier acc", "careless?"], [
             [a, str(v["n"]), pct(v["accuracy"]), f"[{pct(v['ci_low'])}, {pct(v['ci_high'])}]",

@@ -19,6 +19,7 @@ from harness.metrics import (
     mcnemar,
     mcnemar_exact,
     summarize,
+    too_few_clusters,
 )
 from harness.reference import HUMAN_TABLE2, reference, table2
 
@@ -65,7 +66,24 @@ def test_summary_hand_computed() -> None:
     assert s["accuracy_ci_low"] == pytest.approx((centre - half) / (1 + z * z / n), abs=1e-6)
     assert s["accuracy_ci_high"] == pytest.approx((centre + half) / (1 + z * z / n), abs=1e-6)
     # residual sums per cluster /9: A 8/81, B -10/81, C -1/81, D 3/81; CR1 factor G/(G-1) = 4/3
-    assert s["accuracy_cluster_stderr"] == pytest.approx(math.sqrt(232) / 81)
+    rows = _rows()
+    assert cluster_stderr([float(r["pred"] == r["gold"] and not r["error"]) for r in rows],
+                          [r["source_clip_id"] for r in rows]) == pytest.approx(math.sqrt(232) / 81)
+    # ...but 4 clusters are too few to report it (Cameron & Miller 2015; the floor is 10)
+    assert s["n_clusters"] == 4 and s["accuracy_cluster_stderr"] is None and s["accuracy_cluster_ci_low"] is None
+
+
+def test_clustered_interval_only_from_ten_clusters() -> None:
+    """Issue 23: 3 source clips gave a "clustered CI" of ±2.7 next to a Wilson [37.4, 59.9]."""
+    def rows(g: int) -> list[dict]:
+        # cluster k: two rows, right on both for even k, wrong on both for odd k
+        return [{"gold": "increase", "pred": "increase" if k % 2 == 0 else "decrease", "raw": "x", "error": None,
+                 "source_clip_id": f"c{k}", "parser": "main", "tier": "low"} for k in range(g) for _ in range(2)]
+    nine, ten = summarize(rows(9)), summarize(rows(10))
+    assert nine["n_clusters"] == 9 and nine["accuracy_cluster_stderr"] is None
+    # ten clusters, residuals ±1/2 per row, cluster sums ±1/20 (weights 1/20): CR1 = sqrt(10/9 * 10/400)
+    assert ten["n_clusters"] == 10 and ten["accuracy_cluster_stderr"] == pytest.approx(math.sqrt(10 / 9 * 10 / 400))
+    assert too_few_clusters(nine) == "too few clusters (9 < 10)" and too_few_clusters(ten) is None
 
 
 def test_error_row_is_wrong_even_if_pred_was_set() -> None:

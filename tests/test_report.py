@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -98,22 +99,27 @@ def test_figures_plot_the_samples(runs: dict[str, Path], tmp_path: Path) -> None
     assert acc["ylim"][0] == 0 and acc["ylim"][1] > max(tops) >= 100  # no cap or mark is cut
     assert acc["legend"] == ["human (paper)", "Kimi-Audio (paper)", "chance (50 %)", "random", "kimi-audio",
                              "95 % Wilson CI"]  # one CI entry for every run's intervals
-    assert "random" in acc["title"] and "kimi-audio" in acc["title"]
+    assert acc["title"] == "Accuracy by category"  # short: the runs are in the legend (issue 23)
 
     tiers = figs["accuracy_by_tier"]
     assert tiers["xticklabels"] == ["low", "mid", "high"]
     pooled = [r for c in ("volume", "noise") for r in _rows(runs["random"], c)]
     for i, t in enumerate(("low", "mid", "high")):
         cell = [r for r in pooled if r["tier"] == t]
-        assert tiers["lines"]["random"][i] == pytest.approx(100 * sum(map(_right, cell)) / len(cell))
+        assert tiers["markers"]["random"][i][1] == pytest.approx(100 * sum(map(_right, cell)) / len(cell))
     curves = figs["accuracy_by_curve"]
-    assert curves["xticklabels"] == ["linear", "quad_first_flat", "quad_last_flat", "jump"]
-    assert curves["lines"]["kimi-audio"] == [50.0] * 4  # always "increase": half of each curve's clips
+    assert curves["xticklabels"] == ["linear", "quad first flat", "quad last flat", "jump"]
+    # categories, not a continuum: markers, never a line joining them (issue 23)
+    assert [y for _, y in curves["markers"]["kimi-audio"]] == [50.0] * 4  # always "increase": half of each curve
+    assert set(curves["lines"]) == set(tiers["lines"]) == {"chance (50 %)"}  # the only line: chance
 
     bias = figs["increase_bias_by_category"]
     rows = _rows(runs["random"], "volume")
     parsed = [r for r in rows if r["pred"] is not None]
     assert bias["bars"]["random"][0] == pytest.approx(100 * sum(r["pred"] == "increase" for r in parsed) / len(parsed) - 50)
+    n_inc = sum(r["pred"] == "increase" for r in parsed)
+    lo, hi = _wilson(n_inc, len(parsed))  # the share's interval, over the parsed answers, in points from 50
+    assert bias["intervals"]["random"][0] == pytest.approx((100 * lo - 50, 100 * hi - 50))
     assert bias["bars"]["kimi-audio"][0] == 50.0 and math.isnan(bias["bars"]["kimi-audio"][1])  # no noise run
     assert bias["markers"]["Kimi-Audio (paper)"][0][1] == pytest.approx(
         100 * reference("volume", "kimi-audio").increase_ratio - 50)
@@ -180,3 +186,134 @@ def test_the_published_row_of_audio_flamingo_3_is_shown(tmp_path: Path) -> None:
     text = report([run], tmp_path / "rep", figures=False)
     published = reference("volume", "audioflamingo3")
     assert "published" in text.lower() and f"| volume | 50.0 | {100 * published.accuracy:.1f} |" in text
+
+
+def _pdf_page_and_fonts(path: Path) -> tuple[tuple[float, float], list[float]]:
+    """The page size in points and every font size a PDF's content streams set (`<size> Tf`), read with zlib
+    and regular expressions, independent of matplotlib."""
+    import re
+    import zlib
+
+    data = path.read_bytes()
+    box = re.search(rb"/MediaBox\s*\[\s*0\s+0\s+([\d.]+)\s+([\d.]+)\s*\]", data)
+    assert box, path
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
+        try:
+            text = zlib.decompress(m.group(1))
+        except zlib.error:
+            continue
+        sizes += [float(x) for x in re.findall(rb"/F\d+\s+([\d.]+)\s+Tf", text)]
+    return (float(box.group(1)), float(box.group(2))), sizes
+
+
+def test_figures_at_print_size(tmp_path: Path) -> None:
+    """Issue 23: 7 in and 3.5 in wide, no text under 7 pt at that size, PDF beside PNG and SVG, n per point."""
+    import csv
+
+    from harness.plots import plot_increase_bias
+
+    configs = ["speed", "pitch", "volume", "tempo", "reverb", "noise", "distortion", "lowpass", "highpass"]
+    runs = {name: {c: {"accuracy": 0.5 + 0.04 * i, "accuracy_ci_low": 0.45, "accuracy_ci_high": 0.6 + 0.04 * i,
+                       "n": 2400 - i, "increase_ratio": 0.7, "n_parsed": 2000} for i, c in enumerate(configs)}
+            for name in ("qwen2-audio-7b-instruct + lora", "kimi-audio", "random")}
+    plot_accuracy(runs, tmp_path / "acc", human={c: 95.0 for c in configs}, published={"Kimi (paper)": {"pitch": 60.0}})
+    plot_breakdown({r: {"low": s["speed"], "high": s["pitch"]} for r, s in runs.items()}, "tier", tmp_path / "tier")
+    plot_increase_bias(runs, tmp_path / "bias")
+    for stem in ("acc", "tier", "bias"):
+        for suffix, inches in (("", 7.0), ("_1col", 3.5)):
+            for fmt in ("pdf", "png", "svg"):
+                assert (tmp_path / f"{stem}{suffix}.{fmt}").stat().st_size > 0
+            (width, _), sizes = _pdf_page_and_fonts(tmp_path / f"{stem}{suffix}.pdf")
+            assert width == pytest.approx(72 * inches, abs=0.5), (stem, suffix)
+            assert sizes and min(sizes) >= 7.0, (stem, suffix, sorted(set(sizes)))
+            svg = (tmp_path / f"{stem}{suffix}.svg").read_text()
+            assert f'width="{72 * inches:g}pt"' in svg
+    with (tmp_path / "acc.csv").open(newline="") as f:
+        points = list(csv.DictReader(f))
+    kimi = [p for p in points if p["series"] == "kimi-audio"]
+    assert [int(p["n"]) for p in kimi] == [2400 - i for i in range(9)] and kimi[2]["x"] == "volume"
+    assert any(p["series"] == "human (paper)" for p in points)
+    # the human marker's hue is none of the runs' (Okabe & Ito's bluish green, not a bar colour)
+    svg = (tmp_path / "acc.svg").read_text().lower()
+    bar_fills = {"#0072b2", "#d55e00", "#56b4e9"}
+    assert all(c in svg for c in bar_fills) and "#009e73" in svg
+
+
+def _latex_rows(tex: str) -> list[list[str]]:
+    """The cells of every tabular row (split on unescaped &), read without LaTeX."""
+    import re
+
+    body = tex.split(r"\toprule", 1)[1].split(r"\bottomrule")[0]
+    rows = [ln.strip()[: -len(r"\\")].strip() for ln in body.splitlines() if ln.strip().endswith(r"\\")]
+    return [[c.strip() for c in re.split(r"(?<!\\)&", r)] for r in rows]
+
+
+class _Cells(HTMLParser):
+    """Rows of cells and the caption of an HTML table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.caption = ""
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th", "caption"):
+            self._in = tag
+            if tag != "caption":
+                self.rows[-1].append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th", "caption"):
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "caption":
+            self.caption += data
+        elif self._in:
+            self.rows[-1][-1] += data
+
+
+
+def test_latex_and_html_table2(runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 23: `harness report --format latex` (booktabs; compiled when a TeX is installed, else checked
+    structurally) and `--format html`, in the paper's Table 2 layout with the mean and the CI."""
+    import shutil
+    import subprocess
+
+    from harness.tables import latex_escape
+
+    assert harness(["report", str(runs["random"]), str(runs["kimi"]), "--out", str(tmp_path), "--no-figures",
+                    "--format", "latex"]) == 0
+    tex = capsys.readouterr().out
+    assert tex.strip() == (tmp_path / "table2.tex").read_text().strip()
+    assert tex.count(r"\begin{table*}") == tex.count(r"\end{table*}") == 1
+    assert tex.count(r"\begin{tabular}{lrrrrrrrrrr}") == 1 and tex.count(r"\end{tabular}") == 1
+    order = [tex.index(k) for k in (r"\toprule", r"\midrule", r"\bottomrule", r"\caption", r"\label")]
+    assert order == sorted(order) and r"\hline" not in tex  # booktabs rules only
+    rows = _latex_rows(tex)
+    assert all(len(r) == 11 for r in rows), rows  # model, avg, nine categories
+    assert rows[0][0] == "Model" and rows[0][4] == "volume"
+    kimi = next(r for r in rows if r[0] == "kimi-audio")
+    lo, hi = _wilson(36, 72)  # always "increase" on 72 volume clips: 36 right
+    assert kimi[4] == rf"50.0 {{\scriptsize[{100 * lo:.1f}, {100 * hi:.1f}]}}" and kimi[1] == "--"
+    assert next(r for r in rows if r[0] == "Human (paper)")[1] == "94.4"
+    assert latex_escape("qwen_2 & co 100% #1") == r"qwen\_2 \& co 100\% \#1"
+    if shutil.which("pdflatex"):  # a TeX is installed: the table must compile
+        doc = tmp_path / "t.tex"
+        doc.write_text("\\documentclass{article}\\usepackage{booktabs}\\begin{document}\n" + tex + "\\end{document}\n")
+        subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
+                       check=True, capture_output=True, timeout=120)
+    assert harness(["report", str(runs["random"]), str(runs["kimi"]), "--out", str(tmp_path), "--no-figures",
+                    "--format", "html"]) == 0
+    page = capsys.readouterr().out
+
+    parsed = _Cells()
+    parsed.feed(page)
+    assert all(len(r) == 11 for r in parsed.rows) and parsed.rows[0][:2] == ["Model", "avg"]
+    kimi_html = next(r for r in parsed.rows if r[0] == "kimi-audio")
+    assert kimi_html[4] == f"50.0 [{100 * lo:.1f}, {100 * hi:.1f}]" and "95 % Wilson" in parsed.caption
+    assert (tmp_path / "table2.html").read_text() == page.rstrip("\n") + "\n"

@@ -348,6 +348,51 @@ def test_accelerate_launch_two_processes(reference_run: Path, release: Path, tmp
     assert ddp["results"] == one["results"]
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_accelerate_two_machines_on_loopback(release: Path, tmp_path: Path) -> None:
+    """Issue 23: accelerate's multi-node launch, two "machines" on 127.0.0.1 (--num_machines 2, --machine_rank
+    0 and 1, one process each, gloo on CPU) writing to one shared --out: the merged run equals a
+    single-process run byte for byte."""
+    out = tmp_path / "nodes"
+    args = ["--model", "tests.test_runner:FakeModel", "--model-arg", f"error_ids={json.dumps(sorted(ERROR_IDS))}",
+            "--dataset", str(release), "--configs", ",".join(CONFIGS), "--out", str(out), "--batch-size", "5"]
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    procs = []
+    for rank in (0, 1):
+        launcher = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_machines", "2",
+                    "--machine_rank", str(rank), "--num_processes", "2", "--main_process_ip", "127.0.0.1",
+                    "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no"]
+        procs.append(subprocess.Popen([*launcher, str(ROOT / "harness" / "eval.py"), *args], cwd=ROOT, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        outputs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    for c in CONFIGS:  # each machine's process wrote its own shard
+        assert len(res.read_jsonl(res.shard_path(out, c, 0))) == 24
+        assert len(res.read_jsonl(res.shard_path(out, c, 1))) == 48
+    single = tmp_path / "single"  # the same command, one process (`harness eval`)
+    assert cli_main(["eval", *[str(single) if a == str(out) else a for a in args]]) == 0
+    assert merged(out) == merged(single)
+    nodes, one = (json.loads((d / "results.json").read_text()) for d in (out, single))
+    assert nodes["config"]["num_processes"] == 2 and one["config"]["num_processes"] == 1
+    assert nodes["results"] == one["results"]
+
+
 def test_results_schema_and_jsonl_tolerance(reference_run: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"missing 'n-samples'(.|\n)*missing 'date'"):
         res.validate_results({"results": {}, "groups": {}, "breakdowns": {}, "configs": {}, "config": {},

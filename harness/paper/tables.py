@@ -20,7 +20,15 @@ from statistics import mean
 from typing import TYPE_CHECKING, Any
 
 from harness.data import CONFIGS, attribute_word
-from harness.metrics import CLIP_TYPES, Z95, binomial_interval, macro_f1, prediction_distribution, summarize
+from harness.metrics import (
+    CLIP_TYPES,
+    Z95,
+    binomial_interval,
+    macro_f1,
+    prediction_distribution,
+    summarize,
+    too_few_clusters,
+)
 from harness.paper.inputs import SuiteInputs
 from harness.paper.reference import ReferenceIndex
 from harness.prompts import FORMAT_VOCABULARIES, PARAPHRASES, get_variant
@@ -277,7 +285,7 @@ def interval_cells(summary: dict[str, Any] | None) -> list[str]:
         return [MISSING, MISSING]
     ours = f"{pct(summary['accuracy'])} [{pct(summary['accuracy_ci_low'])}, {pct(summary['accuracy_ci_high'])}]"
     se = summary["accuracy_cluster_stderr"]
-    return [ours, MISSING if se is None else f"±{pct(Z95 * se)}"]
+    return [ours, (too_few_clusters(summary) or MISSING) if se is None else f"±{pct(Z95 * se)}"]
 
 
 def published_interval(r: dict[str, float]) -> str:
@@ -291,7 +299,8 @@ def confidence_intervals(t: TableRequest) -> str:
     """Accuracy with 95 % intervals per config; published ones recomputed from their counts."""
     models, body = config_rows(t, interval_cells, published_interval)
     return ("Wilson 95 % intervals (the paper bootstraps Binomial(n, p̂); at n = 2,400 the two agree to "
-            "0.1 point). Clustered: the 24 clips of a source clip form one cluster.\n\n"
+            "0.1 point). Clustered: the 24 clips of a source clip form one cluster (CR1, shown from 10 clusters on: "
+            "Cameron & Miller 2015).\n\n"
             + markdown_table(["config", f"{t.model} (this run)", "clustered CI", *model_names(models)], body))
 
 
