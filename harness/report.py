@@ -270,7 +270,7 @@ def table2_cells(runs: Sequence[Run]) -> tuple[list[str], list[tuple[str, list[C
     cols = ["avg", *CONFIGS]
     rows = []
     for r in runs:
-        res, group = r.results["results"], r.results["groups"]["vocalgrad"]
+        res, group = task_metrics(r.results), group_metrics(r.results)
         avg: Cell = (group["accuracy"], group["accuracy_ci_low"], group["accuracy_ci_high"]) \
             if group.get("complete") else None
         rows.append((r.label, [avg, *((res[c]["accuracy"], res[c]["accuracy_ci_low"], res[c]["accuracy_ci_high"])

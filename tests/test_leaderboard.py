@@ -383,14 +383,14 @@ def test_a_blank_model_name_is_refused(runs: dict[str, Path], tmp_path: Path, ca
 
 
 def _small_metric(sub: dict[str, Any]) -> None:  # within 1e-2 of the truth: only a tight tolerance sees it
-    sub["results"]["results"]["volume"]["accuracy"] += 1e-4
+    sub["results"]["metrics"]["volume"]["accuracy"] += 1e-4
 
 
 def test_a_tamper_of_one_in_ten_thousand_is_refused(submission: Path, tmp_path: Path, capsys) -> None:
     sub = json.loads(submission.read_text())
     _small_metric(sub)
     code, text = _validate(sub, tmp_path, capsys)
-    assert code == 1 and "results.volume.accuracy: claimed" in text, text
+    assert code == 1 and "metrics.volume.accuracy: claimed" in text, text
 
 
 def test_model_fields_are_bounded_and_deep_json_is_one_line(submission: Path, tmp_path: Path, capsys) -> None:
