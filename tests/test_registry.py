@@ -175,4 +175,4 @@ def test_any_checkpoint_of_a_family_runs_through_the_per_family_entry(tmp_path):
         info = results["model_info"]
         assert info["model_id"] == folder and info["family"] == "qwen2-audio" and info["dtype"] == "float32"
         assert info["device"] == "cpu" and set(info["versions"]) == {"torch", "transformers", "vocalgrad"}
-        assert results["results"]["volume"]["n"] == 4 and folder in results["config"]["model_args"].values()
+        assert results["metrics"]["volume"]["n"] == 4 and folder in results["config"]["model_args"].values()

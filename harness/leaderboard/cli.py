@@ -27,6 +27,7 @@ def _submit(ns: argparse.Namespace) -> int:
 
 def _validate(ns: argparse.Namespace) -> int:
     from harness.leaderboard.validate import validate_file
+    from harness.results import group_metrics
 
     sub, errors = validate_file(ns.submission)
     if errors:
@@ -34,7 +35,7 @@ def _validate(ns: argparse.Namespace) -> int:
         return 1
     n = sum(len(rows) for rows in sub["samples"].values())
     print(f"OK {ns.submission}: {sub['model']['name']}, {len(sub['samples'])} config(s), {n} clips, "
-          f"mean accuracy {100 * sub['results']['groups']['vocalgrad']['accuracy']:.1f} %")
+          f"mean accuracy {100 * group_metrics(sub['results'])['accuracy']:.1f} %")
     return 0
 
 
