@@ -248,7 +248,7 @@ def test_adapter_reload_gives_identical_logits(all_linear: SimpleNamespace) -> N
 def test_evaluation_on_nine_categories_and_the_matrix(all_linear: SimpleNamespace, tmp_path: Path) -> None:
     out = all_linear.out
     results = json.loads((out / "eval" / "results.json").read_text())
-    assert list(results["results"]) == list(CONFIGS) and all(r["n"] == 2 for r in results["results"].values())
+    assert list(results["results"]) == list(CONFIGS) and all(r["n"] == 2 for r in results["metrics"].values())
     assert results["config"]["model_args"]["adapter"] == str((out / "adapter").resolve())
     base = json.loads((out / "eval_base" / "results.json").read_text())
     assert list(base["results"]) == list(CONFIGS)
@@ -268,7 +268,7 @@ def test_evaluation_on_nine_categories_and_the_matrix(all_linear: SimpleNamespac
     entries = parse_eval_result_entries(yaml.safe_load(eval_results_yaml(all_linear.info, official,
                                                                          dataset_repo="ynklab/vocalgrad")))
     assert [e.task_id for e in entries][:3] == ["speaking_speed", "voice_pitch", "volume"] and len(entries) == 10
-    assert entries[2].value == round(100 * results["results"]["volume"]["accuracy"], 2) and entries[9].task_id == "all"
+    assert entries[2].value == round(100 * results["metrics"]["volume"]["accuracy"], 2) and entries[9].task_id == "all"
     assert report_main([str(out), "--base", "--out", str(tmp_path)]) == 0  # the matrix over training runs
     assert (tmp_path / "cross_category.md").read_text() == table.replace(
         "LoRA all_linear on volume", "LoRA: trained category x test category").replace("tiny-qwen2-audio: ", "")
@@ -363,4 +363,4 @@ def test_two_process_ddp_matches_one_process(tmp_path: Path) -> None:
     a, b = (load_file(d / "adapter" / "adapter_model.safetensors") for d in (one, two))
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     assert np.allclose(_log(one), _log(two), atol=1e-5)
-    assert json.loads((two / "eval" / "results.json").read_text())["results"]["volume"]["n"] == 4
+    assert json.loads((two / "eval" / "results.json").read_text())["metrics"]["volume"]["n"] == 4

@@ -103,7 +103,7 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     assert {(r["annotator"], r["benchmark_clip_id"]): r["pred"] for r in rows} == answers and len(rows) == 72
     assert {r["model"] for r in rows} == {"human"} and {r["raw"] for r in rows} == {"increase", "decrease"}
     results = compute(run)  # `harness report` recomputes from the samples alone
-    assert results["results"]["volume"]["accuracy"] == pytest.approx(52 / 72)
+    assert results["metrics"]["volume"]["accuracy"] == pytest.approx(52 / 72)
     assert harness(["report", str(run), "--no-figures"]) == 0
     assert "| volume | 72 | 72.2 |" in capsys.readouterr().out
     with (run / "answers.csv").open(newline="") as f:
@@ -139,7 +139,7 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     assert listen(["export", "--db", str(study.path), "--out", str(tmp_path / "run2"), "--drop-careless"]) == 0
     out = capsys.readouterr().out
     assert "left out: A03 (left out by hand)" in out and "MARKED" not in out
-    assert json.loads((tmp_path / "run2" / "results.json").read_text())["results"]["volume"]["n"] == 48
+    assert json.loads((tmp_path / "run2" / "results.json").read_text())["metrics"]["volume"]["n"] == 48
     assert listen(["analyze", "--db", str(study.path)]) == 0
     assert "careless (high-tier accuracy < 0.75): A03" in capsys.readouterr().out
 
@@ -169,7 +169,7 @@ def test_ternary_study_three_buttons_and_export(tmp_path: Path) -> None:
     assert {r["parser"] for r in rows} == {"ternary-unique-answer-v1"} and len(rows) == 12
     run = tmp_path / "run"
     assert listen(["export", "--db", str(store.path), "--out", str(run)]) == 0
-    res = compute(run)["results"]["volume-ternary"]
+    res = compute(run)["metrics"]["volume-ternary"]
     assert res["accuracy"] == pytest.approx(9 / 12)  # the two unmodified clips "increase", one up "constant"
     assert 0 < res["macro_f1"] < 1
 

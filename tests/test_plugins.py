@@ -133,7 +133,7 @@ def test_installed_plugin_category_source_and_model_work_end_to_end(site: Path, 
                 "--dataset", str(out), "--out", str(run))
     assert done.returncode == 0, done.stderr
     results = json.loads((run / "results.json").read_text())
-    assert results["results"]["hum"]["n"] == 24 and results["results"]["hum"]["accuracy"] == 1.0
+    assert results["metrics"]["hum"]["n"] == 24 and results["metrics"]["hum"]["accuracy"] == 1.0
 
     listed = _run(site, "-m", "harness.cli", "list-models")
     assert "hum-meter" in listed.stdout

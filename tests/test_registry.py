@@ -133,7 +133,7 @@ def test_model_args_are_checked_against_the_factory_before_anything_loads():
     assert {"model_id", "pretrained", "revision", "dtype", "trust_remote_code", "fast_encoder"} <= set(accepted)
     with pytest.raises(ValueError, match=r"^model 'qwen2-audio-7b-instruct' does not take --model-arg no_such_arg; "
                                          r"it accepts: adapter, attn_implementation, batch_size, device, .*peft, pretrained, "
-                                         r"revision"):
+                                         r"protocol, revision"):
         check_model_args("qwen2-audio-7b-instruct", {"no_such_arg": 1})
     # lm-eval's word for the checkpoint; a fine-tuned or merged checkpoint of the family, no TypeError
     assert check_model_args("qwen2-audio-7b-instruct", {"pretrained": "org/ft", "revision": "abc"}) == {
@@ -175,4 +175,4 @@ def test_any_checkpoint_of_a_family_runs_through_the_per_family_entry(tmp_path):
         info = results["model_info"]
         assert info["model_id"] == folder and info["family"] == "qwen2-audio" and info["dtype"] == "float32"
         assert info["device"] == "cpu" and set(info["versions"]) == {"torch", "transformers", "vocalgrad"}
-        assert results["results"]["volume"]["n"] == 4 and folder in results["config"]["model_args"].values()
+        assert results["metrics"]["volume"]["n"] == 4 and folder in results["config"]["model_args"].values()

@@ -167,14 +167,14 @@ def test_single_process_run(reference_run: Path, release: Path) -> None:
     results = json.loads((reference_run / "results.json").read_text())
     res.validate_results(results)
     assert results["config"]["batch_size"] == 5 and results["config"]["num_processes"] == 1
-    assert results["versions"]["parser"] == "1"
+    assert results["vocalgrad_versions"]["parser"] == "1"
     assert results["configs"]["noise"]["n_expected"] == 72
     assert results["configs"]["noise"]["ids_sha256"] == grid.ids_sha256(ids)
     for c in CONFIGS:
         crow = res.read_jsonl(res.samples_path(reference_run, c))
         n_ok = sum(r["pred"] == r["gold"] and not r["error"] for r in crow)
-        assert results["results"][c]["accuracy"] == pytest.approx(n_ok / 72)
-    assert results["results"]["noise"]["n_error"] == 2 and results["results"]["volume"]["n_error"] == 2
+        assert results["metrics"][c]["accuracy"] == pytest.approx(n_ok / 72)
+    assert results["metrics"]["noise"]["n_error"] == 2 and results["metrics"]["volume"]["n_error"] == 2
 
 
 def test_error_rows_keep_the_rest_of_their_batch(reference_run: Path) -> None:
@@ -305,8 +305,8 @@ def test_generator_source_with_a_registry_baseline(tmp_path: Path) -> None:
     assert out["limited"] is True and out["config"]["limit"] == 30 and out["config"]["seed"] == 1234
     assert all(r["pred"] == "increase" and r["raw"] == "increase" for r in rows)
     n_up = sum(r["direction"] == "up" for r in rows)
-    assert out["results"]["volume"]["accuracy"] == pytest.approx(n_up / 30)
-    assert out["results"]["volume"]["increase_ratio"] == 1.0
+    assert out["metrics"]["volume"]["accuracy"] == pytest.approx(n_up / 30)
+    assert out["metrics"]["volume"]["increase_ratio"] == 1.0
 
 
 def test_report_and_compare(reference_run: Path, release: Path, tmp_path: Path, capsys) -> None:
@@ -316,7 +316,7 @@ def test_report_and_compare(reference_run: Path, release: Path, tmp_path: Path, 
     assert "Kimi-Audio" in text and "| noise | 72 |" in text and "Accuracy by tier" in text
     assert (out / "accuracy_by_category.png").stat().st_size > 1000
     assert (out / "increase_bias_by_category.png").stat().st_size > 1000
-    recomputed = json.loads((reference_run / "results.json").read_text())["results"]["noise"]["accuracy"]
+    recomputed = json.loads((reference_run / "results.json").read_text())["metrics"]["noise"]["accuracy"]
     assert f"| noise | 72 | {100 * recomputed:.1f} |" in text
     other = tmp_path / "other"
     run(other, release, model=FakeModel())  # same clips, no errors
@@ -345,7 +345,7 @@ def test_accelerate_launch_two_processes(reference_run: Path, release: Path, tmp
     assert merged(out) == merged(single)
     ddp, one = (json.loads((d / "results.json").read_text()) for d in (out, single))
     assert ddp["config"]["num_processes"] == 2 and one["config"]["num_processes"] == 1
-    assert ddp["results"] == one["results"]
+    assert ddp["results"] == one["results"] and ddp["metrics"] == one["metrics"]
 
 
 def _free_port() -> int:
