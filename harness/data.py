@@ -225,11 +225,6 @@ class ParquetSource:
         files = sorted((self.path / config).glob(f"{self.split}-*.parquet"))
         if not files:
             raise FileNotFoundError(f"no {self.split} shards of config {config!r} under {self.path} (expected {config}/{self.split}-*.parquet)")
-        missing = buildinfo.missing_shards(self.path / config, self.split, files)
-        if missing:  # a deleted shard would silently shrink the run (n-samples original counts what is left)
-            raise ValueError(f"{self.path / config}: {len(missing)} of its {self.split} shards missing "
-                             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
-                             "`vocalgrad-dataset build` into the same --out")
         for f in files:
             if f.stat().st_size == 0:
                 raise ValueError(f"{f}: empty file (0 bytes; a copy cut short?); rebuild it")
@@ -274,6 +269,12 @@ class ParquetSource:
                 seen[cid] = file
             ids += meta["benchmark_clip_id"]
             durations += [_float(d) for d in meta.get("duration_sec", [None] * len(meta["benchmark_clip_id"]))]
+        # after the id scan, so rows of two builds in one folder are named as such first
+        missing = buildinfo.missing_shards(self.path / config, self.split, self._files(config))
+        if missing:  # a deleted shard would silently shrink the run (n-samples original counts what is left)
+            raise ValueError(f"{self.path / config}: {len(missing)} of its {self.split} shards missing "
+                             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
+                             "`vocalgrad-dataset build` into the same --out")
         self._check_manifest(config, ids)
         return _group_units(ids, durations)
 

@@ -114,6 +114,8 @@ def test_an_empty_shard_is_named(built: Path, tmp_path: Path, capsys) -> None:
     victim = c / "volume" / "test-00002-of-00003.parquet"
     victim.write_bytes(b"")
     _one_line(capsys, _eval(c, tmp_path / "run"), str(victim), "0 bytes")
+    with pytest.raises(BuildMismatchError, match=f"{victim}: unreadable shard"):  # a rebuild would have skipped it
+        fbuild(built.parent / "src", c, clips_per_shard=1)
 
 
 # ---- 3. a key from the environment echoed by the endpoint; the provider's model echo -----------------------------

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 import urllib.error
@@ -93,6 +94,12 @@ OPENAI = APISpec(
     "{type: input_audio, input_audio: {data: base64, format: wav}}, modalities, max_completion_tokens) and "
     "platform.openai.com/docs/guides/audio",
 )
+
+
+# What a provider's model / version echo may be (names like "gpt-4o-audio-preview-2024-12-17", "fp_1a2b3c",
+# "models/gemini-2.5-flash-001"); anything else (a huge string, control characters, an object) is not recorded.
+_ECHO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
+MODEL_FIELDS = frozenset({"model", "modelVersion"})  # echoes naming the model (system_fingerprint does not)
 
 
 class RetryableError(Exception):
@@ -214,10 +221,22 @@ class APIAudioLM(BaseAudioLM):
     def _record_version(self, data: Any) -> None:
         if not isinstance(data, dict):
             return
-        found = [f"{k}={data[k]}" for k in self.spec.version_fields if isinstance(data.get(k), str)]
+        found = [self._checked_echo(k, data[k]) for k in self.spec.version_fields if k in data]
         if found:
             with self._versions_lock:
                 self._versions.add(", ".join(found))
+
+    def _checked_echo(self, field: str, value: Any) -> str:
+        """`field=value` of a version field the server echoed, once checked: a short identifier without the key
+        (else dropped, saying so), and a model name that is not the one asked for is marked."""
+        text = self._scrub(value) if isinstance(value, str) else None
+        if text is None or not _ECHO.fullmatch(text):
+            log.warning("%s: the server's %r field is not a model identifier; not recorded", self.name, field)
+            return f"{field}=<not an identifier: dropped>"
+        if field in MODEL_FIELDS and not (text.startswith(self.model) or self.model.startswith(text)):
+            log.warning("%s: asked for %s, the server says it answered with %s", self.name, self.model, text)
+            return f"{field}={text} (asked for {self.model})"
+        return f"{field}={text}"
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds before retry `attempt` + 1: the server's Retry-After, else jittered exponential back-off;
@@ -230,7 +249,7 @@ class APIAudioLM(BaseAudioLM):
         url, body = self._request(prompt, max_new_tokens)
         for attempt in range(self.max_retries + 1):
             try:
-                return self._answer(self._post(url, body))
+                return self._scrub(self._answer(self._post(url, body)))  # an echoed key stops here
             except RetryableError as e:
                 if attempt == self.max_retries:
                     raise ModelError(f"gave up after {attempt + 1} attempts: {e}") from None
