@@ -182,14 +182,14 @@ def test_librosa_free_helpers_equal_librosa(n_fft: int) -> None:
     needs no librosa import) are bit-identical to librosa's."""
     import librosa
 
-    from vocalgrad_dataset.stft import _hann64, _window_sumsquare, fft_frequencies
+    from vocalgrad_dataset.stft import fft_frequencies, hann_window, window_sumsquare
 
-    np.testing.assert_array_equal(_hann64(n_fft), librosa.filters.get_window("hann", n_fft, fftbins=True))
+    np.testing.assert_array_equal(hann_window(n_fft), librosa.filters.get_window("hann", n_fft, fftbins=True))
     for n_frames, hop in ((1, 128), (7, max(1, n_fft // 4)), (60, 128)):
         expected = librosa.filters.window_sumsquare(
             window="hann", n_frames=n_frames, win_length=n_fft, n_fft=n_fft, hop_length=hop, dtype=np.float32
         )
-        np.testing.assert_array_equal(_window_sumsquare(n_frames, n_fft, hop), expected)
+        np.testing.assert_array_equal(window_sumsquare(n_frames, n_fft, hop), expected)
     for sr in (48000, 16000, 2 * np.pi):
         np.testing.assert_array_equal(fft_frequencies(sr, n_fft), librosa.fft_frequencies(sr=sr, n_fft=n_fft))
 

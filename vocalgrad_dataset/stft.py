@@ -24,7 +24,7 @@ from .dsp import fft_sizes
 
 
 @lru_cache(maxsize=64)
-def _hann64(n_fft: int) -> np.ndarray:
+def hann_window(n_fft: int) -> np.ndarray:
     """librosa.filters.get_window("hann", n, fftbins=True), i.e. scipy's periodic hann, computed the same way:
     the symmetric general cosine 0.5 + 0.5 cos(x) over linspace(-pi, pi, n + 1), last point dropped."""
     if n_fft <= 1:
@@ -37,12 +37,12 @@ def _hann64(n_fft: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=256)
-def _window_sumsquare(n_frames: int, n_fft: int, hop: int) -> np.ndarray:
+def window_sumsquare(n_frames: int, n_fft: int, hop: int) -> np.ndarray:
     """librosa.filters.window_sumsquare(window="hann", win_length=n_fft, dtype=float32): the squared float64
     window added frame by frame into a float32 envelope."""
     n = n_fft + hop * (n_frames - 1)
     x = np.zeros(n, dtype=np.float32)
-    win_sq = _hann64(n_fft) ** 2
+    win_sq = hann_window(n_fft) ** 2
     for i in range(n_frames):
         start = i * hop
         x[start : min(n, start + n_fft)] += win_sq[: max(0, min(n_fft, n - start))]
@@ -61,7 +61,7 @@ def stft_batch(windows: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
     frames = sliding_window_view(padded, n_fft, axis=-1)[:, ::hop]  # (B, T, n_fft)
     # float64 like librosa: the phase vocoder amplifies input rounding in low-magnitude bins, so the
     # analysis stays exact and the speed-ups go elsewhere
-    return np.fft.rfft(frames * _hann64(n_fft), axis=-1).astype(np.complex64)
+    return np.fft.rfft(frames * hann_window(n_fft), axis=-1).astype(np.complex64)
 
 
 def n_stretched_frames(n_frames: int, rate: float) -> int:
@@ -161,7 +161,7 @@ def istft_batch(spec: np.ndarray, n_frames_in: np.ndarray, lengths: np.ndarray, 
     frames = np.fft.irfft(spec[:, :t_max], n=n_fft, axis=-1)  # (J, T, n_fft) float32
     n_rows = spec.shape[0]
     buf = np.zeros((n_rows, n_fft + hop * (t_max - 1)), dtype=np.float32)
-    _overlap_add(frames, _hann64(n_fft), n_frames.astype(np.int64), hop, buf)
+    _overlap_add(frames, hann_window(n_fft), n_frames.astype(np.int64), hop, buf)
     start = n_fft // 2
     outputs: list[np.ndarray] = [np.zeros(0, np.float32)] * n_rows
     groups: dict[tuple[int, int], list[int]] = {}
@@ -183,7 +183,7 @@ _TINY32 = np.finfo(np.float32).tiny  # librosa.util.tiny of float32
 @lru_cache(maxsize=4096)
 def _window_sumsquare_trimmed(n_frames: int, n_fft: int, hop: int, length: int) -> np.ndarray:
     """librosa's normalising envelope with near-zero entries set to 1 (librosa leaves those samples as they are)."""
-    wss = _window_sumsquare(n_frames, n_fft, hop)[n_fft // 2 :]
+    wss = window_sumsquare(n_frames, n_fft, hop)[n_fft // 2 :]
     wss = wss[:length] if len(wss) >= length else np.pad(wss, (0, length - len(wss)))  # librosa.util.fix_length
     return np.where(wss > _TINY32, wss, np.float32(1.0)).astype(np.float32)
 
