@@ -4,7 +4,11 @@ Trains on the demo source's train split (speaker librivox_m) and tests on its te
 arctic_female, arctic_male: speaker-disjoint), the base model (adapter and mixer off) against the trained one,
 paired by clip with the exact McNemar test (`harness compare`). Not a CI test: minutes on a CPU.
 
-    python benchmarks/bench_pclm_dpo.py --out runs/bench-pclm-dpo [--category volume] [--epochs 3]
+    python benchmarks/bench_pclm_dpo.py --out runs/bench-pclm-dpo [--category volume] [--epochs 1]
+
+Measured (2026-12-02, shared 2-core CPU, 29 min; the defaults below): volume, 72 held-out clips, base 48.6 % ->
+PCLM + DPO 80.6 %, 4 clips only the base got right, 27 only the trained model, exact McNemar p = 3.4e-05;
+30 optimizer steps (20 PCLM stage 1 by cross-entropy, 10 DPO), first DPO step loss 0.693147 (ln 2).
 
 Prints the McNemar table and writes OUT/benchmark.json (accuracies, discordant pairs, p, settings).
 """
@@ -31,10 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--category", default="volume", help="VocalGrad config trained and tested")
-    p.add_argument("--epochs", type=int, default=3, help="passes over the 120 training clips")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the 120 training clips")
     p.add_argument("--grad-accum", type=int, default=4, help="clips per optimizer step")
     p.add_argument("--lr", type=float, default=5e-3, help="learning rate of both stages")
-    p.add_argument("--stage1-steps", type=int, default=None, help="PCLM stage-1 steps (default: half)")
+    p.add_argument("--stage1-steps", type=int, default=20, help="PCLM stage-1 steps (the rest are DPO)")
     p.add_argument("--seed", type=int, default=1234, help="seed of init, order and rejected options")
     return p
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -38,6 +39,8 @@ from torch import nn
 
 from .families import AudioStack
 from .protocol import ModelError
+
+log = logging.getLogger(__name__)
 
 PCLM_CONFIG = "pclm_config.json"
 PCLM_WEIGHTS = "pclm.safetensors"
@@ -355,10 +358,14 @@ def saved_folder(adapter: str) -> Path | None:
     if local.is_dir():
         return local
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
         config = hf_hub_download(adapter, PCLM_CONFIG)
+    except LocalEntryNotFoundError:  # offline, and no PCLM in the cache: say so rather than stay silent
+        log.warning("%s: offline, cannot check the Hub repo for a PCLM (%s); the LoRA alone is attached",
+                    adapter, PCLM_CONFIG)
+        return None
     except EntryNotFoundError:  # a plain LoRA repo
         return None
     hf_hub_download(adapter, PCLM_WEIGHTS)
