@@ -237,7 +237,8 @@ def _add_eval_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     e.add_argument("--eval-source", default=None, help="generator source of the test clips (default: --source)")
     e.add_argument("--eval-data-dir", default=None, help="corpus root for --eval-source (default: --data-dir)")
     e.add_argument("--eval-limit", type=int, default=None,
-                   help="first N test clips of each config (default: all of them)")
+                   help="evaluate a sample of N test clips per config, stratified over source clip, tier, curve "
+                        "and direction like `harness eval --limit` (default: all of them)")
     e.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size,
                    help="prompts per model call when scoring (validation and evaluation)")
     e.add_argument("--eval-base", action="store_true", help="also evaluate the base model (adapter off)")

@@ -379,3 +379,22 @@ def test_free_text_cannot_break_the_markdown_or_run_in_a_spreadsheet(tmp_path: P
 def test_a_blank_model_name_is_refused(runs: dict[str, Path], tmp_path: Path, capsys) -> None:
     code = harness(["leaderboard", "submit", str(runs["random"]), "--model-name", "  ", "--out", str(tmp_path / "s.json")])
     assert code == 2 and "--model-name must not be empty" in capsys.readouterr().err and not (tmp_path / "s.json").exists()
+
+
+def test_precision_is_what_the_model_loaded_in(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 23: a float32 run showed precision "auto"; the dtype the loaded model reported (results.json
+    model_info) wins over the wrapper's default."""
+    import shutil
+
+    from harness.leaderboard.submit import make_submission
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["random"], run)
+    results = json.loads((run / "results.json").read_text())
+    results["model_info"] = {**results.get("model_info", {}), "dtype": "float32"}
+    results["config"]["model"] = "tiny-qwen2-audio"  # a transformers wrapper: dtype "auto" unless reported
+    (run / "results.json").write_text(json.dumps(results))
+    assert make_submission(run, model_name="x")["model"]["precision"] == "float32"
+    del results["model_info"]["dtype"]
+    (run / "results.json").write_text(json.dumps(results))
+    assert make_submission(run, model_name="x")["model"]["precision"].startswith("auto")
