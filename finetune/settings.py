@@ -91,6 +91,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     gradient_checkpointing: bool = True
     val_limit: int | None = None
     progress: bool = True
+    verbose: bool = False  # the libraries' own bars, info logs and FutureWarnings too
     # after training
     skip_eval: bool = False
     eval_configs: list[str] = field(default_factory=lambda: list(CONFIGS))
@@ -226,6 +227,8 @@ def _add_mechanics_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> No
     m.add_argument("--val-limit", type=int, default=None,
                    help="first N validation clips only (default: all of them)")
     m.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    m.add_argument("--verbose", action="store_true",
+                   help="also show transformers'/accelerate's/datasets' own progress bars, logs and FutureWarnings")
 
 
 def _add_eval_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
