@@ -353,10 +353,11 @@ def test_progress_in_a_log_is_whole_lines_and_no_library_clutter(tmp_path: Path)
             "--out", str(tmp_path / "run")]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "VOCALGRAD_PROGRESS": "auto"}
     proc = subprocess.run([sys.executable, str(ROOT / "finetune" / "train.py"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    log = proc.stdout + proc.stderr
+                          capture_output=True, timeout=300)  # bytes: text mode would turn "\r" into "\n"
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode == 0, err[-3000:]
+    log = out + err
     assert "\r" not in log  # no tqdm frames in a log
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("LoRA all_linear volume:")]
-    assert lines and lines[-1].startswith("LoRA all_linear volume: 100%"), proc.stderr[-2000:]
+    lines = [ln for ln in err.split("\n") if ln.startswith("LoRA all_linear volume:")]
+    assert lines and lines[-1].startswith("LoRA all_linear volume: 100%"), err[-2000:]
     assert "FutureWarning" not in log and "Loading weights" not in log, log[-2000:]
