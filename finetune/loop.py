@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from tqdm.auto import tqdm
 
 from finetune import checkpoint
 from finetune.data import MicroBatch, StepCounts, StepRows, TrainingData, plan_steps
@@ -36,6 +35,9 @@ from finetune.settings import ADAPTER_DIR, TRAIN_LOG, TrainSettings, check_resum
 from harness.data import BenchRow
 from harness.models.protocol import TrainableAudioLM
 from harness.results import write_jsonl
+from vocalgrad_dataset.progress import progress
+
+METHOD_LABELS = {"lora": "LoRA", "pclm": "PCLM"}  # progress-line prefix per --method
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -139,9 +141,11 @@ class Stepper:
 
     def run(self, loader: torch.utils.data.DataLoader) -> None:
         """Every remaining step of the plan."""
-        bar = tqdm(total=self.steps.total, initial=self.state["step"],
-                   desc=f"{self.settings.method} {self.settings.scope} {self.settings.category}", unit="step",
-                   disable=not (self.settings.progress and self.acc.is_main_process), dynamic_ncols=True)
+        # a bar on a terminal, one whole line per 5 % in a log (never carriage-return frames in a job log)
+        bar = progress(total=self.steps.total, initial=self.state["step"],
+                       desc=f"{METHOD_LABELS.get(self.settings.method, self.settings.method)} {self.settings.scope} "
+                             f"{self.settings.category}", unit="step",
+                       disable=not (self.settings.progress and self.acc.is_main_process), dynamic_ncols=True)
         for mb, rows in loader:
             self.micro_batch(mb, rows)
             if mb.last:

@@ -106,6 +106,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     gradient_checkpointing: bool = True
     val_limit: int | None = None
     progress: bool = True
+    verbose: bool = False  # the libraries' own bars, info logs and FutureWarnings too
     # after training
     skip_eval: bool = False
     eval_configs: list[str] = field(default_factory=lambda: list(CONFIGS))
@@ -313,6 +314,8 @@ def _add_mechanics_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> No
     m.add_argument("--val-limit", type=int, default=None,
                    help="first N validation clips only (default: all of them)")
     m.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    m.add_argument("--verbose", action="store_true",
+                   help="also show transformers'/accelerate's/datasets' own progress bars, logs and FutureWarnings")
 
 
 def _add_eval_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
@@ -324,7 +327,8 @@ def _add_eval_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     e.add_argument("--eval-source", default=None, help="generator source of the test clips (default: --source)")
     e.add_argument("--eval-data-dir", default=None, help="corpus root for --eval-source (default: --data-dir)")
     e.add_argument("--eval-limit", type=int, default=None,
-                   help="first N test clips of each config (default: all of them)")
+                   help="evaluate a sample of N test clips per config, stratified over source clip, tier, curve "
+                        "and direction like `harness eval --limit` (default: all of them)")
     e.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size,
                    help="prompts per model call when scoring (validation and evaluation)")
     e.add_argument("--eval-base", action="store_true", help="also evaluate the base model (adapter off)")

@@ -72,6 +72,8 @@ def check_card(folder: Path, raw_rate: int) -> None:
     assert f"Built by `vocalgrad-dataset` {version('vocalgrad')} (generator" in text
     assert "`COPYING.cmu_arctic`" in text and "- `vctk`: VCTK 0.80" in text  # this source's terms, then the rest
     assert meta["license"] == "other"  # the demo clips are not CC-BY-4.0
+    assert meta["license_name"] == "vocalgrad-demo-sources"  # the Hub wants `other` named (issue 23)
+    assert 'load_dataset(<this folder or repo>, "pitch", split="test")' in text and "`all`" not in text
 
 
 def test_card_all_holds_the_nine_categories_only(tmp_path: Path) -> None:
@@ -175,3 +177,16 @@ def test_ids_and_list_commands(capsys) -> None:
     assert cli(["list", "--markdown"]) == 0
     table = capsys.readouterr().out.strip()
     assert table in (REPO / "README.md").read_text()  # the README's table is generated, not hand-copied
+
+
+def test_card_load_example_names_what_the_build_holds(tmp_path: Path) -> None:
+    """Issue 23: a volume-only build's card named "pitch" and `all`; it names its own config and split."""
+    from vocalgrad_dataset.card import load_line
+
+    (tmp_path / "volume").mkdir()
+    (tmp_path / "volume" / "train-00000-of-00001.parquet").write_bytes(b"")
+    line = load_line(tmp_path)
+    assert '"volume", split="train"' in line and "pitch" not in line and "`all`" not in line
+    (tmp_path / "noise").mkdir()
+    (tmp_path / "noise" / "test-00000-of-00001.parquet").write_bytes(b"")
+    assert "`all` is the categories of this build together" in load_line(tmp_path)

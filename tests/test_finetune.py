@@ -364,3 +364,21 @@ def test_two_process_ddp_matches_one_process(tmp_path: Path) -> None:
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     assert np.allclose(_log(one), _log(two), atol=1e-5)
     assert json.loads((two / "eval" / "results.json").read_text())["metrics"]["volume"]["n"] == 4
+
+
+def test_progress_in_a_log_is_whole_lines_and_no_library_clutter(tmp_path: Path) -> None:
+    """Issue 23: with stdout/stderr not a terminal, training prints one line per 5 % (no carriage-return tqdm
+    frames), and transformers' weight-loading bars and FutureWarnings stay hidden without --verbose."""
+    args = ["--model", "tiny-qwen2-audio", "--category", "volume", "--scope", "all_linear", "--source", "demo",
+            "--train-limit", "8", "--epochs", "1", "--skip-eval", "--val-limit", "0", "--num-workers", "0",
+            "--out", str(tmp_path / "run")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "VOCALGRAD_PROGRESS": "auto"}
+    proc = subprocess.run([sys.executable, str(ROOT / "finetune" / "train.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, timeout=300)  # bytes: text mode would turn "\r" into "\n"
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode == 0, err[-3000:]
+    log = out + err
+    assert "\r" not in log  # no tqdm frames in a log
+    lines = [ln for ln in err.split("\n") if ln.startswith("LoRA all_linear volume:")]
+    assert lines and lines[-1].startswith("LoRA all_linear volume: 100%"), err[-2000:]
+    assert "FutureWarning" not in log and "Loading weights" not in log, log[-2000:]

@@ -419,3 +419,22 @@ def test_link_image_and_control_characters_in_names_reach_no_page(submission: Pa
     assert "](" not in line.replace("\\](", "") and "!\\[pic\\]" in line and "\\[click\\]" in line
     assert "\\*big\\*" in line and "\\`code\\`" in line
     assert next(csv.DictReader(io.StringIO(table)))["model"].endswith("`code`[31m")
+
+
+def test_precision_is_what_the_model_loaded_in(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 23: a float32 run showed precision "auto"; the dtype the loaded model reported (results.json
+    model_info) wins over the wrapper's default."""
+    import shutil
+
+    from harness.leaderboard.submit import make_submission
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["random"], run)
+    results = json.loads((run / "results.json").read_text())
+    results["model_info"] = {**results.get("model_info", {}), "dtype": "float32"}
+    results["config"]["model"] = "tiny-qwen2-audio"  # a transformers wrapper: dtype "auto" unless reported
+    (run / "results.json").write_text(json.dumps(results))
+    assert make_submission(run, model_name="x")["model"]["precision"] == "float32"
+    del results["model_info"]["dtype"]
+    (run / "results.json").write_text(json.dumps(results))
+    assert make_submission(run, model_name="x")["model"]["precision"].startswith("auto")

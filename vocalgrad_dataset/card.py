@@ -236,8 +236,12 @@ def card_metadata(out_dir: Path, *, source: str) -> str:
             for s in splits]})
         merged = {s: [f for by_split in main.values() for f in by_split.get(s, [])] for s in splits}
         infos["all"] = _dataset_info("direction", merged, rates.pop() if len(rates) == 1 else None)
+    licence = SOURCE_LICENCES.get(source, OTHER_LICENCE)[0]
+    # the Hub asks `license: other` to name the licence (license_name); the card's License section states it
+    other = {"license_name": re.sub(r"[^a-z0-9-]+", "-", f"vocalgrad-{source}-sources".lower())} \
+        if licence == "other" else {}
     data = DatasetCardData(
-        license=SOURCE_LICENCES.get(source, OTHER_LICENCE)[0], pretty_name="VocalGrad",
+        license=licence, **other, pretty_name="VocalGrad",
         task_categories=["audio-classification"], language=["en"],
         tags=["audio", "speech", "benchmark", "audio-language-models"], configs=configs,
     )
@@ -250,6 +254,22 @@ def licence_lines(source: str) -> str:
     own = SOURCE_LICENCES.get(source, OTHER_LICENCE)[1]
     others = "\n".join(f"- `{name}`: {line}" for name, (_, line) in SOURCE_LICENCES.items() if name != source)
     return f"This build (source `{source}`): {own}\n\nThe other sources, for builds made from them:\n\n{others}"
+
+
+def load_line(out_dir: Path) -> str:
+    """The card's load example, naming a config this build holds (and `all` only when it holds two or more
+    of the nine categories, as `card_metadata` declares it)."""
+    built = _config_dirs(out_dir)
+    first = built[0] if built else "pitch"
+    split = next(iter(sorted(_shards_by_split(out_dir / first))), "test") if built else "test"
+    long = long_name(first)
+    line = (f'Load: `datasets.load_dataset(<this folder or repo>, "{first}", split="{split}")` returns the standard\n'
+            "`Audio` column (mono, the source rate, PCM16) plus the metadata below.")
+    if long:
+        line += f' The published long name works as a config name too (`"{long}"`).'
+    if sum(name in CATEGORY_NAMES for name in built) > 1:
+        line += " `all` is the categories of this build together."
+    return line
 
 
 def card_text(out_dir: Path, *, source: str) -> str:
@@ -266,9 +286,7 @@ Speech clips in which exactly one acoustic factor rises or falls over time; a mo
 
 Source: {SOURCES.get(source, source)}
 
-Load: `datasets.load_dataset(<this folder or repo>, "pitch", split="test")` returns the standard
-`Audio` column (mono, the source rate, PCM16) plus the metadata below. The published long names work as
-config names too (`"voice_pitch"`, `"background_noise-ternary"`); `all` is the nine categories together.
+{load_line(out_dir)}
 
 ## Categories and parameters
 

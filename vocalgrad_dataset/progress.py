@@ -154,3 +154,34 @@ def progress(iterable: Iterable[Any] | None = None, *, total: float | None = Non
         return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, file=stream, **tqdm_kwargs)
     return LineProgress(iterable, total=total, desc=desc, unit=unit, initial=initial, file=stream,
                         every_percent=every_percent, every_seconds=every_seconds)
+
+
+QUIET_LOGGERS = ("transformers", "accelerate", "datasets", "huggingface_hub", "peft", "torch.distributed")
+
+
+def quiet_third_party(verbose: bool = False) -> None:
+    """Show our progress only: the libraries' own progress bars (weight loading, downloads), their info and
+    warning logs and FutureWarnings are hidden unless `verbose` (`--verbose`). Errors still show."""
+    if verbose:
+        return
+    import logging
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub when it starts a bar
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()  # "Loading weights" and friends
+    except ImportError:  # the dataset tools run without transformers
+        pass
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:
+        pass

@@ -20,8 +20,11 @@ def samples_sha256(rows: Sequence[dict[str, Any]]) -> str:
     return hashlib.sha256("".join(dumps_row(r) + "\n" for r in rows).encode("utf-8")).hexdigest()
 
 
-def _precision(model_args: dict[str, Any], registry_name: str) -> str:
-    """The weights dtype a run used: the one asked for, else what the wrapper picks on its own."""
+def _precision(model_args: dict[str, Any], registry_name: str, model_info: dict[str, Any] | None = None) -> str:
+    """The weights dtype a run used: what the loaded model reported (results.json model_info), else the one
+    asked for, else what the wrapper picks on its own."""
+    if (model_info or {}).get("dtype"):
+        return str(model_info["dtype"]).removeprefix("torch.")
     if model_args.get("dtype"):
         return str(model_args["dtype"]).removeprefix("torch.")
     try:
@@ -66,7 +69,7 @@ def make_submission(run_dir: str | Path, *, model_name: str, params: int | None 
             "name": model_name.strip(),
             "registry_name": cfg["model"],
             "params": params,
-            "precision": precision or _precision(model_args, cfg["model"]),
+            "precision": precision or _precision(model_args, cfg["model"], results.get("model_info")),
             "revision": revision or model_args.get("revision"),
             "adapter": adapter or model_args.get("adapter"),
             "prompt_variant": cfg["prompt_variant"],
