@@ -16,8 +16,11 @@ from __future__ import annotations
 import difflib
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+
+import numpy as np
 
 # Bump when any parser's behaviour changes; stored in every samples row and in results.json.
 PARSER_VERSION = "1"
@@ -93,6 +96,46 @@ TERNARY = AnswerParser("ternary", ((INCREASE, _INC), (DECREASE, _DEC), (CONSTANT
 YESNO = AnswerParser("yesno", ((YES, frozenset({"yes"})), (NO, frozenset({"no"}))), "answer")
 PARSERS: dict[str, AnswerParser] = {p.name: p for p in (MAIN, SYNONYM, YESNO, TERNARY)}
 _ID_RE = re.compile(r"^(?P<name>.+?)-unique-(?:direction|answer)-v\d+$")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The answer words a prompt offers, the label each stands for, and the parser that reads outputs."""
+
+    words: tuple[str, ...]  # score_choices column order
+    labels: tuple[str, ...]
+    parser: AnswerParser
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The answer words, the columns of score_choices."""
+        return self.words
+
+    @property
+    def increase(self) -> str:
+        return self.words[self.labels.index("increase")]
+
+    @property
+    def decrease(self) -> str:
+        return self.words[self.labels.index("decrease")]
+
+    def decide(self, scores: Sequence[float]) -> tuple[str | None, str | None, float]:
+        """(label, word, margin) from one row of score_choices; a tie for the best score decides nothing.
+
+        Two words: margin = score(first) − score(second) (increase − decrease, yes − no). More words:
+        margin = best − runner-up (≥ 0).
+        """
+        s = np.asarray(scores, dtype=np.float64)
+        order = np.argsort(-s, kind="stable")
+        margin = float(s[0] - s[1]) if len(s) == 2 else float(s[order[0]] - s[order[1]])
+        if s[order[0]] == s[order[1]]:
+            return None, None, margin
+        return self.labels[order[0]], self.words[order[0]], margin
+
+
+MAIN_VOCABULARY = Vocabulary((INCREASE, DECREASE), (INCREASE, DECREASE), MAIN)
+YESNO_VOCABULARY = Vocabulary((YES, NO), (YES, NO), YESNO)
+TERNARY_VOCABULARY = Vocabulary((INCREASE, DECREASE, CONSTANT), (INCREASE, DECREASE, CONSTANT), TERNARY)
 
 
 def get_parser(name_or_id: str) -> AnswerParser:

@@ -9,6 +9,7 @@ the first config, exactly as the run will, and stops the run when most answers a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -71,12 +72,14 @@ def preflight_rows(source: Any, config: str, n: int = PREFLIGHT_CLIPS) -> list[d
     return rows[:n]
 
 
-def run_preflight(model: AudioLM, source: Any, config: str, variant: Any, settings: Any) -> PreflightResult:
-    """Ask the run's question on a few high-tier clips; PreflightError when most answers are unusable."""
-    from harness.runner import evaluate_batch
+Ask = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]  # benchmark rows -> samples rows, as the run asks
 
+
+def run_preflight(ask: Ask, source: Any, config: str) -> PreflightResult:
+    """Ask the run's question (`ask`: the runner's own batch evaluation) on a few high-tier clips;
+    PreflightError when most answers are unusable."""
     result = PreflightResult(config)
-    rows = evaluate_batch(model, preflight_rows(source, config), variant, settings)
+    rows = ask(preflight_rows(source, config))
     for row in rows:
         result.n += 1
         refused = is_refusal(row.get("raw"))

@@ -561,11 +561,14 @@ def build_results(
     from datetime import datetime, timezone
 
     from harness.data import CONFIGS
-    from harness.metrics import breakdowns, category_mean, summarize
+    from harness.metrics import breakdowns, category_mean
+    from harness.tasks import task_kind
 
     # The headline is the mean over the nine categories; format and variant configs (pitch-ternary,
     # beep-pitch, ...) have their own entries and stay out of it unless the run has nothing else.
-    main = {c: rows for c, rows in rows_by_config.items() if c in CONFIGS} or dict(rows_by_config)
+    kinds = {c: task_kind(c) for c in rows_by_config}
+    grid_rows = {c: rows for c, rows in rows_by_config.items() if kinds[c].group == "vocalgrad"}
+    main = {c: rows for c, rows in grid_rows.items() if c in CONFIGS} or grid_rows
     group = category_mean(main)
     group["complete"] = set(main) == set(CONFIGS)  # the headline needs all nine categories
     n_samples = {
@@ -573,7 +576,7 @@ def build_results(
     }
     variant = str(run_config.get("prompt_variant", "default"))
     out = {
-        "results": {c: {"alias": c, **(m := summarize(rows)), **lm_eval_keys(m)} for c, rows in rows_by_config.items()},
+        "results": {c: {"alias": c, **(m := kinds[c].metrics(rows)), **lm_eval_keys(m)} for c, rows in rows_by_config.items()},
         "groups": {"vocalgrad": group},
         "breakdowns": {c: breakdowns(rows) for c, rows in rows_by_config.items()},
         "configs": {c: dict(task_configs.get(c, {})) for c in rows_by_config},

@@ -43,6 +43,7 @@ from harness.settings import (
     limit_type,
     settings_from_args,
 )
+from harness.tasks import task_kind
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.argtypes import nonnegative_int, positive_int
 from vocalgrad_dataset.progress import progress
@@ -166,10 +167,7 @@ def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, var
         "prompt_variant": variant.name,
         "answer_words": list(vocab.choices),
         "parser": vocab.parser.id,
-        "tier": row["tier"],
-        "curve": row["curve"],
-        "direction": row["direction"],
-        "source_clip_id": row["source_clip_id"],
+        **{k: row.get(k) for k in task_kind(row["category"]).sample_fields},  # the kind's breakdown keys
         "error": None,
         "retried": False,
         "model": settings.model,
@@ -418,7 +416,8 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
         batch_size = runner_batch_size(settings, model)
         resumed = any(f.stat().st_size for c in configs for f in res.shard_files(out_dir, c))  # no parse needed
         skip = needs_preflight(model, settings, resumed=resumed)
-        checked = {"skipped": skip} if skip else run_preflight(model, source, configs[0], variant, settings).record()
+        checked = {"skipped": skip} if skip else run_preflight(
+            lambda rows: evaluate_batch(model, rows, variant, settings), source, configs[0]).record()
         dist.barrier()  # every rank has read the record before rank 0 writes it
         if new and dist.is_main:  # only once the model is up and answers: a failed start leaves the directory reusable
             res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")

@@ -1,0 +1,99 @@
+"""Task kinds: what a config's rows carry, what is asked, how answers are read and scored, which metrics.
+
+A config is declared as data (vocalgrad_dataset/data/tasks/*.yaml, see vocalgrad_dataset.tasks); its `kind`
+names one entry of KINDS here. A kind holds, in one place: the row fields it reads, the row fields copied
+into every samples row, its fixed question and answer vocabulary (None: the prompt variant decides, as for
+the main direction question), the prompt variants it accepts, its metric set and the results.json group
+its configs are macro-averaged in.
+
+Adding a kind (e.g. `conflict`): write a TaskKind below and register it with `register_kind`, then declare
+its configs as YAML files with `kind: <name>`; the runner, results and reports read everything else from
+the kind. Adding a config of an existing kind is only the YAML file.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.metrics import summarize
+from harness.parsing import TERNARY_VOCABULARY, YESNO_VOCABULARY, Vocabulary
+from vocalgrad_dataset.prompt import ternary_prompt, yesno_prompt
+from vocalgrad_dataset.tasks import task_config
+
+Rows = Sequence[Mapping[str, Any]]
+# The benchmark-row fields every VocalGrad kind reads (harness.data.BenchRow) and copies into samples rows.
+GRID_ROW_FIELDS: tuple[str, ...] = ("audio", "benchmark_clip_id", "category", "attribute", "label", "tier", "curve",
+                                    "direction", "source_clip_id")
+GRID_SAMPLE_FIELDS: tuple[str, ...] = ("tier", "curve", "direction", "source_clip_id")
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """One kind of task (module docstring): rows, question, answers, scoring options and metrics."""
+
+    name: str
+    description: str
+    row_fields: tuple[str, ...]  # what a row of this kind must carry
+    sample_fields: tuple[str, ...]  # row fields copied into every samples row (breakdowns, clustering)
+    vocabulary: Vocabulary | None = None  # fixed answer words and parser; None: the prompt variant's
+    question: Callable[[str], str] | None = None  # fixed question from the attribute word; None: the variant's
+    variants: tuple[str, ...] | None = None  # prompt variants it accepts (None: every variant)
+    metrics: Callable[[Rows], dict[str, Any]] = summarize  # one config's summary
+    group: str = "vocalgrad"  # results.json group its configs are macro-averaged in
+    lm_eval_metrics: tuple[str, ...] = ()  # extra "<metric>,none" keys beside the shared ones
+
+    @property
+    def fixed_question(self) -> bool:
+        """True when the kind's question and answers do not depend on the prompt variant."""
+        return self.vocabulary is not None
+
+
+KINDS: dict[str, TaskKind] = {}
+
+
+def register_kind(kind: TaskKind) -> TaskKind:
+    """Add a kind to the registry (a second kind of the same name is an error)."""
+    if kind.name in KINDS:
+        raise ValueError(f"task kind {kind.name!r} is registered twice")
+    KINDS[kind.name] = kind
+    return kind
+
+
+register_kind(TaskKind(
+    "direction", "the main question: does the attribute increase or decrease over time (SPEC §3)",
+    GRID_ROW_FIELDS, GRID_SAMPLE_FIELDS,
+))
+register_kind(TaskKind(
+    "yesno", "change detection: does the attribute vary with time (SPEC §4)", GRID_ROW_FIELDS, GRID_SAMPLE_FIELDS,
+    vocabulary=YESNO_VOCABULARY, question=yesno_prompt, variants=("default", "audio_first"),
+))
+register_kind(TaskKind(
+    "ternary", "increase / decrease / constant (SPEC §4)", GRID_ROW_FIELDS, GRID_SAMPLE_FIELDS,
+    vocabulary=TERNARY_VOCABULARY, question=ternary_prompt, variants=("default", "audio_first"),
+))  # fmt: skip
+
+
+def get_kind(name: str) -> TaskKind:
+    """A kind by name, with "did you mean"."""
+    if name in KINDS:
+        return KINDS[name]
+    close = difflib.get_close_matches(name, list(KINDS), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"unknown task kind {name!r}{hint} (kinds: {', '.join(KINDS)})")
+
+
+def task_kind(config: str) -> TaskKind:
+    """The kind of a declared config (its YAML `kind`)."""
+    decl = task_config(config).decl
+    try:
+        return get_kind(decl.kind)
+    except ValueError as err:
+        raise ValueError(f"{decl.file}: kind: {err}") from None
+
+
+def fixed_vocabularies() -> dict[str, Vocabulary]:
+    """Kind name -> answer vocabulary of the kinds whose question is fixed (yesno, ternary, ...)."""
+    return {k.name: k.vocabulary for k in KINDS.values() if k.vocabulary is not None}
