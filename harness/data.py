@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypedDict
 import numpy as np
 import soundfile as sf
 
+from harness.mcq import normalize_mcq_row
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
@@ -238,6 +239,10 @@ class ParquetSource:
                              f"{', '.join(PARQUET_COLUMNS)}); is this a `vocalgrad-dataset build` output?")
         return names
 
+    def _is_mcq(self, config: str) -> bool:
+        """True when the config's shards hold multiple-choice items (an `options` column)."""
+        return "options" in self._columns(self._files(config)[0])
+
     def units(self, config: str) -> list[SourceUnit]:
         import pyarrow.parquet as pq
 
@@ -258,12 +263,15 @@ class ParquetSource:
                 seen[cid] = file
             ids += meta["benchmark_clip_id"]
             durations += [_float(d) for d in meta.get("duration_sec", [None] * len(meta["benchmark_clip_id"]))]
+        if self._is_mcq(config):  # an item is its own unit: MCQ ids carry no source clip
+            return [SourceUnit(i, 0.0 if np.isnan(d) else d, (i,)) for i, d in zip(ids, durations, strict=True)]
         return _group_units(ids, durations)
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
         import pyarrow.parquet as pq
 
         wanted = {cid for u in units for cid in u.clip_ids}
+        mcq = self._is_mcq(config)
         for file in self._files(config):
             self._columns(file)
             for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
@@ -278,7 +286,10 @@ class ParquetSource:
                     if not isinstance(data, io.BytesIO):
                         data = self.path / config / data
                     decoded = decode_audio(data, f"{file}: clip {cid}")
-                    yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
+                    if mcq:
+                        yield normalize_mcq_row({**row, "audio": decoded}, config, str(file))  # type: ignore[misc]
+                    else:
+                        yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
 
 
 class ReleaseSource:

@@ -63,10 +63,11 @@ def is_refusal(text: str | None) -> bool:
 
 
 def preflight_rows(source: Any, config: str, n: int = PREFLIGHT_CLIPS) -> list[dict[str, Any]]:
-    """Up to n high-tier rows of the config's first source clips (both directions, several curves)."""
+    """Up to n high-tier rows of the config's first source clips (both directions, several curves); MCQ items
+    have no tier: the first n."""
     rows: list[dict[str, Any]] = []
     for unit in source.units(config):
-        rows += [r for r in source.rows(config, [unit]) if r.get("tier") == "high"]
+        rows += [r for r in source.rows(config, [unit]) if r.get("tier", "high") == "high"]  # MCQ rows: no tier
         if len(rows) >= n:
             break
     return rows[:n]

@@ -17,8 +17,15 @@ from typing import Any
 
 from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, config_name, unit_key
 from harness.models.protocol import AudioClip, Prompt, Segment
-from harness.parsing import MAIN_VOCABULARY, SYNONYM, TERNARY_VOCABULARY, YESNO_VOCABULARY, Vocabulary
-from harness.tasks import TaskKind, fixed_vocabularies, task_kind
+from harness.parsing import (
+    MAIN_VOCABULARY,
+    SYNONYM,
+    TERNARY_VOCABULARY,
+    YESNO_VOCABULARY,
+    Vocabulary,
+    mcq_vocabulary,
+)
+from harness.tasks import TaskKind, fixed_vocabularies, row_kind, task_kind
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import parse_clip_id, seed_from
 from vocalgrad_dataset.prompt import answer_line
@@ -69,9 +76,7 @@ class Variant:
     def _kind(self, config: str) -> TaskKind:
         """The config's task kind, refusing variants the kind does not take (a fixed question, SPEC §4)."""
         kind = task_kind(config)
-        if kind.variants is not None and self.name not in kind.variants:
-            raise ValueError(f"config {config!r} fixes its question (SPEC §4): use prompt "
-                             f"{' or '.join(kind.variants)}, not {self.name!r}")
+        kind.accepts(self.name, config)
         return kind
 
     def vocabulary(self, config: str) -> Vocabulary:
@@ -79,6 +84,8 @@ class Variant:
         kind = self._kind(config)
         if kind.vocabulary is not None:
             return kind.vocabulary
+        if kind.prompt is not None:
+            raise ValueError(f"config {config!r} ({kind.name}) has its answers per row, not per config")
         if self.base != "paraphrase":
             return MAIN_VOCABULARY
         _, inc, dec = _paraphrase(config, self.paraphrase)
@@ -268,6 +275,10 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
     """The Prompt for one benchmark row (text before audio unless audio_first; few-shot interleaved) and its
     vocabulary."""
     v = get_variant(variant) if isinstance(variant, str) else variant
+    kind = row_kind(row)
+    if kind.prompt is not None:  # a row-level kind (MCQ): its own question and answers
+        kind.accepts(v.name, row["category"])
+        return kind.prompt(row, v)
     config = config_name(row["category"])
     attribute = row.get("attribute") or attribute_word(config)
     audio = _audio(row)
@@ -284,3 +295,11 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
     meta = {"category": parse_config(config).category.name, **{k: row.get(k) for k in ("onset_sec", "offset_sec", "duration_sec")},
             "answer_words": vocab.words, "answer_labels": vocab.labels}
     return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), vocab
+
+
+def row_vocabulary(row: dict[str, Any], variant: Variant) -> Vocabulary:
+    """A row's answers without building its prompt: an MCQ item's options, else the config's vocabulary."""
+    kind = row_kind(row)
+    if kind.prompt is not None:
+        return mcq_vocabulary(row.get("options") or ("?", "?"))
+    return variant.vocabulary(row["category"])

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from harness.metrics import summarize
-from harness.parsing import TERNARY_VOCABULARY, YESNO_VOCABULARY, Vocabulary
+from harness.mcq import MCQ_FIELDS, mcq_prompt
+from harness.metrics import mcq_macro, mcq_summary, summarize
+from harness.parsing import TERNARY_VOCABULARY, YESNO_VOCABULARY, Vocabulary, mcq_parser_id
 from vocalgrad_dataset.prompt import ternary_prompt, yesno_prompt
 from vocalgrad_dataset.tasks import task_config
 
@@ -43,7 +44,18 @@ class TaskKind:
     variants: tuple[str, ...] | None = None  # prompt variants it accepts (None: every variant)
     metrics: Callable[[Rows], dict[str, Any]] = summarize  # one config's summary
     group: str = "vocalgrad"  # results.json group its configs are macro-averaged in
-    lm_eval_metrics: tuple[str, ...] = ()  # extra "<metric>,none" keys beside the shared ones
+    group_metrics: Callable[[Mapping[str, Rows]], dict[str, Any]] | None = None  # None: the VocalGrad mean
+    # its own "<metric>,none" keys beside the shared ones: metric -> higher is better (None: neither)
+    lm_eval_metrics: Mapping[str, bool | None] = field(default_factory=dict)
+    # row-level question and answers (an MCQ item's options): (row, variant) -> (Prompt, Vocabulary)
+    prompt: Callable[[Mapping[str, Any], Any], tuple[Any, Vocabulary]] | None = None
+    parser_id: str | None = None  # the stored parser id of a row-level kind
+
+    def accepts(self, variant: str, config: str) -> None:
+        """Refuse a prompt variant the kind does not take (a fixed question, SPEC §4)."""
+        if self.variants is not None and variant not in self.variants:
+            raise ValueError(f"config {config!r} fixes its question (SPEC §4): use prompt "
+                             f"{' or '.join(self.variants)}, not {variant!r}")
 
     @property
     def fixed_question(self) -> bool:
@@ -73,6 +85,12 @@ register_kind(TaskKind(
 register_kind(TaskKind(
     "ternary", "increase / decrease / constant (SPEC §4)", GRID_ROW_FIELDS, GRID_SAMPLE_FIELDS,
     vocabulary=TERNARY_VOCABULARY, question=ternary_prompt, variants=("default", "audio_first"),
+))
+register_kind(TaskKind(
+    "mcq", "multiple choice over 2-4 lettered options with a true and an optional adversarial label (VoxParadox)",
+    ("audio", "benchmark_clip_id", "category", *MCQ_FIELDS), ("kind", "task", "options", "adversarial", "source_clip_id"),
+    variants=("default", "audio_first"), metrics=mcq_summary, group="mcq", group_metrics=mcq_macro,
+    lm_eval_metrics={"acc": True, "ala": False, "ala_gap": False}, prompt=mcq_prompt, parser_id=mcq_parser_id(),
 ))  # fmt: skip
 
 
@@ -92,6 +110,22 @@ def task_kind(config: str) -> TaskKind:
         return get_kind(decl.kind)
     except ValueError as err:
         raise ValueError(f"{decl.file}: kind: {err}") from None
+
+
+def row_kind(row: Mapping[str, Any]) -> TaskKind:
+    """The kind of a benchmark or samples row: the kind it carries (MCQ rows), else its config's."""
+    return get_kind(str(row["kind"])) if row.get("kind") else task_kind(str(row["category"]))
+
+
+def source_kind(source: Any, config: str) -> TaskKind:
+    """A config's kind as its row source knows it (a mapped MCQ source: mcq), else its declaration's."""
+    kind_of = getattr(source, "kind_of", None)
+    return get_kind(kind_of(config)) if kind_of is not None else task_kind(config)
+
+
+def rows_kind(config: str, rows: Rows) -> TaskKind:
+    """The kind of a config's samples rows (a config named after a mapped MCQ task is not declared)."""
+    return row_kind(rows[0]) if rows else task_kind(config)
 
 
 def fixed_vocabularies() -> dict[str, Vocabulary]:
