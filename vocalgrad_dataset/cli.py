@@ -17,6 +17,10 @@ def _splits(value: str, config: str, source: str | None) -> list[str]:
     """The requested split, or every split the config's source has for "all" (beep: test only)."""
     if value != "all":
         return [value]
+    from .tasks import task_config
+
+    if task_config(config).family != "vocalgrad":  # declared configs built from vendored data: test and train
+        return list(SPLITS)
     from .generate import resolve_source, source_splits
     from .sources import get_source
 
@@ -73,6 +77,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in config_names():
             spec = parse_config(name)
             print(f"{name:20s} {spec.format:9s} {spec.source or '-':5s} {' / '.join(spec.labels)}")
+        from .tasks import declarations
+
+        for decl in declarations():  # the declared configs of other families (VoxParadox-lite, ...)
+            if decl.family != "vocalgrad":
+                print(f"{decl.task:28s} {decl.kind:9s} {decl.family}")
         return 0
     if args.markdown:
         print(category_table_markdown())

@@ -226,6 +226,12 @@ def build(
     refused (BuildMismatchError) unless `overwrite`, which first deletes that config's shards.
     """
     _check_build_numbers(num_proc, clips_per_shard)
+    from .tasks import task_config
+
+    if task_config(config).family == "voxparadox":  # declared MCQ items, built from vendored bases
+        from .voxparadox_export import build_voxparadox
+
+        return build_voxparadox(config, splits, out_dir, overwrite=overwrite, lock_timeout=lock_timeout)
     out = Path(out_dir)
     source = resolve_source(config, source)
     configs = [spec.name for spec in expand_config(config)]

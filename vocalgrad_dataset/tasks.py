@@ -140,8 +140,8 @@ def read_task_file(path: str | Path) -> TaskDecl:
 
 @lru_cache(maxsize=1)
 def declarations() -> tuple[TaskDecl, ...]:
-    """Every shipped task declaration, in file-name order."""
-    return tuple(read_task_file(p) for p in sorted(TASKS_DIR.glob("*.yaml")))
+    """Every shipped task declaration, in file-name order (files starting with "_" are only included)."""
+    return tuple(read_task_file(p) for p in sorted(TASKS_DIR.glob("*.yaml")) if not p.name.startswith("_"))
 
 
 def declared_names() -> list[str]:

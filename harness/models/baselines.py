@@ -112,3 +112,27 @@ class SignalOracle(LabelBaseline):
             raise ModelError(f"oracle returned label {label!r}", prompt.clip_id)
         # It measures a direction, never its absence: on yes/no configs a direction means "yes".
         return ("yes" if "yes" in answer_vocabulary(prompt)[1] else label), abs(float(score))
+
+
+class MCQSignalOracle(LabelBaseline):
+    """VoxParadox-lite's labels measured from the signal (F0, RMS, duration, F0 range, final slope, turn F0
+    clusters): the signal-measuring upper bound of the offline MCQ tasks."""
+
+    name = "mcq-signal-oracle"
+    description = "measures a VoxParadox-lite task's label from the signal (upper bound)"  # harness list-models
+
+    def decide(self, prompt: Prompt) -> tuple[str, float]:
+        from vocalgrad_dataset.voxparadox import TASKS  # lazy: the DSP stack loads only when used
+        from vocalgrad_dataset.voxparadox_items import measure
+
+        task = str(prompt.meta.get("task") or prompt.meta.get("category") or "")
+        name = task.removeprefix("voxparadox-").removesuffix("-reversed")
+        if name not in TASKS:
+            raise ModelError(f"mcq-signal-oracle knows the VoxParadox-lite tasks ({', '.join(TASKS)}), not {task!r}",
+                             prompt.clip_id)
+        clip = query_audio(prompt)
+        label = measure(name, np.asarray(clip.array, dtype=np.float32))
+        labels = answer_vocabulary(prompt)[1]
+        if label not in labels:
+            raise ModelError(f"mcq-signal-oracle measured {label!r}, not one of the options {labels}", prompt.clip_id)
+        return label, 1.0
