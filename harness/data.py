@@ -22,6 +22,7 @@ from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import parse_config, unit_ids
 from vocalgrad_dataset.manifest import read_release_metadata
+from vocalgrad_dataset.tasks import task_config
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
@@ -79,9 +80,9 @@ class RowSource(Protocol):
 
 
 def config_name(name: str) -> str:
-    """Our config name for "speed", the published "speaking_speed", or a variant config ("volume-ternary",
-    "beep-pitch", "pitch-source"); "did you mean" otherwise."""
-    return parse_config(name).name
+    """Our config name for "speed", the published "speaking_speed", a variant config ("volume-ternary",
+    "beep-pitch", "pitch-source") or another declared config ("voxparadox-pitch"); "did you mean" otherwise."""
+    return task_config(name).name
 
 
 def attribute_word(config: str) -> str:

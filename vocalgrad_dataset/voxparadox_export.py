@@ -80,8 +80,9 @@ def card_text(out: Path) -> str:
 
 
 def build_voxparadox(config: str, splits: Sequence[str], out_dir: str | Path, *, overwrite: bool = False,
-                     lock_timeout: float | None = None) -> dict[str, Any]:
-    """Write a VoxParadox-lite config's splits and the folder's card; a finished split is kept unless `overwrite`."""
+                     lock_timeout: float | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Write a VoxParadox-lite config's splits and the folder's card; a finished split is kept unless `overwrite`.
+    `limit`: only the first items of each split (tests; not the frozen set)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -99,7 +100,7 @@ def build_voxparadox(config: str, splits: Sequence[str], out_dir: str | Path, *,
             path = out / config / f"{split}-00000-of-00001.parquet"
             if path.exists() and not overwrite:
                 continue
-            rows = [feats.encode_example(item_row(i, config)) for i in config_items(config, split)]
+            rows = [feats.encode_example(item_row(i, config)) for i in config_items(config, split, limit)]
             table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp:
