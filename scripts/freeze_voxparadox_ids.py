@@ -7,16 +7,14 @@ the item's PCM16 samples). Run after changing the builder (and bump BUILDER_VERS
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vocalgrad_dataset.dsp import to_pcm16  # noqa: E402
 from vocalgrad_dataset.fileio import atomic_write_text  # noqa: E402
-from vocalgrad_dataset.voxparadox import IDS_DIR, TASKS, build_items  # noqa: E402
+from vocalgrad_dataset.voxparadox import IDS_DIR, TASKS, build_items, pcm_sha256  # noqa: E402
 
 
 def main() -> int:
@@ -26,7 +24,7 @@ def main() -> int:
     args = ap.parse_args()
     for task in args.tasks.split(","):
         items = build_items(task, args.split)
-        lines = [f"{i.id}\t{hashlib.sha256(to_pcm16(i.audio)[0].tobytes()).hexdigest()}" for i in items]
+        lines = [f"{i.id}\t{pcm_sha256(i.audio)}" for i in items]
         atomic_write_text(IDS_DIR / f"{task}-{args.split}.txt", "\n".join(lines) + "\n")
         print(f"{task} {args.split}: {len(items)} items", file=sys.stderr)
     return 0

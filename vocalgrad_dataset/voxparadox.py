@@ -248,9 +248,22 @@ def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
     return out
 
 
-def frozen_ids(task: str, split: str) -> list[str] | None:
-    """The frozen item ids of a task and split (ids/<task>-<split>.txt), or None when none are frozen."""
+def frozen_entries(task: str, split: str) -> list[tuple[str, str]] | None:
+    """(id, sha256 of the item's PCM16 samples) of a task and split (ids/<task>-<split>.txt), or None."""
     path = IDS_DIR / f"{task}-{split}.txt"
     if not path.is_file():
         return None
-    return [line.split("\t")[0] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [tuple(line.split("\t")[:2]) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def frozen_ids(task: str, split: str) -> list[str] | None:
+    """The frozen item ids of a task and split, or None when none are frozen."""
+    entries = frozen_entries(task, split)
+    return None if entries is None else [i for i, _ in entries]
+
+
+def pcm_sha256(audio: np.ndarray) -> str:
+    """sha256 of the PCM16 samples an item is stored as (what the frozen lists hold)."""
+    from .dsp import to_pcm16
+
+    return hashlib.sha256(to_pcm16(audio)[0].tobytes()).hexdigest()

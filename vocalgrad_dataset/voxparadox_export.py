@@ -19,7 +19,7 @@ import soundfile as sf
 
 from .fileio import atomic_path, atomic_write_text, dir_lock
 from .tasks import task_config
-from .voxparadox import BUILDER_VERSION, SR, Item, build_items, frozen_ids, reverse_item
+from .voxparadox import BUILDER_VERSION, SR, Item, build_items, frozen_entries, pcm_sha256, reverse_item
 
 CARD_NAME = "README.md"
 
@@ -53,13 +53,14 @@ def config_items(config: str, split: str, n: int | None = None) -> list[Item]:
     items = build_items(str(params["task"]), split, n)
     if params.get("reversed"):
         items = [reverse_item(i) for i in items]
-    frozen = frozen_ids(str(params["task"]), split)
+    frozen = frozen_entries(str(params["task"]), split)
     if n is None and frozen is not None:
-        ids = [i.id.removesuffix("-rev") for i in items]
+        ids = [(i.id.removesuffix("-rev"), pcm_sha256(i.audio[::-1] if params.get("reversed") else i.audio))
+               for i in items]
         if ids != frozen:
             first = next((a, b) for a, b in zip([*ids, None], [*frozen, None], strict=False) if a != b)
-            raise ValueError(f"{config} {split}: the built items differ from the frozen ids (built {first[0]!r} where "
-                             f"the list has {first[1]!r}); the builder changed: bump BUILDER_VERSION and refreeze")
+            raise ValueError(f"{config} {split}: the built items differ from the frozen list (built {first[0]!r} where "
+                             f"it has {first[1]!r}); the builder changed: bump BUILDER_VERSION and refreeze")
     return items
 
 

@@ -36,7 +36,9 @@ PITCH_ST = 4.0  # semitones of the low / high pitch versions
 VOLUME_DB = {"quiet": -36.0, "medium": -26.0, "loud": -16.0}  # speech RMS, dBFS
 SPEED_RATE = {"slow": 0.7, "medium": 1.0, "fast": 1.45}
 RANGE_SCALE = {"narrow": 0.25, "medium": 1.0, "wide": 2.5}
-GLIDE_SEC, GLIDE_ST = 0.7, 7.0
+GLIDE_SEC = 0.9
+GLIDE_ST = {"rising": 12.0, "falling": -6.0}  # a statement already falls at its end: rising must undo it
+INTONATION_FMIN = 40.0
 SAME_VOICE_ST = 1.0  # turns whose F0 medians are closer than this are one voice
 QUESTIONS = {
     "pitch": "The recording has three parts spoken by the same person. What is the order of their pitch levels, "
@@ -66,18 +68,18 @@ def _rms_frames(x: np.ndarray) -> np.ndarray:
     return np.sqrt(np.mean(padded[idx] ** 2, axis=1))
 
 
-def f0_track(x: np.ndarray) -> np.ndarray:
+def f0_track(x: np.ndarray, fmin: float = FMIN) -> np.ndarray:
     """F0 in semitones re 100 Hz per 10 ms frame (YIN), NaN where the frame is quiet or out of range."""
     import librosa
 
     if len(x) < FRAME:
         return np.full(0, np.nan)
-    f0 = librosa.yin(x.astype(np.float32), fmin=FMIN, fmax=FMAX, sr=SR, frame_length=FRAME, hop_length=HOP,
+    f0 = librosa.yin(x.astype(np.float32), fmin=fmin, fmax=FMAX, sr=SR, frame_length=FRAME, hop_length=HOP,
                      center=False)
     rms = _rms_frames(x)[: len(f0)]
     f0 = f0[: len(rms)]
     st = 12.0 * np.log2(f0 / 100.0)
-    st[(rms < 0.1 * rms.max()) | (f0 <= FMIN * 1.02) | (f0 >= FMAX * 0.98)] = np.nan
+    st[(rms < 0.1 * rms.max()) | (f0 <= fmin * 1.02) | (f0 >= FMAX * 0.98)] = np.nan
     return _without_jumps(st)
 
 
@@ -177,7 +179,7 @@ def _identity(x: np.ndarray) -> str | None:
 
 
 def _intonation(x: np.ndarray) -> str | None:
-    st = f0_track(x)
+    st = f0_track(x, INTONATION_FMIN)  # a falling end of a low voice goes below FMIN
     voiced = np.nonzero(np.isfinite(st))[0]
     if len(voiced) < 10:
         return None
@@ -304,12 +306,13 @@ def _pattern(task: str) -> Callable[[str], Iterator[Item]]:
     return build
 
 
-def _others(voice: Voice, exclude_task: str) -> list[str]:
-    return sorted(b.id for b in bases().values() if b.voice == voice and b.script.task not in (exclude_task, "identity", "counting"))
+def _others(voice: Voice, exclude: Sequence[str]) -> list[str]:
+    """The voice's other sentences (not of the `exclude` tasks), to join with a claim."""
+    return sorted(b.id for b in bases().values() if b.voice == voice and b.script.task not in exclude)
 
 
 def _build_gender(split: str) -> Iterator[Item]:
-    combos = [(v, o, first) for v in voices_of(split) for o in _others(v, "gender") for first in (True, False)]
+    combos = [(v, o, first) for v in voices_of(split) for o in _others(v, ("gender", "identity", "counting")) for first in (True, False)]
     rng_for("gender", split).shuffle(combos)
     for voice, other, claim_first in combos:
         adv = "female" if voice.sex == "male" else "male"
@@ -321,12 +324,12 @@ def _build_gender(split: str) -> Iterator[Item]:
 
 
 def _build_intonation(split: str) -> Iterator[Item]:
-    combos = [(v, o, adv) for v in voices_of(split) for o in _others(v, "intonation") for adv in ("rising", "falling")]
+    combos = [(v, o, adv) for v in voices_of(split) for o in _others(v, ("intonation",)) for adv in ("rising", "falling")]
     rng_for("intonation", split).shuffle(combos)
     for voice, other, adv in combos:
         true = "falling" if adv == "rising" else "rising"
         claim = base_of(voice, "intonation", adv)
-        end = glide_end(base_audio(claim.id), GLIDE_ST if true == "rising" else -GLIDE_ST)
+        end = glide_end(base_audio(claim.id), GLIDE_ST[true])
         parts = [set_level(base_audio(other), VOLUME_DB["medium"]), set_level(end, VOLUME_DB["medium"])]
         yield Item(_item_id("intonation", split, voice.id, other, adv), "intonation", join(parts),
                    QUESTIONS["intonation"], ["rising", "falling"], true, adv, [other, claim.id],
