@@ -126,10 +126,11 @@ TaskResult = TypedDict("TaskResult", {  # type: ignore[misc]
 })
 
 
-def lm_eval_keys(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The "<metric>,none" and "<metric>_stderr,none" entries of a summary (lm-evaluation-harness's keys)."""
+def lm_eval_keys(summary: Mapping[str, Any], extra: Iterable[str] = (), *, shared: bool = True) -> dict[str, Any]:
+    """The "<metric>,none" and "<metric>_stderr,none" entries of a summary (lm-evaluation-harness's keys), for
+    the shared metrics and a kind's own (`extra`: MCQ acc, ala, ala_gap)."""
     out: dict[str, Any] = {}
-    for m in HIGHER_IS_BETTER:
+    for m in [*(HIGHER_IS_BETTER if shared else ()), *extra]:
         se = summary.get(f"{m}_stderr")
         out[f"{m},{LM_EVAL_FILTER}"] = summary.get(m)
         out[f"{m}_stderr,{LM_EVAL_FILTER}"] = "N/A" if se is None else se
@@ -545,6 +546,18 @@ def dataset_info(source: Any) -> DatasetInfo:
     return {"source": description, "manifest": manifest, "manifest_sha256": digest}
 
 
+def kind_groups(rows_by_config: Mapping[str, Any], kinds: Mapping[str, Any]) -> dict[str, Any]:
+    """The macro averages of the kinds with a group of their own (MCQ: acc, ala, ala_gap over its tasks),
+    with their lm-eval keys."""
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(k.group for k in kinds.values() if k.group_metrics is not None):
+        members = {c: rows for c, rows in rows_by_config.items() if kinds[c].group == name}
+        kind = next(kinds[c] for c in members)
+        summary = kind.group_metrics(members)
+        out[name] = {**summary, **lm_eval_keys(summary, kind.lm_eval_metrics, shared=False)}
+    return out
+
+
 def build_results(
     rows_by_config: Mapping[str, list[Mapping[str, Any]]],
     *,
@@ -576,14 +589,15 @@ def build_results(
     }
     variant = str(run_config.get("prompt_variant", "default"))
     out = {
-        "results": {c: {"alias": c, **(m := kinds[c].metrics(rows)), **lm_eval_keys(m)} for c, rows in rows_by_config.items()},
-        "groups": {"vocalgrad": group},
+        "results": {c: {"alias": c, **(m := kinds[c].metrics(rows)), **lm_eval_keys(m, kinds[c].lm_eval_metrics)}
+                    for c, rows in rows_by_config.items()},
+        "groups": {"vocalgrad": group, **kind_groups(rows_by_config, kinds)},
         "breakdowns": {c: breakdowns(rows) for c, rows in rows_by_config.items()},
         "configs": {c: dict(task_configs.get(c, {})) for c in rows_by_config},
         "versions": versions(),
         "n-samples": n_samples,
         "n-shot": {c: n_shot(task_configs.get(c, {}).get("prompt_variant", variant)) for c in rows_by_config},
-        "higher_is_better": {c: dict(HIGHER_IS_BETTER) for c in rows_by_config},
+        "higher_is_better": {c: {**HIGHER_IS_BETTER, **kinds[c].lm_eval_metrics} for c in rows_by_config},
         "config": dict(run_config),
         # the run sampled its clips (--limit); samples missing from a full run make it incomplete, not limited
         "limited": any(bool(task_configs.get(c, {}).get("limited")) for c in rows_by_config)

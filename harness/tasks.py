@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from harness.metrics import summarize
+from harness.metrics import CONFLICT_METRICS, conflict_macro, conflict_summary, summarize
 from harness.parsing import TERNARY_VOCABULARY, YESNO_VOCABULARY, Vocabulary
 from vocalgrad_dataset.prompt import ternary_prompt, yesno_prompt
 from vocalgrad_dataset.tasks import task_config
@@ -28,6 +28,7 @@ Rows = Sequence[Mapping[str, Any]]
 GRID_ROW_FIELDS: tuple[str, ...] = ("audio", "benchmark_clip_id", "category", "attribute", "label", "tier", "curve",
                                     "direction", "source_clip_id")
 GRID_SAMPLE_FIELDS: tuple[str, ...] = ("tier", "curve", "direction", "source_clip_id")
+CLAIM_FIELDS: tuple[str, ...] = ("claim", "congruent")  # lexical-conflict rows: what the words claim, and agree?
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,9 @@ class TaskKind:
     variants: tuple[str, ...] | None = None  # prompt variants it accepts (None: every variant)
     metrics: Callable[[Rows], dict[str, Any]] = summarize  # one config's summary
     group: str = "vocalgrad"  # results.json group its configs are macro-averaged in
-    lm_eval_metrics: tuple[str, ...] = ()  # extra "<metric>,none" keys beside the shared ones
+    group_metrics: Callable[[Mapping[str, Rows]], dict[str, Any]] | None = None  # None: the VocalGrad mean
+    # its own "<metric>,none" keys beside the shared ones: metric -> higher is better (None: neither)
+    lm_eval_metrics: Mapping[str, bool | None] = field(default_factory=dict)
 
     @property
     def fixed_question(self) -> bool:
@@ -73,6 +76,11 @@ register_kind(TaskKind(
 register_kind(TaskKind(
     "ternary", "increase / decrease / constant (SPEC §4)", GRID_ROW_FIELDS, GRID_SAMPLE_FIELDS,
     vocabulary=TERNARY_VOCABULARY, question=ternary_prompt, variants=("default", "audio_first"),
+))
+register_kind(TaskKind(
+    "conflict", "the main question on carriers whose words claim a direction (lexical conflict, VoxParadox's ALA)",
+    (*GRID_ROW_FIELDS, *CLAIM_FIELDS), (*GRID_SAMPLE_FIELDS, *CLAIM_FIELDS, "template_id", "voice_id"),
+    metrics=conflict_summary, group="conflict", group_metrics=conflict_macro, lm_eval_metrics=CONFLICT_METRICS,
 ))  # fmt: skip
 
 
