@@ -11,7 +11,7 @@ import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 import numpy as np
 import soundfile as sf
@@ -20,7 +20,7 @@ from harness.mcq import normalize_mcq_row
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
-from vocalgrad_dataset.generate import parse_config, unit_ids
+from vocalgrad_dataset.generate import parse_config, serves, unit_ids
 from vocalgrad_dataset.manifest import read_release_metadata
 from vocalgrad_dataset.tasks import task_config
 
@@ -29,6 +29,7 @@ CONFIGS: tuple[str, ...] = CATEGORY_NAMES
 PUBLISHED_NAME: dict[str, str] = {c: CATEGORIES[c].release_name for c in CONFIGS}
 CONFIG_OF_PUBLISHED: dict[str, str] = {v: k for k, v in PUBLISHED_NAME.items()}
 PARQUET_COLUMNS = ("benchmark_clip_id", "audio")  # what the harness cannot do without in a Parquet build
+CLAIM_ROW_KEYS = ("claim", "congruent", "template_id", "voice_id", "transcript")  # conflict configs' extra columns
 
 
 class AudioDict(TypedDict):
@@ -54,6 +55,11 @@ class BenchRow(TypedDict):
     onset_sec: float
     offset_sec: float
     duration_sec: float
+    claim: NotRequired[str]  # conflict configs: increase | decrease | none
+    congruent: NotRequired[bool | None]
+    template_id: NotRequired[str]
+    voice_id: NotRequired[str]
+    transcript: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,8 @@ def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
         "onset_sec": _float(row.get("onset_sec")),
         "offset_sec": _float(row.get("offset_sec")),
         "duration_sec": _float(row.get("duration_sec")),
+        # lexical-conflict rows: what the carrier's words claim, whether that is the truth, which carrier
+        **{k: row[k] for k in CLAIM_ROW_KEYS if k in row},
     }
 
 
@@ -185,6 +193,8 @@ class GeneratorSource:
         spec = parse_config(config)
         units = []
         for key, c in self._source_clips().items():
+            if not serves(c, spec):  # a carrier of another category's conflict config
+                continue
             ids = unit_ids(spec, c.source_item_id, c.source_clip_id)
             units.append(SourceUnit(key, len(ids) * _clip_duration(c), tuple(ids)))
         return units

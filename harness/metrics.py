@@ -345,3 +345,55 @@ def mcq_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict
     out.update(accuracy=out["acc"], accuracy_stderr=out["acc_stderr"], accuracy_ci_low=out["acc_ci_low"],
                accuracy_ci_high=out["acc_ci_high"])
     return finite_or_none(out)
+# ---- lexical conflict: the carrier's words claim a direction (claims source) -----------------------------
+CONFLICT_METRICS: dict[str, bool | None] = {  # lm-eval "<metric>,none" keys -> higher is better
+    "acc_congruent": True, "acc_incongruent": True, "acc_neutral": True, "claim_following": None, "claim_gap": None,
+}
+
+
+def _proportion(name: str, hits: Sequence[bool]) -> dict[str, float]:
+    """`name` as the share of hits, with its binomial SE and Wilson 95 % interval (NaN when there are none)."""
+    k, n = int(sum(hits)), len(hits)
+    lo, hi = binomial_interval(k, n)
+    return {name: k / n if n else float("nan"), f"{name}_stderr": binomial_stderr(k, n),
+            f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_n": n}
+
+
+def _paired_difference(name: str, diffs: Sequence[float]) -> dict[str, float]:
+    """Mean of per-row differences with the SE of a mean (sample variance / n) and ±1.96 SE."""
+    n = len(diffs)
+    mean = sum(diffs) / n if n else float("nan")
+    se = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (n - 1) / n) if n > 1 else float("nan")
+    return {name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - Z95 * se, f"{name}_ci_high": mean + Z95 * se,
+            f"{name}_n": n}
+
+
+def conflict_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Accuracy on congruent, incongruent and neutral rows; claim-following CF = share of incongruent rows
+    answered with the claim (VoxParadox's ALA); claim_gap = CF − accuracy(incongruent), the mean of the
+    per-row difference [answer = claim] − [answer = truth] with its paired SE. Unparsed rows count as neither."""
+    cong = [r for r in rows if r.get("congruent") is True]
+    incong = [r for r in rows if r.get("congruent") is False]
+    neutral = [r for r in rows if r.get("claim") in (None, "none")]
+    follows = [_pred(r) is not None and _pred(r) == r.get("claim") for r in incong]
+    right = [_correct(r) for r in incong]
+    return {
+        **_proportion("acc_congruent", [_correct(r) for r in cong]),
+        **_proportion("acc_incongruent", right),
+        **_proportion("acc_neutral", [_correct(r) for r in neutral]),
+        **_proportion("claim_following", follows),
+        **_paired_difference("claim_gap", [float(f) - float(c) for f, c in zip(follows, right, strict=True)]),
+    }
+
+
+def conflict_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """summarize() plus the lexical-conflict metrics (undefined values None)."""
+    return finite_or_none({**summarize(rows), **conflict_metrics(rows)})
+
+
+def conflict_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """The conflict metrics over every conflict config's rows pooled (each config has the same design), plus the
+    unweighted accuracy mean; the overall entry of results.json's `conflict` group."""
+    pooled = [r for rows in rows_by_config.values() for r in rows]
+    return finite_or_none({"n_configs": len(rows_by_config), "configs": list(rows_by_config),
+                           **category_mean(rows_by_config), **conflict_metrics(pooled)})

@@ -184,12 +184,49 @@ def format_report(results: Mapping[str, Any]) -> str:
     if fmt_rows:
         parts += ["## Problem formats (SPEC §4): macro-F1 over the gold classes, unparsed = miss of the true class",
                   markdown_table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], fmt_rows)]
+    parts += conflict_section(res)
     for key in ("tier", "curve", "direction"):
         values = list(dict.fromkeys(v for c in res for v in results["breakdowns"][c][key]))
         rows = [[c, *(pct(results["breakdowns"][c][key].get(v, {}).get("accuracy")) for v in values)]
                 for c in res]
         parts += [f"## Accuracy by {key}", markdown_table(["config", *values], rows)]
     return "\n\n".join(parts) + "\n"
+
+
+CONFLICT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("acc_congruent", "acc congruent"), ("acc_incongruent", "acc incongruent"), ("acc_neutral", "acc neutral"),
+    ("claim_following", "claim-following"), ("claim_gap", "Δ = CF − acc incongruent"),
+)
+
+
+def _with_ci(s: Mapping[str, Any], m: str) -> str:
+    lo, hi = s.get(f"{m}_ci_low"), s.get(f"{m}_ci_high")
+    return pct(s.get(m)) + (f" [{pct(lo)}, {pct(hi)}]" if lo is not None and hi is not None else "")
+
+
+def conflict_section(res: Mapping[str, Any]) -> list[str]:
+    """The "Listen or read?" table of the lexical-conflict configs (empty when the run has none)."""
+    rows = [[c, *(_with_ci(s, m) for m, _ in CONFLICT_COLUMNS)] for c, s in res.items() if "claim_following" in s]
+    if not rows:
+        return []
+    return ["## Listen or read? Lexical-conflict configs (%, 95 % CI): accuracy when the words agree with the "
+            "sound, contradict it or claim nothing; claim-following = answers equal to the words' claim on "
+            "incongruent clips (VoxParadox's ALA)",
+            markdown_table(["config", *(name for _, name in CONFLICT_COLUMNS)], rows)]
+
+
+def congruence_series(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
+    """For the accuracy-by-congruence figure: "<run>: congruent / incongruent / neutral" -> category -> the
+    share and its interval under plot_accuracy's keys."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in runs:
+        conflict = {c: s for c, s in r.results["results"].items() if "claim_following" in s}
+        for part in ("congruent", "incongruent", "neutral"):
+            m = f"acc_{part}"
+            label = part if len(runs) == 1 else f"{r.label}: {part}"
+            out[label] = {c: {"accuracy": s.get(m), "accuracy_ci_low": s.get(f"{m}_ci_low"),
+                              "accuracy_ci_high": s.get(f"{m}_ci_high")} for c, s in conflict.items()}
+    return {k: v for k, v in out.items() if v}
 
 
 @dataclass
@@ -311,6 +348,11 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     figs["increase_bias_by_category"] = plots.plot_increase_bias(
         main, out / "increase_bias_by_category", f'"increase" bias by category: {title}', published=bias_pub,
         published_over=over)
+    congruence = congruence_series(runs)
+    if congruence:
+        figs["accuracy_by_congruence"] = plots.plot_accuracy(
+            congruence, out / "accuracy_by_congruence",
+            f"Listen or read? Accuracy by congruence of the words' claim: {title}")
     formats = list(dict.fromkeys(c for r in runs for c in _grid_rows(r) if parse_config(c).format in ("yesno", "ternary")))
     for c in formats:
         labels = list(parse_config(c).labels)

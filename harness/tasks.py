@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.mcq import MCQ_FIELDS, mcq_prompt
-from harness.metrics import mcq_macro, mcq_summary, summarize
+from harness.metrics import (
+    CONFLICT_METRICS,
+    conflict_macro,
+    conflict_summary,
+    mcq_macro,
+    mcq_summary,
+    summarize,
+)
 from harness.parsing import TERNARY_VOCABULARY, YESNO_VOCABULARY, Vocabulary, mcq_parser_id
 from vocalgrad_dataset.prompt import ternary_prompt, yesno_prompt
 from vocalgrad_dataset.tasks import task_config
@@ -29,6 +36,7 @@ Rows = Sequence[Mapping[str, Any]]
 GRID_ROW_FIELDS: tuple[str, ...] = ("audio", "benchmark_clip_id", "category", "attribute", "label", "tier", "curve",
                                     "direction", "source_clip_id")
 GRID_SAMPLE_FIELDS: tuple[str, ...] = ("tier", "curve", "direction", "source_clip_id")
+CLAIM_FIELDS: tuple[str, ...] = ("claim", "congruent")  # lexical-conflict rows: what the words claim, and agree?
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,11 @@ register_kind(TaskKind(
     ("audio", "benchmark_clip_id", "category", *MCQ_FIELDS), ("kind", "task", "options", "adversarial", "source_clip_id"),
     variants=("default", "audio_first"), metrics=mcq_summary, group="mcq", group_metrics=mcq_macro,
     lm_eval_metrics={"acc": True, "ala": False, "ala_gap": False}, prompt=mcq_prompt, parser_id=mcq_parser_id(),
+))
+register_kind(TaskKind(
+    "conflict", "the main question on carriers whose words claim a direction (lexical conflict, VoxParadox's ALA)",
+    (*GRID_ROW_FIELDS, *CLAIM_FIELDS), (*GRID_SAMPLE_FIELDS, *CLAIM_FIELDS, "template_id", "voice_id"),
+    metrics=conflict_summary, group="conflict", group_metrics=conflict_macro, lm_eval_metrics=CONFLICT_METRICS,
 ))  # fmt: skip
 
 

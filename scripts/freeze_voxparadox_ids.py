@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vocalgrad_dataset.fileio import atomic_write_text  # noqa: E402
-from vocalgrad_dataset.voxparadox import IDS_DIR, TASKS, build_items, pcm_sha256  # noqa: E402
+from vocalgrad_dataset.voxparadox import IDS_DIR, TASKS, pcm_sha256  # noqa: E402
+from vocalgrad_dataset.voxparadox_items import build_items  # noqa: E402
 
 
 def main() -> int:

@@ -14,7 +14,8 @@ from vocalgrad_dataset.generate import config_names
 from vocalgrad_dataset.tasks import TaskError, read_task_file, task_config
 
 # SPEC §4: each problem format and the kind of question it asks.
-KIND_OF_FORMAT = {"direction": "direction", "source": "direction", "yesno": "yesno", "ternary": "ternary"}
+KIND_OF_FORMAT = {"direction": "direction", "source": "direction", "yesno": "yesno", "ternary": "ternary",
+                  "conflict": "conflict", "conflict-reversed": "conflict"}
 
 
 def test_every_vocalgrad_config_is_declared_with_its_formats_kind() -> None:

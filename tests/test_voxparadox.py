@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from vocalgrad_dataset import voxparadox as vp
-from vocalgrad_dataset.voxparadox_items import measure
+from vocalgrad_dataset.voxparadox_items import build_items, measure
 
 SR = 16000
 
@@ -69,7 +69,7 @@ def _claims(item: vp.Item) -> list[str]:
 
 @pytest.mark.parametrize("task", vp.TASKS)
 def test_items_assert_the_wrong_label_and_carry_the_true_one(task: str) -> None:
-    items = vp.build_items(task, "test", 2)
+    items = build_items(task, "test", 2)
     for it in items:
         assert it.answer != it.adversarial and {it.answer, it.adversarial} <= set(it.options)
         assert 2 <= len(it.options) <= 4 and measure(task, it.audio) == it.answer == it.measured
@@ -83,18 +83,18 @@ def test_items_assert_the_wrong_label_and_carry_the_true_one(task: str) -> None:
         else:  # identity: the segment claiming "I am the first speaker again" is the adversarial one
             assert claims[int(it.adversarial.split()[1]) - 1] == "same"  # segment k is claims[k - 1]
             assert claims[int(it.answer.split()[1]) - 1] == "different"
-    again = vp.build_items(task, "test", 2)
+    again = build_items(task, "test", 2)
     assert [i.id for i in again] == [i.id for i in items]
     assert all(np.array_equal(a.audio, b.audio) for a, b in zip(items, again, strict=True))
 
 
 def test_reversed_control_reverses_audio_and_order() -> None:
-    (item,) = vp.build_items("pitch", "test", 1)
+    (item,) = build_items("pitch", "test", 1)
     rev = vp.reverse_item(item)
     assert np.array_equal(rev.audio, item.audio[::-1])
     assert rev.answer == "-".join(reversed(item.answer.split("-"))) == measure("pitch", rev.audio)
     with pytest.raises(ValueError, match="no time-reversed control"):
-        vp.reverse_item(vp.build_items("identity", "test", 1)[0])
+        vp.reverse_item(build_items("identity", "test", 1)[0])
 
 
 def test_frozen_ids_match_a_fresh_build_prefix() -> None:
@@ -103,7 +103,7 @@ def test_frozen_ids_match_a_fresh_build_prefix() -> None:
         if frozen is None:
             continue
         assert len(frozen) == vp.SPLIT_SIZES["test"] >= 100
-        assert [i.id for i in vp.build_items(task, "test", 2)] == frozen[:2]
+        assert [i.id for i in build_items(task, "test", 2)] == frozen[:2]
 
 
 def test_build_load_and_eval_through_both_loaders(tmp_path: Path) -> None:

@@ -46,10 +46,16 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_ids(args: argparse.Namespace) -> int:
-    """Print a split's clip ids, one per line (frozen lists for vctk, beep and the alternative sources: no audio)."""
+    """Print a split's clip ids, one per line (frozen lists for vctk, beep and the alternative sources: no audio),
+    or with --sha256 only the list's check value."""
     from .generate import config_ids
 
     ids = config_ids(args.config, args.split, args.source, args.data_dir)
+    if args.sha256:
+        from .grid import ids_sha256
+
+        print(ids_sha256(ids))
+        return 0
     sys.stdout.write("".join(f"{i}\n" for i in ids))
     return 0
 
@@ -152,6 +158,8 @@ def parser() -> argparse.ArgumentParser:
                 "Print the benchmark_clip_id of every clip of a config and split, one per line, in dataset order "
                 "(frozen lists for vctk, beep and the alternative sources: no audio is read).", run=cmd_ids)
     common(i)
+    i.add_argument("--sha256", action="store_true",
+                   help="print only the sha256 of the sorted ids joined by newlines (SPEC §2's check value)")
 
     o = command("oracle", "accuracy of the signal oracle (label integrity)",
                 "Generate the clips and score the signal oracle, which reads the changed factor off the audio: "

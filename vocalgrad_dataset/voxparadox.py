@@ -31,7 +31,7 @@ import hashlib
 import io
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -203,13 +203,6 @@ class Item:
     measured: str = ""  # the label measured from the signal
 
 
-def iter_candidates(task: str, split: str) -> Iterator[Item]:
-    """Every candidate item of a task and split in a deterministic order (built lazily; see builders)."""
-    from . import voxparadox_items
-
-    yield from voxparadox_items.BUILDERS[task](split)
-
-
 # ---- built items ------------------------------------------------------------------------------------------
 REVERSIBLE: tuple[str, ...] = ("gender", "counting", *PATTERN_TASKS)  # labels that survive playing backwards
 
@@ -225,27 +218,6 @@ def reverse_item(item: Item) -> Item:
     return Item(f"{item.id}-rev", item.task, item.audio[::-1].copy(), item.question, [back(o) for o in item.options],
                 back(item.answer), back(item.adversarial), list(reversed(item.bases)),
                 " | ".join(reversed(item.script.split(" | "))), back(item.measured) if item.measured else "")
-
-
-def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
-    """The first `n` (default SPLIT_SIZES[split]) candidates whose label, measured from the signal, is their
-    true label; deterministic, so the ids equal the frozen list."""
-    from .voxparadox_items import measure
-
-    if task not in TASKS:
-        raise ValueError(f"unknown VoxParadox-lite task {task!r} (tasks: {', '.join(TASKS)})")
-    want = SPLIT_SIZES[split] if n is None else n
-    out: list[Item] = []
-    for item in iter_candidates(task, split):
-        measured = measure(task, item.audio)
-        if measured == item.answer:
-            item.measured = measured
-            out.append(item)
-            if len(out) >= want:
-                break
-    if len(out) < want:
-        raise ValueError(f"voxparadox-{task} {split}: only {len(out)} of {want} candidates verified")
-    return out
 
 
 def frozen_entries(task: str, split: str) -> list[tuple[str, str]] | None:

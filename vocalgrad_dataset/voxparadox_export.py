@@ -19,7 +19,8 @@ import soundfile as sf
 
 from .fileio import atomic_path, atomic_write_text, dir_lock
 from .tasks import task_config
-from .voxparadox import BUILDER_VERSION, SR, Item, build_items, frozen_entries, pcm_sha256, reverse_item
+from .voxparadox import BUILDER_VERSION, SR, Item, frozen_entries, pcm_sha256, reverse_item
+from .voxparadox_items import build_items
 
 CARD_NAME = "README.md"
 

@@ -17,7 +17,9 @@ from .schedule import Schedule
 from .voxparadox import (
     LEVELS,
     PATTERN_TASKS,
+    SPLIT_SIZES,
     SR,
+    TASKS,
     Item,
     Voice,
     base_audio,
@@ -376,3 +378,22 @@ BUILDERS: dict[str, Callable[[str], Iterator[Item]]] = {
     **{t: _pattern(t) for t in PATTERN_TASKS},
     "gender": _build_gender, "intonation": _build_intonation, "counting": _build_counting, "identity": _build_identity,
 }  # fmt: skip
+
+
+def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
+    """The first `n` (default SPLIT_SIZES[split]) candidates whose label, measured from the signal, is their
+    true label; deterministic, so the ids equal the frozen list."""
+    if task not in TASKS:
+        raise ValueError(f"unknown VoxParadox-lite task {task!r} (tasks: {', '.join(TASKS)})")
+    want = SPLIT_SIZES[split] if n is None else n
+    out: list[Item] = []
+    for item in BUILDERS[task](split):
+        measured = measure(task, item.audio)
+        if measured == item.answer:
+            item.measured = measured
+            out.append(item)
+            if len(out) >= want:
+                break
+    if len(out) < want:
+        raise ValueError(f"voxparadox-{task} {split}: only {len(out)} of {want} candidates verified")
+    return out

@@ -30,6 +30,12 @@ from harness.tables import markdown_table
 
 TITLE = "VocalGrad leaderboard"
 OTHER_DATA_TITLE = "Other data: not comparable with the benchmark"
+CONFLICT_TITLE = "Listen or read? Lexical-conflict configs (not ranked)"
+# results.json's `conflict` group -> the section's columns (%): the words agree, contradict, claim nothing
+CONFLICT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("acc_congruent", "acc congruent"), ("acc_incongruent", "acc incongruent"), ("acc_neutral", "acc neutral"),
+    ("claim_following", "claim-following"), ("claim_gap", "Δ (CF − acc incongruent)"),
+)
 
 
 @dataclass
@@ -53,6 +59,7 @@ class Row:
     notes: str = ""
     rank: int | None = None
     file: str = ""
+    conflict: dict[str, float] = field(default_factory=dict)  # lexical-conflict metrics (%), when the run has any
 
 
 def is_official(source: str, split: str) -> bool:
@@ -101,6 +108,8 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
         precision=model.get("precision") or "", adapter=model.get("adapter") or "",
         prompt=model["prompt_variant"], scoring=model["scoring_mode"],
         clips=sum(int(r["n"]) for r in res["results"].values()), notes=model.get("notes") or "", file=file,
+        conflict={m: 100 * float(v) for m, _ in CONFLICT_FIELDS
+                  if (v := res["groups"].get("conflict", {}).get(m)) is not None},
     )
 
 
@@ -231,6 +240,7 @@ def render_html(rows: Sequence[Row], notes: str) -> str:
                   f"{html.escape(OTHER_DATA_TITLE)} (other clips than the VCTK test set; not ranked)</th></tr>")
     page = files("harness.leaderboard").joinpath("template.html").read_text(encoding="utf-8")
     return (page.replace("{{TITLE}}", html.escape(TITLE)).replace("{{HEAD}}", head)
+            .replace("{{CONFLICT}}", conflict_html(rows))
             .replace("{{BODY}}", body_official)
             .replace("{{OTHER}}", other_head + "\n" + body_other if other else "")
             .replace("{{FAMILIES}}", _options([r.family for r in rows]))
@@ -249,7 +259,27 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     other = [r for r in rows if not r.official]
     if other:
         text += f"\n\n## {OTHER_DATA_TITLE}\n\n" + table(other)
+    if conflict := conflict_rows(rows):
+        text += f"\n\n## {CONFLICT_TITLE}\n\n" + markdown_table(
+            ["model", "data", *(name for _, name in CONFLICT_FIELDS)], [[markdown_cell(c) for c in r] for r in conflict])
     return text + f"\n\n{notes}\n"
+
+
+def conflict_rows(rows: Sequence[Row]) -> list[list[str]]:
+    """The lexical-conflict section's lines (model, data, the five metrics in %), one per run that has them."""
+    return [[r.model, r.data, *(_fmt(r.conflict.get(m)) for m, _ in CONFLICT_FIELDS)] for r in rows if r.conflict]
+
+
+def conflict_html(rows: Sequence[Row]) -> str:
+    """The page's own table for the lexical-conflict metrics (empty when no submission has them)."""
+    body = conflict_rows(rows)
+    if not body:
+        return ""
+    head = "".join(f'<th scope="col">{html.escape(n)}</th>' for n in ("model", "data", *(n for _, n in CONFLICT_FIELDS)))
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>\n" for r in body)
+    return (f'<h2>{html.escape(CONFLICT_TITLE)}</h2>\n<p class="note">The words of each clip claim a direction; '
+            "claim-following is the share of answers equal to that claim where it contradicts the sound.</p>\n"
+            f'<div class="wrap"><table id="conflict"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
 
 
 def render_csv(rows: Sequence[Row]) -> str:
