@@ -161,3 +161,13 @@ def test_eval_through_the_mapping_writes_lm_eval_keys(tmp_path: Path) -> None:
 
     text = report(out, figures=False)
     assert "ALA" in text and "Table 2" not in text
+
+
+def test_leaderboard_shows_the_mcq_macro_metrics() -> None:
+    from harness.leaderboard.build import Row, render_html, render_markdown
+
+    row = Row(kind="submission", model="m", data="d", mcq={"acc": 17.4, "ala": 68.5, "ala_gap": 51.1})
+    md = render_markdown([row], "")
+    assert "| m | d | 17.4 | 68.5 | 51.1 |" in md and "ALA" in md
+    assert '<table id="mcq">' in render_html([row], "")
+    assert "ALA" not in render_markdown([Row(kind="submission", model="m", data="d")], "")

@@ -129,3 +129,13 @@ def test_build_load_and_eval_through_both_loaders(tmp_path: Path) -> None:
         pa = [(r["benchmark_clip_id"], r["pred"]) for r in map(json.loads, (a / f"samples_{c}.jsonl").read_text().splitlines())]
         pb = [(r["benchmark_clip_id"], r["pred"]) for r in map(json.loads, (b / f"samples_{c}.jsonl").read_text().splitlines())]
         assert pa == pb and len(pa) == 4
+
+
+@pytest.mark.parametrize("task", vp.TASKS)
+def test_what_the_words_claim_is_the_adversarial_label(task: str) -> None:
+    from harness.models.baselines import TranscriptReader
+
+    for item in build_items(task, "test", 2):
+        transcript = ". ".join(item.script.split(" | ")) + "."  # what is said, as a transcript punctuates it
+        assert vp.claimed_label(task, transcript) == item.adversarial
+        assert TranscriptReader.read(transcript, f"voxparadox-{task}", item.options) == item.adversarial

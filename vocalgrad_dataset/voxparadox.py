@@ -50,7 +50,7 @@ BUILDER_VERSION = "1"
 TASKS: tuple[str, ...] = ("gender", "intonation", "counting", "identity", "pitch", "volume", "speed", "range")
 PATTERN_TASKS: tuple[str, ...] = ("pitch", "volume", "speed", "range")
 SIGNAL_TASKS: tuple[str, ...] = TASKS  # every offline task's label is measured from the signal
-SPLIT_SIZES = {"test": 104, "train": 404}  # items per task (issue: test >= 100, train >= 400)
+SPLIT_SIZES = {"test": 100, "train": 400}  # items per task (issue: test >= 100, train >= 400)
 
 
 @dataclass(frozen=True)
@@ -239,3 +239,42 @@ def pcm_sha256(audio: np.ndarray) -> str:
     from .dsp import to_pcm16
 
     return hashlib.sha256(to_pcm16(audio)[0].tobytes()).hexdigest()
+
+
+# ---- what the words claim ----------------------------------------------------------------------------------
+# Words of each claim sentence (both wordings) that say its label: what a transcript reader goes by.
+CLAIM_WORDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "pitch": {"low": ("low", "deep"), "medium": ("medium", "average"), "high": ("high", "shrill")},
+    "volume": {"quiet": ("quietly", "softly", "whispered"), "medium": ("normal volume", "moderate"),
+               "loud": ("loudly", "shouted")},
+    "speed": {"slow": ("slowly", "crawl"), "medium": ("normal pace", "even tempo"), "fast": ("fast", "rush")},
+    "range": {"narrow": ("flat", "monotone", "barely"), "medium": ("normal melody", "moderate amount"),
+              "wide": ("expressive", "swings")},
+    "gender": {"male": ("man", "gentleman"), "female": ("woman", "lady")},
+    "intonation": {"rising": ("up", "climbing"), "falling": ("down", "dropping")},
+    "counting": {"one": ("only speaker", "nobody else"), "four": ("four",)},
+    "identity": {"same": ("first speaker again", "very start"), "different": ("not spoken before", "first time")},
+}  # fmt: skip
+
+
+def _claims_in(task: str, text: str) -> list[tuple[int, str]]:
+    """(position, label) of every claim word of a task in a text (whole words, case-insensitive), in order."""
+    found = []
+    for label, words in CLAIM_WORDS[task].items():
+        for w in words:
+            found += [(m.start(), label) for m in re.finditer(rf"\b{re.escape(w)}\b", text, re.IGNORECASE)]
+    return sorted(found)
+
+
+def claimed_label(task: str, transcript: str) -> str | None:
+    """The label a transcript asserts for a task (the order of the claimed levels for the pattern tasks, the
+    segment saying "I am the first speaker again" for identity); None when the words claim nothing clear."""
+    if task == "identity":
+        sentences = [s for s in re.split(r"[.!?|]+", transcript) if s.strip()]
+        hits = [i for i, s in enumerate(sentences) if any(lbl == "same" for _, lbl in _claims_in(task, s))]
+        return f"segment {hits[0] + 1}" if len(hits) == 1 else None
+    labels = [lbl for _, lbl in _claims_in(task, transcript)]
+    labels = [lbl for i, lbl in enumerate(labels) if i == 0 or lbl != labels[i - 1]]  # "whispered softly": one claim
+    if task in PATTERN_TASKS:
+        return "-".join(labels) if len(labels) == 3 and len(set(labels)) == 3 else None
+    return labels[0] if labels and len(set(labels)) == 1 else None

@@ -60,6 +60,7 @@ class Row:
     rank: int | None = None
     file: str = ""
     conflict: dict[str, float] = field(default_factory=dict)  # lexical-conflict metrics (%), when the run has any
+    mcq: dict[str, float] = field(default_factory=dict)  # multiple-choice macro GT / ALA / Δ (%), when the run has any
 
 
 def is_official(source: str, split: str) -> bool:
@@ -97,7 +98,8 @@ def model_family(registry_name: str) -> str:
 def submission_row(sub: dict[str, Any], file: str) -> Row:
     """The leaderboard line of a validated submission."""
     res, model, run = sub["results"], sub["model"], sub["results"]["config"]
-    acc = {c: 100 * float(res["results"][c]["accuracy"]) for c in CONFIGS if c in res["results"]}
+    acc = {c: 100 * float(res["results"][c]["accuracy"]) for c in CONFIGS
+           if c in res["results"] and "ala" not in res["results"][c]}  # a mapped MCQ task may be named "pitch"
     human = model["scoring_mode"] == "listening"  # a `vocalgrad-listen export`
     source, split = str(run.get("source")), str(run.get("split"))
     return Row(
@@ -110,6 +112,7 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
         clips=sum(int(r["n"]) for r in res["results"].values()), notes=model.get("notes") or "", file=file,
         conflict={m: 100 * float(v) for m, _ in CONFLICT_FIELDS
                   if (v := res["groups"].get("conflict", {}).get(m)) is not None},
+        mcq={m: 100 * float(v) for m, _ in MCQ_FIELDS if (v := res["groups"].get("mcq", {}).get(m)) is not None},
     )
 
 
@@ -240,7 +243,7 @@ def render_html(rows: Sequence[Row], notes: str) -> str:
                   f"{html.escape(OTHER_DATA_TITLE)} (other clips than the VCTK test set; not ranked)</th></tr>")
     page = files("harness.leaderboard").joinpath("template.html").read_text(encoding="utf-8")
     return (page.replace("{{TITLE}}", html.escape(TITLE)).replace("{{HEAD}}", head)
-            .replace("{{CONFLICT}}", conflict_html(rows))
+            .replace("{{CONFLICT}}", conflict_html(rows) + mcq_html(rows))
             .replace("{{BODY}}", body_official)
             .replace("{{OTHER}}", other_head + "\n" + body_other if other else "")
             .replace("{{FAMILIES}}", _options([r.family for r in rows]))
@@ -262,6 +265,9 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     if conflict := conflict_rows(rows):
         text += f"\n\n## {CONFLICT_TITLE}\n\n" + markdown_table(
             ["model", "data", *(name for _, name in CONFLICT_FIELDS)], [[markdown_cell(c) for c in r] for r in conflict])
+    if mcq := mcq_rows(rows):
+        text += f"\n\n## {MCQ_TITLE}\n\n" + markdown_table(
+            ["model", "data", *(name for _, name in MCQ_FIELDS)], [[markdown_cell(c) for c in r] for r in mcq])
     return text + f"\n\n{notes}\n"
 
 
@@ -280,6 +286,28 @@ def conflict_html(rows: Sequence[Row]) -> str:
     return (f'<h2>{html.escape(CONFLICT_TITLE)}</h2>\n<p class="note">The words of each clip claim a direction; '
             "claim-following is the share of answers equal to that claim where it contradicts the sound.</p>\n"
             f'<div class="wrap"><table id="conflict"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
+
+
+MCQ_TITLE = "Listen or read? Multiple-choice tasks with an adversarial label (not ranked)"
+# results.json's `mcq` group (macro mean over the run's MCQ tasks) -> the section's columns (%)
+MCQ_FIELDS: tuple[tuple[str, str], ...] = (("acc", "GT acc"), ("ala", "ALA"), ("ala_gap", "Δ = ALA − GT"))
+
+
+def mcq_rows(rows: Sequence[Row]) -> list[list[str]]:
+    """The multiple-choice section's lines (model, data, GT / ALA / Δ in %), one per run that has them."""
+    return [[r.model, r.data, *(_fmt(r.mcq.get(m)) for m, _ in MCQ_FIELDS)] for r in rows if r.mcq]
+
+
+def mcq_html(rows: Sequence[Row]) -> str:
+    """The page's own table for the multiple-choice metrics (empty when no submission has them)."""
+    body = mcq_rows(rows)
+    if not body:
+        return ""
+    head = "".join(f'<th scope="col">{html.escape(n)}</th>' for n in ("model", "data", *(n for _, n in MCQ_FIELDS)))
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>\n" for r in body)
+    return (f'<h2>{html.escape(MCQ_TITLE)}</h2>\n<p class="note">GT: answers equal to the label the audio carries; '
+            "ALA: answers equal to the label the words assert; macro means over the run's tasks.</p>\n"
+            f'<div class="wrap"><table id="mcq"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
 
 
 def render_csv(rows: Sequence[Row]) -> str:

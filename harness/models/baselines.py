@@ -200,6 +200,12 @@ class TranscriptReader(LabelBaseline):
         one offered answer the transcript names; None when the words claim nothing."""
         from vocalgrad_dataset.sources.claims import claim_of_text
 
+        if category and category.startswith("voxparadox-"):  # VoxParadox-lite: its own claim sentences
+            from vocalgrad_dataset.voxparadox import claimed_label
+
+            said = claimed_label(category.removeprefix("voxparadox-").removesuffix("-reversed"), transcript)
+            if said in labels:
+                return said
         try:
             claim = claim_of_text(transcript, category) if category else None
         except KeyError:  # a category without claim keywords (a plugin's): only the answers themselves
