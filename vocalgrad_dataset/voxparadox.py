@@ -13,7 +13,7 @@ wordings. Items are made deterministically at build time:
   question asks the order of the true levels; the transcript asserts another order.
 - gender: a voice claiming the other sex, joined with another of its sentences.
 - intonation: a sentence, then a claim about the ending ("my voice goes down at the end") whose last
-  0.7 s glides 7 semitones the other way.
+  0.9 s glides the other way (up 10-12 or down 6-8 semitones).
 - counting: 2-3 distinct voices in 3-4 turns, every turn claiming one count ("I am the only speaker here").
 - identity: segment 1 by a voice, then 2-3 segments of which one is that voice again; the same voice says
   "I have not spoken before", another says "I am the first speaker again".

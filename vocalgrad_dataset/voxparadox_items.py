@@ -39,7 +39,8 @@ VOLUME_DB = {"quiet": -36.0, "medium": -26.0, "loud": -16.0}  # speech RMS, dBFS
 SPEED_RATE = {"slow": 0.7, "medium": 1.0, "fast": 1.45}
 RANGE_SCALE = {"narrow": 0.25, "medium": 1.0, "wide": 2.5}
 GLIDE_SEC = 0.9
-GLIDE_ST = {"rising": 12.0, "falling": -6.0}  # a statement already falls at its end: rising must undo it
+# two glide sizes per direction (more items per voice); a statement already falls at its end: rising must undo it
+GLIDE_ST = {"rising": (12.0, 10.0), "falling": (-6.0, -8.0)}
 INTONATION_FMIN = 40.0
 SAME_VOICE_ST = 1.0  # turns whose F0 medians are closer than this are one voice
 QUESTIONS = {
@@ -326,14 +327,15 @@ def _build_gender(split: str) -> Iterator[Item]:
 
 
 def _build_intonation(split: str) -> Iterator[Item]:
-    combos = [(v, o, adv) for v in voices_of(split) for o in _others(v, ("intonation",)) for adv in ("rising", "falling")]
+    combos = [(v, o, adv, size) for v in voices_of(split) for o in _others(v, ("intonation",))
+              for adv in ("rising", "falling") for size in (0, 1)]
     rng_for("intonation", split).shuffle(combos)
-    for voice, other, adv in combos:
+    for voice, other, adv, size in combos:
         true = "falling" if adv == "rising" else "rising"
         claim = base_of(voice, "intonation", adv)
-        end = glide_end(base_audio(claim.id), GLIDE_ST[true])
+        end = glide_end(base_audio(claim.id), GLIDE_ST[true][size])
         parts = [set_level(base_audio(other), VOLUME_DB["medium"]), set_level(end, VOLUME_DB["medium"])]
-        yield Item(_item_id("intonation", split, voice.id, other, adv), "intonation", join(parts),
+        yield Item(_item_id("intonation", split, voice.id, other, adv, size), "intonation", join(parts),
                    QUESTIONS["intonation"], ["rising", "falling"], true, adv, [other, claim.id],
                    " | ".join(bases()[b].script.text for b in (other, claim.id)))
 
