@@ -11,23 +11,26 @@ import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 import numpy as np
 import soundfile as sf
 
+from harness.mcq import normalize_mcq_row
 from vocalgrad_dataset import buildinfo, grid
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
-from vocalgrad_dataset.generate import parse_config, unit_ids
+from vocalgrad_dataset.generate import parse_config, serves, unit_ids
 from vocalgrad_dataset.manifest import MANIFEST_NAME, read_manifest, read_release_metadata, short_category
 from vocalgrad_dataset.sources import SourceError, check_wav_complete
+from vocalgrad_dataset.tasks import task_config
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
 PUBLISHED_NAME: dict[str, str] = {c: CATEGORIES[c].release_name for c in CONFIGS}
 CONFIG_OF_PUBLISHED: dict[str, str] = {v: k for k, v in PUBLISHED_NAME.items()}
 PARQUET_COLUMNS = ("benchmark_clip_id", "audio")  # what the harness cannot do without in a Parquet build
+CLAIM_ROW_KEYS = ("claim", "congruent", "template_id", "voice_id", "transcript")  # conflict configs' extra columns
 
 
 class AudioDict(TypedDict):
@@ -53,6 +56,11 @@ class BenchRow(TypedDict):
     onset_sec: float
     offset_sec: float
     duration_sec: float
+    claim: NotRequired[str]  # conflict configs: increase | decrease | none
+    congruent: NotRequired[bool | None]
+    template_id: NotRequired[str]
+    voice_id: NotRequired[str]
+    transcript: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -79,9 +87,9 @@ class RowSource(Protocol):
 
 
 def config_name(name: str) -> str:
-    """Our config name for "speed", the published "speaking_speed", or a variant config ("volume-ternary",
-    "beep-pitch", "pitch-source"); "did you mean" otherwise."""
-    return parse_config(name).name
+    """Our config name for "speed", the published "speaking_speed", a variant config ("volume-ternary",
+    "beep-pitch", "pitch-source") or another declared config ("voxparadox-pitch"); "did you mean" otherwise."""
+    return task_config(name).name
 
 
 def attribute_word(config: str) -> str:
@@ -148,6 +156,8 @@ def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
         "onset_sec": _float(row.get("onset_sec")),
         "offset_sec": _float(row.get("offset_sec")),
         "duration_sec": _float(row.get("duration_sec")),
+        # lexical-conflict rows: what the carrier's words claim, whether that is the truth, which carrier
+        **{k: row[k] for k in CLAIM_ROW_KEYS if k in row},
     }
 
 
@@ -187,6 +197,8 @@ class GeneratorSource:
         spec = parse_config(config)
         units = []
         for key, c in self._source_clips().items():
+            if not serves(c, spec):  # a carrier of another category's conflict config
+                continue
             ids = unit_ids(spec, c.source_item_id, c.source_clip_id)
             units.append(SourceUnit(key, len(ids) * _clip_duration(c), tuple(ids)))
         return units
@@ -245,6 +257,10 @@ class ParquetSource:
                              f"{', '.join(PARQUET_COLUMNS)}); is this a `vocalgrad-dataset build` output?")
         return names
 
+    def _is_mcq(self, config: str) -> bool:
+        """True when the config's shards hold multiple-choice items (an `options` column)."""
+        return "options" in self._columns(self._files(config)[0])
+
     def units(self, config: str) -> list[SourceUnit]:
         import pyarrow.parquet as pq
 
@@ -276,6 +292,8 @@ class ParquetSource:
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
                              "`vocalgrad-dataset build` into the same --out")
         self._check_manifest(config, ids)
+        if self._is_mcq(config):  # an item is its own unit: MCQ ids carry no source clip
+            return [SourceUnit(i, 0.0 if np.isnan(d) else d, (i,)) for i, d in zip(ids, durations, strict=True)]
         return _group_units(ids, durations)
 
     def _check_manifest(self, config: str, ids: Sequence[str]) -> None:
@@ -296,6 +314,7 @@ class ParquetSource:
         import pyarrow.parquet as pq
 
         wanted = {cid for u in units for cid in u.clip_ids}
+        mcq = self._is_mcq(config)
         for file in self._files(config):
             self._columns(file)
             for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
@@ -310,7 +329,10 @@ class ParquetSource:
                     if not isinstance(data, io.BytesIO):
                         data = self.path / config / data
                     decoded = decode_audio(data, f"{file}: clip {cid}")
-                    yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
+                    if mcq:
+                        yield normalize_mcq_row({**row, "audio": decoded}, config, str(file))  # type: ignore[misc]
+                    else:
+                        yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
 
 
 def _clip_ids(file: Path) -> list[str]:

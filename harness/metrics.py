@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.parsing import INCREASE, get_parser, is_exact
+from harness.parsing import INCREASE, is_exact, row_parser
 
 Z95 = 1.959963984540054  # two-sided 95 % normal quantile
 BREAKDOWN_KEYS: tuple[str, ...] = ("tier", "curve", "direction")
@@ -120,7 +120,7 @@ def _correct(row: Mapping[str, Any]) -> bool:
 def _ambiguous(row: Mapping[str, Any]) -> bool:
     if row.get("error") or row.get("mode") == "choices":
         return False
-    return get_parser(row.get("parser") or "main").is_ambiguous(row.get("raw"))
+    return row_parser(row).is_ambiguous(row.get("raw"))
 
 
 def _exact(row: Mapping[str, Any]) -> bool:
@@ -319,3 +319,107 @@ def mcnemar(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, A
         n_only_in_a=len(a) - len(common),
         n_only_in_b=len(b) - len(common),
     )
+
+
+# ---- multiple-choice tasks with an adversarial label (VoxParadox) ----------------------------------------
+MCQ_METRICS: tuple[str, ...] = ("acc", "ala", "ala_gap")  # GT accuracy, adversarial-label agreement, ALA - GT
+
+
+def _share(hits: Sequence[bool]) -> dict[str, float]:
+    """A share with its binomial SE and Wilson 95 % interval."""
+    k, n = sum(hits), len(hits)
+    lo, hi = binomial_interval(k, n) if n else (float("nan"), float("nan"))
+    return {"": k / n if n else float("nan"), "_stderr": binomial_stderr(k, n), "_ci_low": lo, "_ci_high": hi}
+
+
+def _paired_gap(d: Sequence[float]) -> dict[str, float]:
+    """Mean of per-item differences (ALA hit − GT hit, each −1, 0 or 1), its SE (sample variance / n), ±1.96 SE."""
+    n = len(d)
+    if n == 0:
+        return {"": float("nan"), "_stderr": float("nan"), "_ci_low": float("nan"), "_ci_high": float("nan")}
+    mean = sum(d) / n
+    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else float("nan")
+    return {"": mean, "_stderr": se, "_ci_low": mean - Z95 * se, "_ci_high": mean + Z95 * se}
+
+
+def mcq_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """summarize() plus acc (GT), ala (answers equal to the adversarial label) and ala_gap = ala − acc, each with
+    SE and 95 % interval; ALA and its gap over the rows that have an adversarial label."""
+    correct = [_correct(r) for r in rows]
+    adv_rows = [(r, c) for r, c in zip(rows, correct, strict=True) if r.get("adversarial") is not None]
+    ala = [_pred(r) is not None and _pred(r) == r["adversarial"] for r, _ in adv_rows]
+    gap = [float(a) - float(c) for a, (_, c) in zip(ala, adv_rows, strict=True)]
+    out = dict(summarize(rows))
+    for name, parts in (("acc", _share(correct)), ("ala", _share(ala)), ("ala_gap", _paired_gap(gap))):
+        out.update({f"{name}{suffix}": value for suffix, value in parts.items()})
+    out["n_adversarial"] = len(adv_rows)
+    return finite_or_none(out)
+
+
+def mcq_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Unweighted mean over MCQ configs of acc, ala and ala_gap; SE sqrt(Σ se²)/k (independent tasks), ±1.96 SE."""
+    summaries = [mcq_summary(rows) for rows in rows_by_config.values()]
+    k = len(summaries)
+    out: dict[str, Any] = {"n_configs": k, "configs": list(rows_by_config), "complete": True}
+    for name in MCQ_METRICS:
+        values = [s[name] for s in summaries if s.get(name) is not None]
+        ses = [s[f"{name}_stderr"] for s in summaries if s.get(name) is not None and s.get(f"{name}_stderr") is not None]
+        mean = sum(values) / len(values) if values else float("nan")
+        se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses and len(ses) == len(values) else float("nan")
+        out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - Z95 * se,
+                    f"{name}_ci_high": mean + Z95 * se})
+    out.update(accuracy=out["acc"], accuracy_stderr=out["acc_stderr"], accuracy_ci_low=out["acc_ci_low"],
+               accuracy_ci_high=out["acc_ci_high"])
+    return finite_or_none(out)
+# ---- lexical conflict: the carrier's words claim a direction (claims source) -----------------------------
+CONFLICT_METRICS: dict[str, bool | None] = {  # lm-eval "<metric>,none" keys -> higher is better
+    "acc_congruent": True, "acc_incongruent": True, "acc_neutral": True, "claim_following": None, "claim_gap": None,
+}
+
+
+def _proportion(name: str, hits: Sequence[bool]) -> dict[str, float]:
+    """`name` as the share of hits, with its binomial SE and Wilson 95 % interval (NaN when there are none)."""
+    k, n = int(sum(hits)), len(hits)
+    lo, hi = binomial_interval(k, n)
+    return {name: k / n if n else float("nan"), f"{name}_stderr": binomial_stderr(k, n),
+            f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_n": n}
+
+
+def _paired_difference(name: str, diffs: Sequence[float]) -> dict[str, float]:
+    """Mean of per-row differences with the SE of a mean (sample variance / n) and ±1.96 SE."""
+    n = len(diffs)
+    mean = sum(diffs) / n if n else float("nan")
+    se = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (n - 1) / n) if n > 1 else float("nan")
+    return {name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - Z95 * se, f"{name}_ci_high": mean + Z95 * se,
+            f"{name}_n": n}
+
+
+def conflict_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Accuracy on congruent, incongruent and neutral rows; claim-following CF = share of incongruent rows
+    answered with the claim (VoxParadox's ALA); claim_gap = CF − accuracy(incongruent), the mean of the
+    per-row difference [answer = claim] − [answer = truth] with its paired SE. Unparsed rows count as neither."""
+    cong = [r for r in rows if r.get("congruent") is True]
+    incong = [r for r in rows if r.get("congruent") is False]
+    neutral = [r for r in rows if r.get("claim") in (None, "none")]
+    follows = [_pred(r) is not None and _pred(r) == r.get("claim") for r in incong]
+    right = [_correct(r) for r in incong]
+    return {
+        **_proportion("acc_congruent", [_correct(r) for r in cong]),
+        **_proportion("acc_incongruent", right),
+        **_proportion("acc_neutral", [_correct(r) for r in neutral]),
+        **_proportion("claim_following", follows),
+        **_paired_difference("claim_gap", [float(f) - float(c) for f, c in zip(follows, right, strict=True)]),
+    }
+
+
+def conflict_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """summarize() plus the lexical-conflict metrics (undefined values None)."""
+    return finite_or_none({**summarize(rows), **conflict_metrics(rows)})
+
+
+def conflict_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """The conflict metrics over every conflict config's rows pooled (each config has the same design), plus the
+    unweighted accuracy mean; the overall entry of results.json's `conflict` group."""
+    pooled = [r for rows in rows_by_config.values() for r in rows]
+    return finite_or_none({"n_configs": len(rows_by_config), "configs": list(rows_by_config),
+                           **category_mean(rows_by_config), **conflict_metrics(pooled)})

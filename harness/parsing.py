@@ -16,8 +16,12 @@ from __future__ import annotations
 import difflib
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
+
+import numpy as np
 
 # Bump when any parser's behaviour changes; stored in every samples row and in results.json.
 PARSER_VERSION = "1"
@@ -95,6 +99,46 @@ PARSERS: dict[str, AnswerParser] = {p.name: p for p in (MAIN, SYNONYM, YESNO, TE
 _ID_RE = re.compile(r"^(?P<name>.+?)-unique-(?:direction|answer)-v\d+$")
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """The answer words a prompt offers, the label each stands for, and the parser that reads outputs."""
+
+    words: tuple[str, ...]  # score_choices column order
+    labels: tuple[str, ...]
+    parser: AnswerParser | OptionParser
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The answer words, the columns of score_choices."""
+        return self.words
+
+    @property
+    def increase(self) -> str:
+        return self.words[self.labels.index("increase")]
+
+    @property
+    def decrease(self) -> str:
+        return self.words[self.labels.index("decrease")]
+
+    def decide(self, scores: Sequence[float]) -> tuple[str | None, str | None, float]:
+        """(label, word, margin) from one row of score_choices; a tie for the best score decides nothing.
+
+        Two words: margin = score(first) − score(second) (increase − decrease, yes − no). More words:
+        margin = best − runner-up (≥ 0).
+        """
+        s = np.asarray(scores, dtype=np.float64)
+        order = np.argsort(-s, kind="stable")
+        margin = float(s[0] - s[1]) if len(s) == 2 else float(s[order[0]] - s[order[1]])
+        if s[order[0]] == s[order[1]]:
+            return None, None, margin
+        return self.labels[order[0]], self.words[order[0]], margin
+
+
+MAIN_VOCABULARY = Vocabulary((INCREASE, DECREASE), (INCREASE, DECREASE), MAIN)
+YESNO_VOCABULARY = Vocabulary((YES, NO), (YES, NO), YESNO)
+TERNARY_VOCABULARY = Vocabulary((INCREASE, DECREASE, CONSTANT), (INCREASE, DECREASE, CONSTANT), TERNARY)
+
+
 def get_parser(name_or_id: str) -> AnswerParser:
     """A parser by name ("main", "synonym", "yesno", "ternary") or stored id ("main-unique-direction-v1")."""
     m = _ID_RE.match(name_or_id)
@@ -114,3 +158,92 @@ def normalize_exact(raw: str | None) -> str:
 def is_exact(raw: str | None, answer_words: tuple[str, str] | list[str]) -> bool:
     """True when the whole output is exactly one of the prompt's answer words."""
     return normalize_exact(raw) in {w.lower() for w in answer_words}
+
+
+# ---- multiple-choice answers -----------------------------------------------------------------------------
+# Bump when the MCQ parser's behaviour changes; its id is stored in every MCQ samples row.
+MCQ_PARSER_VERSION = "1"
+MCQ_PARSER_NAME = "mcq"
+LETTERS = "ABCD"  # 2-4 lettered options
+_MARKER = r"(?i:\b(?:answer|option|choice)\b)\s*(?i:is)?\s*[:=-]?\s*[\(\[]?"
+
+
+@dataclass(frozen=True)
+class OptionParser:
+    """Reads one multiple-choice item's answer: a letter (A-D) or the text of exactly one option.
+
+    Rules, in order: the whole answer is a letter ("B", "(B)", "b.", "[B]"); a letter after "answer",
+    "option" or "choice" ("Answer: B) high-low-medium", "The answer is (C)"); a leading capital letter with
+    a bracket, dot or colon ("B) high-low-medium", "C. female"); else the text of exactly one option as a
+    whole phrase (case-insensitive; "female" does not contain the option "male", and "low-high-medium" does
+    not contain "low"). A letter beyond the item's options, several options, or none (a refusal) is None.
+    """
+
+    options: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        """Identifier stored with results."""
+        return mcq_parser_id()
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.options
+
+    @cached_property
+    def _letters(self) -> str:
+        return LETTERS[: len(self.options)]
+
+    def _letter(self, text: str) -> str | None:
+        cls = f"[{self._letters}]"
+        lower = f"[{self._letters.lower()}]"
+        whole = re.fullmatch(rf"[\s(\[]*({cls}|{lower})[\s)\].:]*", text)
+        if whole:
+            return whole[1].upper()
+        marked = re.search(rf"{_MARKER}({cls})(?![\w'-])(?!\s+[a-z])", text)
+        if marked:
+            return marked[1]
+        lead = re.match(rf"\s*[(\[]?({cls})[)\].:](?:\s|$)", text)
+        return lead[1] if lead else None
+
+    def option_hits(self, raw: str | None) -> list[str]:
+        """The options whose text occurs in raw as a whole phrase (case-insensitive), in option order."""
+        if not raw:
+            return []
+        return [o for o in self.options
+                if re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", raw, re.IGNORECASE)]
+
+    def parse(self, raw: str | None) -> str | None:
+        """The chosen option's text, or None (unparsed)."""
+        text = (raw or "").strip()
+        if not text:
+            return None
+        letter = self._letter(text)
+        if letter is not None:
+            return self.options[LETTERS.index(letter)]
+        hits = self.option_hits(text)
+        return hits[0] if len(hits) == 1 else None
+
+    def is_ambiguous(self, raw: str | None) -> bool:
+        """True when no letter decides and several options' texts occur."""
+        text = (raw or "").strip()
+        return bool(text) and self._letter(text) is None and len(self.option_hits(text)) > 1
+
+
+def mcq_parser_id() -> str:
+    """The stored id of the multiple-choice parser ("mcq-letter-or-option-v1")."""
+    return f"{MCQ_PARSER_NAME}-letter-or-option-v{MCQ_PARSER_VERSION}"
+
+
+def mcq_vocabulary(options: Sequence[str]) -> Vocabulary:
+    """One item's answers: the letters (scored in choices mode) standing for its options."""
+    opts = tuple(str(o) for o in options)
+    return Vocabulary(tuple(LETTERS[: len(opts)]), opts, OptionParser(opts))
+
+
+def row_parser(row: Mapping[str, Any]) -> AnswerParser | OptionParser:
+    """The parser that reads a samples row's raw answer: its stored parser, bound to the row's options for MCQ."""
+    stored = str(row.get("parser") or "main")
+    if stored.startswith(f"{MCQ_PARSER_NAME}-") or stored == MCQ_PARSER_NAME:
+        return OptionParser(tuple(row.get("options") or ()))
+    return get_parser(stored)

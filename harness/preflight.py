@@ -9,6 +9,7 @@ the first config, exactly as the run will, and stops the run when most answers a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,23 +63,24 @@ def is_refusal(text: str | None) -> bool:
 
 
 def preflight_rows(source: Any, config: str, n: int = PREFLIGHT_CLIPS) -> list[dict[str, Any]]:
-    """Up to n high-tier rows of the config's first source clips (both directions, several curves)."""
+    """Up to n high-tier rows of the config's first source clips (both directions, several curves); MCQ items
+    have no tier: the first n."""
     rows: list[dict[str, Any]] = []
     for unit in source.units(config):
-        rows += [r for r in source.rows(config, [unit]) if r.get("tier") == "high"]
+        rows += [r for r in source.rows(config, [unit]) if r.get("tier", "high") == "high"]  # MCQ rows: no tier
         if len(rows) >= n:
             break
     return rows[:n]
 
 
-def run_preflight(model: AudioLM, source: Any, config: str, variant: Any, settings: Any) -> PreflightResult:
-    """Ask the run's question on a few high-tier clips; PreflightError when most answers are unusable."""
-    from harness.redact import run_secrets, scrub_row
-    from harness.runner import evaluate_batch
+Ask = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]  # benchmark rows -> samples rows, as the run asks
 
+
+def run_preflight(ask: Ask, source: Any, config: str) -> PreflightResult:
+    """Ask the run's question (`ask`: the runner's own batch evaluation) on a few high-tier clips;
+    PreflightError when most answers are unusable."""
     result = PreflightResult(config)
-    secrets = run_secrets(settings.model_args)  # an answer echoing a key reaches no message or record
-    rows = [scrub_row(r, secrets) for r in evaluate_batch(model, preflight_rows(source, config), variant, settings)]
+    rows = ask(preflight_rows(source, config))
     failed = [r for r in rows if r.get("error") is not None]
     for row in rows:
         result.n += 1

@@ -15,14 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, config_name, unit_key
 from harness.models.protocol import AudioClip, Prompt, Segment
-from harness.parsing import MAIN, SYNONYM, TERNARY, YESNO, AnswerParser
+from harness.parsing import (
+    MAIN_VOCABULARY,
+    SYNONYM,
+    TERNARY_VOCABULARY,
+    YESNO_VOCABULARY,
+    Vocabulary,
+    mcq_vocabulary,
+)
+from harness.tasks import TaskKind, fixed_vocabularies, row_kind, task_kind
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import parse_clip_id, seed_from
-from vocalgrad_dataset.prompt import answer_line, format_prompt
+from vocalgrad_dataset.prompt import answer_line
 
 MODIFIERS: tuple[str, ...] = ("swap_order", "audio_ref", "audio_first")  # canonical order in names
 FEW_SHOT_SEED = 1234  # SPEC §5
@@ -30,45 +36,9 @@ SHOTS_PER_LABEL = 2  # 2 "increase" + 2 "decrease" examples per query
 FEW_SHOT_AUDIOS = 2 * SHOTS_PER_LABEL + 1  # clips in one few-shot prompt
 
 
-@dataclass(frozen=True)
-class Vocabulary:
-    """The answer words a prompt offers, the label each stands for, and the parser that reads outputs."""
-
-    words: tuple[str, ...]  # score_choices column order
-    labels: tuple[str, ...]
-    parser: AnswerParser
-
-    @property
-    def choices(self) -> tuple[str, ...]:
-        """The answer words, the columns of score_choices."""
-        return self.words
-
-    @property
-    def increase(self) -> str:
-        return self.words[self.labels.index("increase")]
-
-    @property
-    def decrease(self) -> str:
-        return self.words[self.labels.index("decrease")]
-
-    def decide(self, scores: Sequence[float]) -> tuple[str | None, str | None, float]:
-        """(label, word, margin) from one row of score_choices; a tie for the best score decides nothing.
-
-        Two words: margin = score(first) − score(second) (increase − decrease, yes − no). More words:
-        margin = best − runner-up (≥ 0).
-        """
-        s = np.asarray(scores, dtype=np.float64)
-        order = np.argsort(-s, kind="stable")
-        margin = float(s[0] - s[1]) if len(s) == 2 else float(s[order[0]] - s[order[1]])
-        if s[order[0]] == s[order[1]]:
-            return None, None, margin
-        return self.labels[order[0]], self.words[order[0]], margin
-
-
-MAIN_VOCABULARY = Vocabulary(("increase", "decrease"), ("increase", "decrease"), MAIN)
-YESNO_VOCABULARY = Vocabulary(("yes", "no"), ("yes", "no"), YESNO)
-TERNARY_VOCABULARY = Vocabulary(("increase", "decrease", "constant"), ("increase", "decrease", "constant"), TERNARY)
-FORMAT_VOCABULARIES: dict[str, Vocabulary] = {"yesno": YESNO_VOCABULARY, "ternary": TERNARY_VOCABULARY}
+# Kind -> answers of the kinds that fix their question (yesno, ternary); re-exported for older imports.
+FORMAT_VOCABULARIES: dict[str, Vocabulary] = fixed_vocabularies()
+__all__ = ["MAIN_VOCABULARY", "TERNARY_VOCABULARY", "YESNO_VOCABULARY", "FORMAT_VOCABULARIES", "Vocabulary"]
 
 # SPEC §5 paraphrases: category -> [(question, increase word, decrease word)], numbered from 1.
 PARAPHRASES: dict[str, list[tuple[str, str, str]]] = {
@@ -103,19 +73,19 @@ class Variant:
     audio_first: bool = False
     pool: FewShotPool | None = field(default=None, compare=False, repr=False)
 
-    def _format(self, config: str) -> str:
-        """The config's problem format, refusing variants that would rewrite a format's fixed question."""
-        fmt = parse_config(config).format
-        if fmt in FORMAT_VOCABULARIES and (self.base != "default" or self.swap_order or self.audio_ref):
-            raise ValueError(f"config {config!r} fixes its question (SPEC §4): use prompt default or audio_first, "
-                             f"not {self.name!r}")
-        return fmt
+    def _kind(self, config: str) -> TaskKind:
+        """The config's task kind, refusing variants the kind does not take (a fixed question, SPEC §4)."""
+        kind = task_kind(config)
+        kind.accepts(self.name, config)
+        return kind
 
     def vocabulary(self, config: str) -> Vocabulary:
         """Answer words and parser for a row of this config."""
-        fmt = self._format(config)
-        if fmt in FORMAT_VOCABULARIES:
-            return FORMAT_VOCABULARIES[fmt]
+        kind = self._kind(config)
+        if kind.vocabulary is not None:
+            return kind.vocabulary
+        if kind.prompt is not None:
+            raise ValueError(f"config {config!r} ({kind.name}) has its answers per row, not per config")
         if self.base != "paraphrase":
             return MAIN_VOCABULARY
         _, inc, dec = _paraphrase(config, self.paraphrase)
@@ -125,9 +95,9 @@ class Variant:
     def text(self, config: str, attribute: str | None = None) -> str:
         """The question: sentence, blank line, answer instruction (few-shot: the query's question)."""
         attribute = attribute or attribute_word(config)
-        fmt = self._format(config)
-        if fmt in FORMAT_VOCABULARIES:
-            return format_prompt(fmt, attribute)
+        kind = self._kind(config)
+        if kind.question is not None:
+            return kind.question(attribute)
         if self.base == "paraphrase":
             question, inc, dec = _paraphrase(config, self.paraphrase)
             return f"{question}\n\n{answer_line(inc, dec)}"
@@ -305,6 +275,10 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
     """The Prompt for one benchmark row (text before audio unless audio_first; few-shot interleaved) and its
     vocabulary."""
     v = get_variant(variant) if isinstance(variant, str) else variant
+    kind = row_kind(row)
+    if kind.prompt is not None:  # a row-level kind (MCQ): its own question and answers
+        kind.accepts(v.name, row["category"])
+        return kind.prompt(row, v)
     config = config_name(row["category"])
     attribute = row.get("attribute") or attribute_word(config)
     audio = _audio(row)
@@ -321,3 +295,11 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
     meta = {"category": parse_config(config).category.name, **{k: row.get(k) for k in ("onset_sec", "offset_sec", "duration_sec")},
             "answer_words": vocab.words, "answer_labels": vocab.labels}
     return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), vocab
+
+
+def row_vocabulary(row: dict[str, Any], variant: Variant) -> Vocabulary:
+    """A row's answers without building its prompt: an MCQ item's options, else the config's vocabulary."""
+    kind = row_kind(row)
+    if kind.prompt is not None:
+        return mcq_vocabulary(row.get("options") or ("?", "?"))
+    return variant.vocabulary(row["category"])

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.data import CONFIGS
 from harness.metrics import MIN_CLUSTERS, Z95, breakdowns, mcnemar, too_few_clusters
-from harness.parsing import get_parser
+from harness.parsing import row_parser
 from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
 from harness.results import (
     atomic_write_text,
@@ -53,7 +53,7 @@ def reparse(row: dict[str, Any]) -> dict[str, Any]:
     """The row with pred/parsed recomputed from raw by the current version of its parser."""
     if row.get("mode") == "choices" or row.get("error"):
         return row
-    parser = get_parser(row.get("parser") or "main")
+    parser = row_parser(row)
     pred = parser.parse(row.get("raw"))
     return {**row, "pred": pred, "parsed": pred is not None, "parser": parser.id}
 
@@ -109,9 +109,37 @@ def clustered_cell(summary: Mapping[str, Any]) -> str:
     return too_few_clusters(summary) or "—"
 
 
+def is_mcq(summary: Mapping[str, Any]) -> bool:
+    """True for a multiple-choice config's metrics (they carry the adversarial-label agreement)."""
+    return "ala" in summary
+
+
+def _ci(s: Mapping[str, Any], name: str) -> str:
+    return f"{pct(s.get(name))} [{pct(s.get(f'{name}_ci_low'))}, {pct(s.get(f'{name}_ci_high'))}]"
+
+
+def mcq_section(results: Mapping[str, Any]) -> list[str]:
+    """The multiple-choice tables: GT accuracy, ALA and Δ = ALA − GT per task and macro-averaged, 95 % CIs."""
+    res = {c: s for c, s in task_metrics(results).items() if is_mcq(s)}
+    if not res:
+        return []
+    head = ["task", "n", "GT acc [95% CI]", "ALA [95% CI]", "Δ = ALA − GT [95% CI]", "unparsed", "errors"]
+    body = [[c, str(s["n"]), _ci(s, "acc"), _ci(s, "ala"), _ci(s, "ala_gap"), str(s["n_unparsed"]), str(s["n_error"])]
+            for c, s in res.items()]
+    group = group_metrics(results, "mcq")
+    if group:
+        body.append([f"**macro mean ({group['n_configs']} tasks)**", "", _ci(group, "acc"), _ci(group, "ala"),
+                     _ci(group, "ala_gap"), "", ""])
+    return ["## Multiple choice: ground truth (GT), adversarial-label agreement (ALA) and Δ, %",
+            "GT: answers equal to the label the audio carries; ALA: answers equal to the label the transcript "
+            "asserts; unparsed answers count against both. Chance is 1/#options (VoxParadox Table 6 for context: "
+            "README).", markdown_table(head, body)]
+
+
 def format_report(results: Mapping[str, Any]) -> str:
     """All tables of a run as Markdown text."""
-    res, cfg = task_metrics(results), results["config"]
+    res = {c: s for c, s in task_metrics(results).items() if not is_mcq(s)}
+    cfg = results["config"]
     model = str(cfg.get("model"))
     group = group_metrics(results)
     parts = [
@@ -125,6 +153,9 @@ def format_report(results: Mapping[str, Any]) -> str:
     ]
     parts += [f"> **{line}**" for line in filter(None, [limit_note(results)])]
     parts += [f"> **Warning:** {w}" for w in sample_warnings(results)]
+    parts += mcq_section(results)
+    if not res:  # a multiple-choice run only: none of the VocalGrad tables apply
+        return "\n\n".join(parts) + "\n"
     head = ["config", "n", "acc", "95% CI", "clustered CI", "parsed acc", "balanced", "inc. ratio", "exact",
             "unparsed", "ambig.", "errors"]
     body = []
@@ -168,12 +199,49 @@ def format_report(results: Mapping[str, Any]) -> str:
     if fmt_rows:
         parts += ["## Problem formats (SPEC §4): macro-F1 over the gold classes, unparsed = miss of the true class",
                   markdown_table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], fmt_rows)]
+    parts += conflict_section(res)
     for key in ("tier", "curve", "direction"):
         values = list(dict.fromkeys(v for c in res for v in results["breakdowns"][c][key]))
         rows = [[c, *(pct(results["breakdowns"][c][key].get(v, {}).get("accuracy")) for v in values)]
                 for c in res]
         parts += [f"## Accuracy by {key}", markdown_table(["config", *values], rows)]
     return "\n\n".join(parts) + "\n"
+
+
+CONFLICT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("acc_congruent", "acc congruent"), ("acc_incongruent", "acc incongruent"), ("acc_neutral", "acc neutral"),
+    ("claim_following", "claim-following"), ("claim_gap", "Δ = CF − acc incongruent"),
+)
+
+
+def _with_ci(s: Mapping[str, Any], m: str) -> str:
+    lo, hi = s.get(f"{m}_ci_low"), s.get(f"{m}_ci_high")
+    return pct(s.get(m)) + (f" [{pct(lo)}, {pct(hi)}]" if lo is not None and hi is not None else "")
+
+
+def conflict_section(res: Mapping[str, Any]) -> list[str]:
+    """The "Listen or read?" table of the lexical-conflict configs (empty when the run has none)."""
+    rows = [[c, *(_with_ci(s, m) for m, _ in CONFLICT_COLUMNS)] for c, s in res.items() if "claim_following" in s]
+    if not rows:
+        return []
+    return ["## Listen or read? Lexical-conflict configs (%, 95 % CI): accuracy when the words agree with the "
+            "sound, contradict it or claim nothing; claim-following = answers equal to the words' claim on "
+            "incongruent clips (VoxParadox's ALA)",
+            markdown_table(["config", *(name for _, name in CONFLICT_COLUMNS)], rows)]
+
+
+def congruence_series(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
+    """For the accuracy-by-congruence figure: "<run>: congruent / incongruent / neutral" -> category -> the
+    share and its interval under plot_accuracy's keys."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in runs:
+        conflict = {c: s for c, s in task_metrics(r.results).items() if "claim_following" in s}
+        for part in ("congruent", "incongruent", "neutral"):
+            m = f"acc_{part}"
+            label = part if len(runs) == 1 else f"{r.label}: {part}"
+            out[label] = {c: {"accuracy": s.get(m), "accuracy_ci_low": s.get(f"{m}_ci_low"),
+                              "accuracy_ci_high": s.get(f"{m}_ci_high")} for c, s in conflict.items()}
+    return {k: v for k, v in out.items() if v}
 
 
 @dataclass
@@ -226,7 +294,7 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
 
 def _row_cells(res: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
     cells = ["—" if not group.get("complete") else pct(group["accuracy"])]
-    return cells + [pct(res[c]["accuracy"]) if c in res else "—" for c in CONFIGS]
+    return cells + [pct(res[c]["accuracy"]) if c in res and not is_mcq(res[c]) else "—" for c in CONFIGS]
 
 
 def format_comparison(runs: Sequence[Run]) -> str:
@@ -241,13 +309,19 @@ def format_comparison(runs: Sequence[Run]) -> str:
         body.append([f"**{r.label}**{mark}", *_row_cells(task_metrics(r.results), group_metrics(r.results))])
     body += [[f"{name} (paper)", *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
     parts += ["## Models side by side (paper Table 2 layout)", markdown_table(["model", *cols], body)]
-    others = list(dict.fromkeys(c for r in runs for c in task_metrics(r.results) if c not in CONFIGS))
+    others = list(dict.fromkeys(c for r in runs for c, s in task_metrics(r.results).items()
+                                if c not in CONFIGS and not is_mcq(s)))
     if others:
         rows = [[r.label, *(pct(task_metrics(r.results).get(c, {}).get("macro_f1" if parse_config(c).format in
                                                                          ("yesno", "ternary") else "accuracy"))
                             for c in others)] for r in runs]
         parts += ["## Other configs (accuracy %; macro-F1 % for yes/no and ternary)", markdown_table(["model", *others], rows)]
-    bias = [[r.label, *(pct(task_metrics(r.results)[c]["increase_ratio"]) if c in task_metrics(r.results) else "—"
+    mcq = [[r.label, _ci(g, "acc"), _ci(g, "ala"), _ci(g, "ala_gap")] for r in runs
+           if (g := group_metrics(r.results, "mcq"))]
+    if mcq:
+        parts += ["## Multiple choice, macro mean over tasks (%)", markdown_table(["model", "GT acc", "ALA", "Δ"], mcq)]
+    bias = [[r.label, *(pct(task_metrics(r.results)[c]["increase_ratio"])
+                        if c in task_metrics(r.results) and not is_mcq(task_metrics(r.results)[c]) else "—"
                         for c in CONFIGS)] for r in runs]
     parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', markdown_table(["model", *CONFIGS], bias)]
     for r in runs:
@@ -315,18 +389,27 @@ def _published(run: Run, field: str) -> dict[str, float]:
 
 def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
     """summarize() per value of `key` over every direction-format config of a run."""
-    rows = [r for c, rs in run.rows.items() if parse_config(c).format == "direction" for r in rs]
+    rows = [r for c, rs in _grid_rows(run).items() if parse_config(c).format == "direction" for r in rs]
     return breakdowns(rows, keys=(key,))[key] if rows else {}
+
+
+def _grid_rows(run: Run) -> dict[str, list[dict[str, Any]]]:
+    """A run's samples of the VocalGrad configs (not the multiple-choice ones)."""
+    return {c: rs for c, rs in run.rows.items() if not is_mcq(task_metrics(run.results).get(c, {}))}
 
 
 def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     """Every figure of a report (PDF, PNG and SVG at 7 and 3.5 in, a CSV of the points); returns each
-    figure's plotted data by file stem. Titles are short: the runs are named in the legend."""
+    figure's plotted data by file stem (VocalGrad configs only: a multiple-choice run's tables are its
+    report). Titles are short: the runs are named in the legend."""
     from harness import plots  # matplotlib: only when figures are drawn
 
+    if not any(_grid_rows(r) for r in runs):
+        return {}
+
     figs: dict[str, Any] = {}
-    main = {r.label: {c: s for c, s in task_metrics(r.results).items() if c in CONFIGS or parse_config(c).format
-                      == "direction"} for r in runs}
+    main = {r.label: {c: s for c, s in task_metrics(r.results).items() if not is_mcq(s) and (
+        c in CONFIGS or parse_config(c).format == "direction")} for r in runs}
     human = HUMAN_TABLE2 if any(c in HUMAN_TABLE2 for s in main.values() for c in s) else None
     # the paper's row of a run's model, drawn over that run's bars
     over = {MODEL_DISPLAY[stem]: r.label for r in runs if (stem := published_stem(r.model)) and _published(r, "accuracy")}
@@ -343,7 +426,12 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     figs["increase_bias_by_category"] = plots.plot_increase_bias(
         main, out / "increase_bias_by_category", '"increase" bias by category', published=bias_pub,
         published_over=over)
-    formats = list(dict.fromkeys(c for r in runs for c in r.rows if parse_config(c).format in ("yesno", "ternary")))
+    congruence = congruence_series(runs)
+    if congruence:
+        figs["accuracy_by_congruence"] = plots.plot_accuracy(
+            congruence, out / "accuracy_by_congruence",
+            "Listen or read? Accuracy by congruence")
+    formats = list(dict.fromkeys(c for r in runs for c in _grid_rows(r) if parse_config(c).format in ("yesno", "ternary")))
     for c in formats:
         labels = list(parse_config(c).labels)
         figs[f"confusion_{c}"] = plots.plot_confusion(

@@ -322,9 +322,11 @@ def task_metrics(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(results["metrics"] if "metrics" in results else results["results"])
 
 
-def group_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
-    """The headline GroupSummary of a results.json (schema 4's "group_metrics"; schema 3's "groups")."""
-    return dict((results.get("group_metrics") or results["groups"])["vocalgrad"])
+def group_metrics(results: Mapping[str, Any], name: str = "vocalgrad") -> dict[str, Any]:
+    """A group's summary in a results.json (schema 4's "group_metrics"; schema 3's "groups"): the headline
+    VocalGrad mean by default, or a kind's own group ("mcq", "conflict"; {} when the run has none)."""
+    groups = results.get("group_metrics") or results["groups"]
+    return dict(groups["vocalgrad"] if name == "vocalgrad" else groups.get(name) or {})
 
 
 def component_versions(results: Mapping[str, Any]) -> dict[str, str]:
@@ -592,6 +594,17 @@ def dataset_info(source: Any) -> DatasetInfo:
     return {"source": description, "manifest": manifest, "manifest_sha256": digest}
 
 
+def kind_groups(rows_by_config: Mapping[str, Any], kinds: Mapping[str, Any]) -> dict[str, tuple[dict[str, Any], Any]]:
+    """Group name -> (macro summary, kind) for the kinds with a group of their own (MCQ: acc, ala, ala_gap over
+    its tasks; conflict: the congruence metrics)."""
+    out: dict[str, tuple[dict[str, Any], Any]] = {}
+    for name in dict.fromkeys(k.group for k in kinds.values() if k.group_metrics is not None):
+        members = {c: rows for c, rows in rows_by_config.items() if kinds[c].group == name}
+        kind = next(kinds[c] for c in members)
+        out[name] = (kind.group_metrics(members), kind)
+    return out
+
+
 def build_results(
     rows_by_config: Mapping[str, list[Mapping[str, Any]]],
     *,
@@ -608,30 +621,36 @@ def build_results(
     from datetime import datetime, timezone
 
     from harness.data import CONFIGS
-    from harness.metrics import breakdowns, category_mean, summarize
+    from harness.metrics import breakdowns, category_mean
+    from harness.tasks import rows_kind
 
     # The headline is the mean over the nine categories; format and variant configs (pitch-ternary,
     # beep-pitch, ...) have their own entries and stay out of it unless the run has nothing else.
-    main = {c: rows for c, rows in rows_by_config.items() if c in CONFIGS} or dict(rows_by_config)
+    kinds = {c: rows_kind(c, rows) for c, rows in rows_by_config.items()}
+    grid_rows = {c: rows for c, rows in rows_by_config.items() if kinds[c].group == "vocalgrad"}
+    main = {c: rows for c, rows in grid_rows.items() if c in CONFIGS} or grid_rows
     group = category_mean(main)
     group["complete"] = set(main) == set(CONFIGS)  # the headline needs all nine categories
     n_samples = {
         c: {"original": int(n_original.get(c, len(rows))), "effective": len(rows)} for c, rows in rows_by_config.items()
     }
     variant = str(run_config.get("prompt_variant", "default"))
-    metrics = {c: summarize(rows) for c, rows in rows_by_config.items()}
+    metrics = {c: kinds[c].metrics(rows) for c, rows in rows_by_config.items()}
+    own = kind_groups(rows_by_config, kinds)
     out = {
-        "results": {c: {"alias": c, **lm_eval_keys(m)} for c, m in metrics.items()},
-        "groups": {"vocalgrad": {"alias": "vocalgrad", **lm_eval_keys(group, ("accuracy",))}},
+        "results": {c: {"alias": c, **lm_eval_keys(m, [*HIGHER_IS_BETTER, *kinds[c].lm_eval_metrics])}
+                    for c, m in metrics.items()},
+        "groups": {"vocalgrad": {"alias": "vocalgrad", **lm_eval_keys(group, ("accuracy",))},
+                   **{n: {"alias": n, **lm_eval_keys(g, ("accuracy", *k.lm_eval_metrics))} for n, (g, k) in own.items()}},
         "metrics": metrics,
-        "group_metrics": {"vocalgrad": group},
+        "group_metrics": {"vocalgrad": group, **{n: g for n, (g, _) in own.items()}},
         "breakdowns": {c: breakdowns(rows) for c, rows in rows_by_config.items()},
         "configs": {c: dict(task_configs.get(c, {})) for c in rows_by_config},
         "versions": dict.fromkeys(rows_by_config, task_version()),
         "vocalgrad_versions": versions(),
         "n-samples": n_samples,
         "n-shot": {c: n_shot(task_configs.get(c, {}).get("prompt_variant", variant)) for c in rows_by_config},
-        "higher_is_better": {c: dict(HIGHER_IS_BETTER) for c in rows_by_config},
+        "higher_is_better": {c: {**HIGHER_IS_BETTER, **kinds[c].lm_eval_metrics} for c in rows_by_config},
         "config": dict(run_config),
         # the run sampled its clips (--limit); samples missing from a full run make it incomplete, not limited
         "limited": any(bool(task_configs.get(c, {}).get("limited")) for c in rows_by_config)

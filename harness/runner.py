@@ -28,7 +28,7 @@ from harness.models.protocol import AudioLM, ModelError, Prompt
 from harness.models.registry import check_capabilities, check_protocol, load_model
 from harness.parsing import PARSER_VERSION
 from harness.preflight import needs_preflight, run_preflight
-from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant
+from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant, row_vocabulary
 from harness.redact import public, redact, run_secrets, scrub_row, scrubbed_logging
 from harness.results import SampleRow
 from harness.sampling import check_limit, limited_count, stratified_ids
@@ -43,6 +43,7 @@ from harness.settings import (
     limit_type,
     settings_from_args,
 )
+from harness.tasks import TaskKind, row_kind, source_kind
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
@@ -167,10 +168,7 @@ def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, var
         "prompt_variant": variant.name,
         "answer_words": list(vocab.choices),
         "parser": vocab.parser.id,
-        "tier": row["tier"],
-        "curve": row["curve"],
-        "direction": row["direction"],
-        "source_clip_id": row["source_clip_id"],
+        **{k: row.get(k) for k in row_kind(row).sample_fields},  # the kind's breakdown and scoring keys
         "error": None,
         "retried": False,
         "model": settings.model,
@@ -181,45 +179,50 @@ def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, var
 def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
                    settings: EvalSettings) -> list[SampleRow]:
     """Samples rows for one batch of benchmark rows (never raises for model errors)."""
-    out, prompts, live = _prompted_rows(rows, variant, settings)
+    out, prompts, live, vocabs = _prompted_rows(rows, variant, settings)
     if not prompts:
         return out
-    vocab = variant.vocabulary(rows[0]["category"])  # one config per batch: one vocabulary
     # The model's *_items calls isolate failures per item (AudioLM contract): one bad clip, one error row.
     if settings.mode == "choices":
-        for i, s in zip(live, model.score_items(prompts, vocab.choices), strict=True):
-            if not _record_error(out[i], s):
-                pred, word, margin = vocab.decide(s)
-                out[i].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
+        # one call per answer vocabulary: a config's words, or the letters of MCQ items with as many options
+        for choices in dict.fromkeys(v.choices for v in vocabs):
+            part = [j for j, v in enumerate(vocabs) if v.choices == choices]
+            for j, s in zip(part, model.score_items([prompts[j] for j in part], choices), strict=True):
+                if not _record_error(out[live[j]], s):
+                    pred, word, margin = vocabs[j].decide(s)
+                    out[live[j]].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
         return out
     first = model.generate_items(prompts, max_new_tokens=settings.max_new_tokens)
-    retry = [j for j, (i, text) in enumerate(zip(live, first, strict=True)) if not _record_answer(out[i], text, vocab)]
+    retry = [j for j, (i, text) in enumerate(zip(live, first, strict=True))
+             if not _record_answer(out[i], text, vocabs[j])]
     if retry and settings.retry_max_new_tokens:
         again = model.generate_items([prompts[j] for j in retry], max_new_tokens=settings.retry_max_new_tokens)
         for j, text in zip(retry, again, strict=True):
             out[live[j]]["retried"] = True
-            _record_answer(out[live[j]], text, vocab)
+            _record_answer(out[live[j]], text, vocabs[j])
     return out
 
 
-def _prompted_rows(rows: list[dict[str, Any]], variant: Variant,
-                   settings: EvalSettings) -> tuple[list[SampleRow], list[Prompt], list[int]]:
-    """(a samples row per benchmark row, the prompts that could be built, their row indices); a row whose
-    prompt cannot be built (bad audio, say) is an error row already."""
+def _prompted_rows(rows: list[dict[str, Any]], variant: Variant, settings: EvalSettings
+                   ) -> tuple[list[SampleRow], list[Prompt], list[int], list[Vocabulary]]:
+    """(a samples row per benchmark row, the prompts that could be built, their row indices, their
+    vocabularies); a row whose prompt cannot be built (bad audio, say) is an error row already."""
     out: list[SampleRow] = []
     prompts: list[Prompt] = []
     live: list[int] = []
+    vocabs: list[Vocabulary] = []
     for row in rows:
-        vocab = variant.vocabulary(row["category"])
         try:
             prompt, vocab = build_prompt(row, variant)
         except Exception as err:
+            vocab = row_vocabulary(row, variant)
             out.append({**_base_row(row, None, vocab, variant, settings), "error": _error_text(err)})
             continue
         out.append(_base_row(row, prompt, vocab, variant, settings))
         prompts.append(prompt)
         live.append(len(out) - 1)
-    return out, prompts, live
+        vocabs.append(vocab)
+    return out, prompts, live, vocabs
 
 
 def _record_error(row: SampleRow, value: Any) -> bool:
@@ -286,20 +289,39 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     if dist.is_main:
         merge_config(out_dir, config, order)
     dist.barrier()
-    vocab = variant.vocabulary(config)
+    kind = source_kind(source, config)
+    vocab = None if kind.prompt is not None else variant.vocabulary(config)
     return {
         "task": config,
-        "published_category": published_name(config),
+        "kind": kind.name,
+        "published_category": published_name(config) if kind.group == "vocalgrad" else config,
         "split": settings.split,
         "source": source.description,
         "prompt_variant": variant.name,
-        "parser": vocab.parser.id,
-        "answer_words": list(vocab.choices),
+        "parser": vocab.parser.id if vocab is not None else kind.parser_id,
+        "answer_words": list(vocab.choices) if vocab is not None else [],  # MCQ: each item's letters
         "n_expected": len(order),
         "n_original": sum(len(u.clip_ids) for u in all_units),
         "limited": len(order) < sum(len(u.clip_ids) for u in all_units),
         "ids_sha256": grid.ids_sha256(order),
     }
+
+
+def run_configs(names: Sequence[str], source: RowSource) -> list[str]:
+    """Canonical config names; a source that names its own configs (mapped MCQ tasks) resolves them itself,
+    and the default (the nine categories) then stands for all of its tasks."""
+    resolve = getattr(source, "config_names", None)
+    if resolve is not None:
+        return resolve(None if list(names) == list(CONFIGS) else names)
+    return [config_name(c) for c in names]
+
+
+def check_variant(variant: Variant, config: str, kind: TaskKind) -> None:
+    """Refuse a prompt variant that does not fit a config's kind."""
+    if kind.prompt is not None:
+        kind.accepts(variant.name, config)
+    else:
+        variant.vocabulary(config)
 
 
 RUN_SETTINGS = "run_settings.json"  # the resume key of a run directory, written by its first run
@@ -332,6 +354,7 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
         "data_dir": _where(settings.data_dir) if generated else None,
         "generator_version": GENERATOR_VERSION if generated else None,
         "seed": settings.seed,  # the random baseline's and sampling models' answers
+        "mcq_columns": settings.mcq_columns,  # which columns are the question, options and answers
     }
 
 
@@ -401,11 +424,11 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
              dist: Dist | None = None) -> dict[str, Any] | None:
     """Run (or resume) an evaluation; rank 0 writes results.json and returns its content."""
     dist = dist or Dist()
-    configs = [config_name(c) for c in settings.configs]
     variant = get_variant(settings.prompt)
-    for c in configs:
-        variant.vocabulary(c)  # fail now, not after hours, when a variant does not fit a config
     source = source or settings.open_rows()
+    configs = run_configs(settings.configs, source)
+    for c in configs:
+        check_variant(variant, c, source_kind(source, c))  # fail now, not after hours
     check_limit(settings.limit)
     if settings.batch_size != "auto" and (not isinstance(settings.batch_size, int) or settings.batch_size < 1):
         raise ValueError(f"batch size must be a number >= 1 or 'auto', got {settings.batch_size!r}")
@@ -428,7 +451,10 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
         batch_size = runner_batch_size(settings, model)
         resumed = any(f.stat().st_size for c in configs for f in res.shard_files(out_dir, c))  # no parse needed
         skip = needs_preflight(model, settings, resumed=resumed)
-        checked = {"skipped": skip} if skip else run_preflight(model, source, configs[0], variant, settings).record()
+        secrets = run_secrets(settings.model_args)  # an answer echoing a key reaches no message or record
+        checked = {"skipped": skip} if skip else run_preflight(
+            lambda rows: [scrub_row(r, secrets) for r in evaluate_batch(model, rows, variant, settings)], source,
+            configs[0]).record()
         dist.barrier()  # every rank has read the record before rank 0 writes it
         if new and dist.is_main:  # only once the model is up and answers: a failed start leaves the directory reusable
             res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")

@@ -61,9 +61,16 @@ class RowSettings(SourceSettings):
 
     split: str = "test"
     dataset: str | None = None  # a Parquet build or published-release directory instead of generating
+    mcq_columns: str | None = None  # "audio=COL,question=COL,...": --dataset is a multiple-choice benchmark
 
     def open_rows(self) -> Any:
         """The harness.data.RowSource these settings name."""
+        if self.mcq_columns is not None:
+            if self.dataset is None:
+                raise ValueError("--mcq-columns maps the columns of --dataset PATH_OR_REPO: give --dataset too")
+            from harness.mcq_source import MappedMCQSource
+
+            return MappedMCQSource(self.dataset, self.split, self.mcq_columns)
         from harness.data import open_source
 
         return open_source(self.split, self.source, self.data_dir, self.dataset)
@@ -193,4 +200,7 @@ def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = Fals
         g.add_argument("--split", default="test", choices=("train", "test"), help="(default: %(default)s)")
     g.add_argument("--dataset", default=None,
                    help="a Parquet build (vocalgrad-dataset build) or published-release folder instead of "
-                        "generating")
+                        "generating; with --mcq-columns, any multiple-choice benchmark (folder, file or Hub id)")
+    g.add_argument("--mcq-columns", default=None, metavar="FIELD=COLUMN,...",
+                   help="columns of a multiple-choice --dataset: audio=...,question=...,options=...,answer=... "
+                        "and optionally adversarial=...,task=...,id=...")

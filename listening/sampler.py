@@ -25,6 +25,7 @@ from typing import Any
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.generate import (
     ConfigSpec,
+    config_clips,
     frozen_items,
     parse_config,
     resolve_source,
@@ -123,8 +124,9 @@ def candidate_pool(config: str, split: str = "test", source: str | None = None, 
             speakers = _vctk_speakers(split)
             items = [(i, c, speakers[i]) for i, c in frozen_items(split)]
         else:
+            # a conflict config draws only its own category's carriers and the neutral ones
             items = [(c.source_item_id, c.source_clip_id, c.speaker_id)
-                     for c in source_clips(split, name, data_dir)]
+                     for c in config_clips(spec, source_clips(split, name, data_dir))]
     return _pool_rows(spec, items)
 
 
@@ -153,7 +155,7 @@ def _split_counts(spec: ConfigSpec, n: int, n_sources: int) -> tuple[int, int]:
         n_const = n_sources
     n_changed = n - n_const
     if n_changed % 2:
-        if spec.format == "direction":
+        if spec.format in ("direction", *grid.CLAIM_FORMATS):
             raise ValueError(f"--n must be even for {spec.name!r} so that the directions split evenly, got {n}")
         n_const, n_changed = (n_const + 1, n_changed - 1) if n_const < n_sources else (n_const - 1, n_changed + 1)
     return n_changed, n_const

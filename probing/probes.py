@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,11 +263,16 @@ def accuracy_with_interval(correct: np.ndarray) -> dict[str, Any]:
     return {"accuracy": k / n if n else float("nan"), "ci_low": lo, "ci_high": hi, "n": n}
 
 
-def probe_metrics(logits: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
-    """Accuracy, balanced accuracy and per-direction (increase / decrease clip) accuracy, with intervals."""
+def probe_metrics(logits: np.ndarray, labels: np.ndarray,
+                  groups: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Accuracy, balanced accuracy and per-direction (increase / decrease clip) accuracy, with intervals; with
+    `groups` (name -> boolean row mask, e.g. congruent / incongruent / neutral) the accuracy within each."""
     labels = np.asarray(labels).astype(bool)
     correct = (np.asarray(logits) > 0) == labels
     out = accuracy_with_interval(correct)
+    if groups:
+        out["by_group"] = {name: accuracy_with_interval(correct[np.asarray(mask, dtype=bool)])
+                           for name, mask in groups.items()}
     per = {name: accuracy_with_interval(correct[labels == want]) for name, want in (("increase", True), ("decrease", False))}
     out["balanced_accuracy"] = float(np.nanmean([per["increase"]["accuracy"], per["decrease"]["accuracy"]]))
     out["per_direction"] = per
@@ -289,6 +294,7 @@ class ProbeJob:
     x_test: Any = None  # (m, d) or a loader
     y_test: Any = None  # (m,)
     dim: int | None = None
+    test_groups: Mapping[str, np.ndarray] | None = None  # named test-row masks scored apart (congruence)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -342,7 +348,7 @@ def _fit_group(members: list[ProbeJob], settings: ProbeSettings,
         logits.update({i: lg[r] for r, i in enumerate(idx)})
     for i, j in enumerate(members):
         one = ProbeFit(fit.weight[i : i + 1], fit.bias[i : i + 1], fit.mean[i : i + 1], fit.scale[i : i + 1])
-        out[j.key] = (one, probe_metrics(logits[i], np.asarray(j.y_test)) if i in logits else None)
+        out[j.key] = (one, probe_metrics(logits[i], np.asarray(j.y_test), j.test_groups) if i in logits else None)
     return out
 
 

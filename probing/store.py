@@ -29,6 +29,7 @@ MANIFEST = "manifest.json"
 # Per-row facts kept beside the features (labels for probes, pairing keys for direction alignment).
 ROW_FIELDS: tuple[str, ...] = (
     "benchmark_clip_id", "label", "direction", "curve", "tier", "source_item_id", "source_clip_id", "speaker_id",
+    "claim", "congruent",  # lexical-conflict rows: the words' claim and whether it matches the label ("" elsewhere)
 )
 
 
@@ -160,7 +161,8 @@ class FeatureSet:
     @property
     def rows(self) -> RowTable:
         """Row facts concatenated over shards."""
-        return RowTable({f: [v for s in self._shards for v in s["rows"][f]] for f in ROW_FIELDS})
+        # fields added later (claim, congruent) read as "" from extractions written before them
+        return RowTable({f: [v for s in self._shards for v in s["rows"].get(f, [""] * s["n"])] for f in ROW_FIELDS})
 
     def load(self, key: str, dtype: Any = np.float32) -> np.ndarray:
         """(n_rows, dim) features of one representation, read shard by shard."""

@@ -91,10 +91,12 @@ def train_run(root: str | Path, settings: ProbeSettings | None = None, *, repres
         keys = _selected([k for k in tr.representations if te.representations.get(k) == tr.representations[k]],
                          representations)
         y_tr, y_te = tr.rows.labels, te.rows.labels
+        groups = congruence_groups(te.rows)
         for key in keys:
             # Lazy: a group's features are read only when that group trains.
             jobs.append(ProbeJob((key, config), _loader(tr, key), y_tr, _loader(te, key), y_te,
-                                 dim=tr.representations[key]))
+                                 dim=tr.representations[key], test_groups=groups))
+        jobs += claim_jobs(tr, te, config, keys)
     if not jobs:
         raise StoreError(f"{ex.root}: no representation matches {list(representations or [])}")
     fitted = fit_jobs(jobs, settings, progress=progress)
@@ -119,8 +121,31 @@ def train_run(root: str | Path, settings: ProbeSettings | None = None, *, repres
     return out
 
 
-def _loader(fs: FeatureSet, key: str) -> Any:
-    return lambda: fs.load(key, np.float16)
+def _loader(fs: FeatureSet, key: str, rows: np.ndarray | None = None) -> Any:
+    return (lambda: fs.load(key, np.float16)) if rows is None else (lambda: fs.load(key, np.float16)[rows])
+
+
+CLAIM_TARGET = "claim"  # the probe target beside the direction: what the words of a conflict carrier claim
+
+
+def congruence_groups(rows: Any) -> dict[str, np.ndarray] | None:
+    """Row masks congruent / incongruent / neutral of a lexical-conflict extraction (None for other configs)."""
+    claims = np.array(rows["claim"])
+    if not np.isin(claims, ["increase", "decrease"]).any():
+        return None
+    congruent = np.array(rows["congruent"])
+    return {"congruent": congruent == "True", "incongruent": congruent == "False", "neutral": claims == "none"}
+
+
+def claim_jobs(tr: FeatureSet, te: FeatureSet, config: str, keys: Sequence[str]) -> list[ProbeJob]:
+    """Probes for the words' claim (increase vs decrease; rows that claim something), keyed
+    "<config>/claim": how far the claim of the transcript is readable at each layer."""
+    masks = [np.flatnonzero(np.isin(np.array(fs.rows["claim"]), ["increase", "decrease"])) for fs in (tr, te)]
+    if not all(len(m) for m in masks):
+        return []
+    ys = [(np.array(fs.rows["claim"])[m] == "increase").astype(np.int64) for fs, m in zip((tr, te), masks, strict=True)]
+    return [ProbeJob((key, f"{config}/{CLAIM_TARGET}"), _loader(tr, key, masks[0]), ys[0], _loader(te, key, masks[1]),
+                     ys[1], dim=tr.representations[key]) for key in keys]
 
 
 def _cross_validate(sets: dict[str, tuple[FeatureSet, FeatureSet]], probes: dict[str, Any], k: int,

@@ -56,6 +56,62 @@ def test_imports_point_one_way() -> None:
     assert found == []
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Project module -> project modules it imports anywhere (top level, in functions, under TYPE_CHECKING)."""
+    modules = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+    def owner(name: str) -> str | None:  # the module a dotted name lives in ("harness.data.CONFIGS" -> harness.data)
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (base := _project_module(node, path)):
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            # a package's __init__ is not a dependency of its own modules
+            graph[mod] |= {o for n in names if (o := owner(n)) and o != mod and not mod.startswith(o + ".")}
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo += graph.get(node, ())
+    return seen
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Groups of modules that reach each other (strongly connected, more than one module), sorted."""
+    reach = {m: _reachable(graph, m) for m in graph}
+    groups = {frozenset({m, *(n for n in reach[m] if m in reach[n])}) for m in graph if m in reach[m]}
+    return sorted(sorted(g) for g in groups)
+
+
+def test_no_import_cycles() -> None:
+    # Lazy and type-only imports count too: a circle hidden in a function is still a circle of concepts.
+    assert _cycles(_import_graph()) == []
+
+
+def test_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
 @pytest.mark.parametrize("code", [
     "import sys, harness.cli, vocalgrad_dataset.cli; print('torch' in sys.modules)",
     "import sys, harness.cli as c; c.build_parser(); import harness.models.registry as r; r.list_models(); "

@@ -109,4 +109,4 @@ def test_lora_dpo_run_starts_at_ln2_and_evaluates(tmp_path: Path, capsys: pytest
     assert harness_main(["eval", "--model", "tiny-qwen2-audio", "--adapter", str(out), "--configs", "volume",
                          "--source", "demo", "--limit", "2", "--mode", "choices", "--out", str(run)]) == 0
     results = json.loads((run / "results.json").read_text())
-    assert results["results"]["volume"]["n"] == 2
+    assert results["metrics"]["volume"]["n"] == 2

@@ -259,8 +259,8 @@ def test_evaluation_on_nine_categories_and_the_matrix(all_linear: SimpleNamespac
     assert set(rows) == {"base", "volume (all_linear)"} and all(len(v) == 9 for v in rows.values())
     paired = all_linear.info["eval"]["paired_vs_base"]  # harness compare's McNemar, base (A) vs adapter (B)
     assert set(paired) == set(CONFIGS) and all(p["n_pairs"] == 2 for p in paired.values())
-    assert [paired[c]["accuracy_b"] for c in CONFIGS] == [results["results"][c]["accuracy"] for c in CONFIGS]
-    assert [paired[c]["accuracy_a"] for c in CONFIGS] == [base["results"][c]["accuracy"] for c in CONFIGS]
+    assert [paired[c]["accuracy_b"] for c in CONFIGS] == [results["metrics"][c]["accuracy"] for c in CONFIGS]
+    assert [paired[c]["accuracy_a"] for c in CONFIGS] == [base["metrics"][c]["accuracy"] for c in CONFIGS]
     card = (out / "adapter" / "README.md").read_text()
     assert "In-domain (`volume`)" in card and "not the official VCTK benchmark" in card
     assert not (out / "adapter" / ".eval_results").exists()  # demo scores stay off the benchmark's Hub leaderboard

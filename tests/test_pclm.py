@@ -207,7 +207,7 @@ def test_saved_mixer_reloads_exactly_and_harness_eval_runs(pclm_run: SimpleNames
     run = tmp_path / "eval"
     assert harness_main(["eval", "--model", "tiny-qwen2-audio", "--adapter", str(pclm_run.out), "--configs", "volume",
                          "--source", "demo", "--limit", "2", "--mode", "choices", "--out", str(run)]) == 0
-    assert json.loads((run / "results.json").read_text())["results"]["volume"]["n"] == 2
+    assert json.loads((run / "results.json").read_text())["metrics"]["volume"]["n"] == 2
 
 
 def test_hub_staging_carries_the_mixer(pclm_run: SimpleNamespace, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from .generate import (
     parse_config,
     render_config_rows,
     resolve_source,
+    serves,
     source_splits,
 )
 from .sources import SourceClip, get_source
@@ -80,11 +81,13 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
         root = self._source_root(dl_manager)
         name = self._source_name()
         source = get_source(name, root)
+        specs = expand_config(self.config.name)
         return [
             datasets.SplitGenerator(
                 name=split,
                 # a list in gen_kwargs is what datasets shards on: one shard per source clip
-                gen_kwargs={"clips": source.clips(split), "source": name, "root": root},
+                gen_kwargs={"clips": [c for c in source.clips(split) if any(serves(c, s) for s in specs)],
+                            "source": name, "root": root},
             )
             for split in source_splits(source)  # beep and the alternative sources are test only
         ]

@@ -17,6 +17,10 @@ def _splits(value: str, config: str, source: str | None) -> list[str]:
     """The requested split, or every split the config's source has for "all" (beep: test only)."""
     if value != "all":
         return [value]
+    from .tasks import task_config
+
+    if task_config(config).family != "vocalgrad":  # declared configs built from vendored data: test and train
+        return list(SPLITS)
     from .generate import resolve_source, source_splits
     from .sources import get_source
 
@@ -42,10 +46,16 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_ids(args: argparse.Namespace) -> int:
-    """Print a split's clip ids, one per line (frozen lists for vctk, beep and the alternative sources: no audio)."""
+    """Print a split's clip ids, one per line (frozen lists for vctk, beep and the alternative sources: no audio),
+    or with --sha256 only the list's check value."""
     from .generate import config_ids
 
     ids = config_ids(args.config, args.split, args.source, args.data_dir)
+    if args.sha256:
+        from .grid import ids_sha256
+
+        print(ids_sha256(ids))
+        return 0
     sys.stdout.write("".join(f"{i}\n" for i in ids))
     return 0
 
@@ -73,6 +83,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name in config_names():
             spec = parse_config(name)
             print(f"{name:20s} {spec.format:9s} {spec.source or '-':5s} {' / '.join(spec.labels)}")
+        from .tasks import declarations
+
+        for decl in declarations():  # the declared configs of other families (VoxParadox-lite, ...)
+            if decl.family != "vocalgrad":
+                print(f"{decl.task:28s} {decl.kind:9s} {decl.family}")
         return 0
     if args.markdown:
         print(category_table_markdown())
@@ -143,6 +158,8 @@ def parser() -> argparse.ArgumentParser:
                 "Print the benchmark_clip_id of every clip of a config and split, one per line, in dataset order "
                 "(frozen lists for vctk, beep and the alternative sources: no audio is read).", run=cmd_ids)
     common(i)
+    i.add_argument("--sha256", action="store_true",
+                   help="print only the sha256 of the sorted ids joined by newlines (SPEC §2's check value)")
 
     o = command("oracle", "accuracy of the signal oracle (label integrity)",
                 "Generate the clips and score the signal oracle, which reads the changed factor off the audio: "

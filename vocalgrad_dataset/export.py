@@ -27,6 +27,7 @@ from .features import encode_row, vocalgrad_features
 from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
 from .generate import (
     GENERATOR_VERSION,
+    config_clips,
     expand_config,
     parse_config,
     render_config_rows,
@@ -78,8 +79,9 @@ def plan_shards(
         clips = src.clips(split)
         if clip_lists is not None:
             clip_lists[split] = clips
-        groups = [tuple(clips[i : i + clips_per_shard]) for i in range(0, len(clips), clips_per_shard)]
         for config in configs:
+            mine = config_clips(parse_config(config), clips)  # a conflict config takes its own carriers only
+            groups = [tuple(mine[i : i + clips_per_shard]) for i in range(0, len(mine), clips_per_shard)]
             tasks += [ShardTask(config, split, i, len(groups), g, source, data_dir, allow_outside) for i, g in enumerate(groups)]
     return tasks
 
@@ -195,7 +197,8 @@ def _start_records(out: Path, configs: Sequence[str], source: str, clips_per_sha
         wanted = {
             "schema": buildinfo.RECORD_SCHEMA, "config": name, "generator_version": GENERATOR_VERSION,
             "source": source, "clips_per_shard": clips_per_shard,
-            "splits": {s: buildinfo.split_entry(c, -(-len(c) // clips_per_shard)) for s, c in clip_lists.items()},
+            "splits": {s: buildinfo.split_entry(mine, -(-len(mine) // clips_per_shard))
+                       for s, c in clip_lists.items() for mine in [config_clips(parse_config(name), c)]},
         }  # fmt: skip
         records[name] = buildinfo.merge_record(config_dir, wanted)
     for name, record in records.items():  # only once every config passed: a refusal writes nothing
@@ -271,6 +274,12 @@ def build(
     refused (BuildMismatchError) unless `overwrite`, which first deletes that config's shards.
     """
     _check_build_numbers(num_proc, clips_per_shard)
+    from .tasks import task_config
+
+    if task_config(config).family == "voxparadox":  # declared MCQ items, built from vendored bases
+        from .voxparadox_export import build_voxparadox
+
+        return build_voxparadox(config, splits, out_dir, overwrite=overwrite, lock_timeout=lock_timeout)
     out = Path(out_dir)
     source = resolve_source(config, source)
     configs = [spec.name for spec in expand_config(config)]

@@ -6,13 +6,21 @@ from typing import Any
 
 import datasets
 
-from .grid import FORMAT_LABELS
+from .grid import CLAIM_FORMATS, FORMAT_LABELS
 
 STRING_COLUMNS = (
     "benchmark_clip_id", "category", "attribute", "prompt", "direction", "curve", "tier", "parameter",
     "param_fixed", "source_item_id", "source_clip_id", "speaker_id", "source_text",
 )  # fmt: skip
 FLOAT_COLUMNS = ("param_start", "param_end", "onset_sec", "offset_sec", "duration_sec", "clipped_ratio")
+# The lexical-conflict configs add what the carrier's words claim and whether that matches the label.
+CLAIM_FEATURES = {
+    "claim": datasets.Value("string"),  # increase | decrease | none
+    "congruent": datasets.Value("bool"),  # claim == label; null on neutral rows
+    "template_id": datasets.Value("string"),
+    "voice_id": datasets.Value("string"),
+    "transcript": datasets.Value("string"),
+}
 
 
 def vocalgrad_features(fmt: str = "direction") -> datasets.Features:
@@ -29,6 +37,7 @@ def vocalgrad_features(fmt: str = "direction") -> datasets.Features:
             **{c: datasets.Value("string") for c in STRING_COLUMNS[7:]},
             **{c: datasets.Value("float64") for c in FLOAT_COLUMNS},
             "generator_version": datasets.Value("string"),
+            **(CLAIM_FEATURES if fmt in CLAIM_FORMATS else {}),
         }
     )
 

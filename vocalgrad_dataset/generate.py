@@ -3,8 +3,10 @@
 Config names (SPEC §2-§4): a category (`pitch`, or its published long name `voice_pitch`); `beep-<category>`
 for the beep ablation (pitch, volume, noise, vibration; always the beep source); `<category>-yesno` and
 `<category>-ternary` (the 2,400 augmented clips plus the 100 unmodified sources); `<category>-source` (the
-100 unmodified sources alone, asked the main question: the source-clip bias measurement). `all`,
-`all-<format>` and `beep-all` expand to one config per category.
+100 unmodified sources alone, asked the main question: the source-clip bias measurement);
+`<category>-conflict` (lexical conflict: the claims source's carriers, whose words claim a direction or none,
+through the same 24 conditions) and `<category>-conflict-reversed` (those clips played backwards, label
+swapped). `all`, `all-<format>` and `beep-all` expand to one config per category.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from .categories.base import load_plugin_categories
 from .categories.distortion import hold_length
 from .dsp import to_pcm16
 from .grid import (
+    CLAIM_FORMATS,
     FORMAT_LABELS,
     NO_CONDITION,
+    OPPOSITE,
     TIERS,
     Condition,
     clip_id,
@@ -47,6 +51,8 @@ GENERATOR_VERSION = "1.0.0"
 SPLITS: tuple[str, ...] = ("test", "train")
 FORMATS: tuple[str, ...] = tuple(FORMAT_LABELS)  # direction, yesno, ternary, source
 SOURCE_ROW_FORMATS: tuple[str, ...] = ("yesno", "ternary", "source")  # formats that include the unmodified clips
+VARIANT_FORMATS: tuple[str, ...] = (*SOURCE_ROW_FORMATS, *CLAIM_FORMATS)  # `<category>-<format>` config names
+CLAIMS_SOURCE = "claims"  # the default source of the lexical-conflict configs
 BEEP_CATEGORIES: tuple[str, ...] = ("pitch", "volume", "noise", "vibration")  # SPEC §4 beep ablation
 BEEP_PROMPT_VARIANT = "audio_ref"  # the published beep table was measured with this prompt (SPEC §4)
 
@@ -59,6 +65,7 @@ class ConfigSpec:
     category: Category
     format: str = "direction"
     source: str | None = None  # beep configs are generated from the beep source only
+    default_source: str | None = None  # used when none is given (conflict configs: the claims carriers)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -71,7 +78,7 @@ def config_names() -> list[str]:
     load_plugin_categories()
     cats = [*CATEGORY_NAMES, *(c for c in CATEGORY_REGISTRY if c not in CATEGORY_NAMES)]
     names = cats + [f"beep-{c}" for c in BEEP_CATEGORIES]
-    return names + [f"{c}-{fmt}" for fmt in SOURCE_ROW_FORMATS for c in cats]
+    return names + [f"{c}-{fmt}" for fmt in VARIANT_FORMATS for c in cats]
 
 
 def _unknown_config(name: str) -> ValueError:
@@ -94,11 +101,15 @@ def parse_config(name: str) -> ConfigSpec:
         if cat.name not in BEEP_CATEGORIES:
             raise ValueError(f"the beep ablation covers {', '.join(BEEP_CATEGORIES)} only, not {cat.name!r}")
         return ConfigSpec(f"beep-{cat.name}", cat, "direction", "beep")
+    for fmt in CLAIM_FORMATS[::-1]:  # "-conflict-reversed" before "-conflict"
+        if name.endswith(f"-{fmt}") and not name.startswith("all-"):
+            cat = _category(name[: -len(fmt) - 1], name)
+            return ConfigSpec(f"{cat.name}-{fmt}", cat, fmt, default_source=CLAIMS_SOURCE)
     base, _, fmt = name.rpartition("-")
     if base and fmt in SOURCE_ROW_FORMATS:
         cat = _category(base, name)
         return ConfigSpec(f"{cat.name}-{fmt}", cat, fmt)
-    if name in ("all", *(f"all-{f}" for f in SOURCE_ROW_FORMATS)):
+    if name in ("all", *(f"all-{f}" for f in VARIANT_FORMATS)):
         raise ValueError(f"{name!r} names several configs; use expand_config")
     return ConfigSpec(_category(name, name).name, _category(name, name))
 
@@ -109,16 +120,18 @@ def expand_config(name: str) -> list[ConfigSpec]:
         return [parse_config(c) for c in CATEGORY_NAMES]
     if name == "beep-all":
         return [parse_config(f"beep-{c}") for c in BEEP_CATEGORIES]
-    if name.startswith("all-") and name[4:] in SOURCE_ROW_FORMATS:
+    if name.startswith("all-") and name[4:] in VARIANT_FORMATS:
         return [parse_config(f"{c}-{name[4:]}") for c in CATEGORY_NAMES]
     return [parse_config(name)]
 
 
 def resolve_source(config: str, source: str | None) -> str:
-    """The source a config is generated from: its bound source (beep), else `source` (default vctk)."""
-    bound = {s.source for s in expand_config(config)} - {None}
+    """The source a config is generated from: its bound source (beep), else `source`, else the config's
+    default (claims for conflict configs), else vctk."""
+    specs = expand_config(config)
+    bound = {s.source for s in specs} - {None}
     if not bound:
-        return source or "vctk"
+        return source or next((s.default_source for s in specs if s.default_source), "vctk")
     (only,) = bound
     if source not in (None, only):
         raise ValueError(f"config {config!r} is generated from the {only} source only, not {source!r}")
@@ -156,8 +169,27 @@ def unit_ids(spec: ConfigSpec, source_item_id: str, source_clip_id_: str) -> lis
 
 def config_ids(config: str, split: str, source: str | None = None, data_dir: str | Path | None = None) -> list[str]:
     """A config's clip ids for a split (category-major for expanding names), without decoding audio."""
-    items = source_items(split, resolve_source(config, source), data_dir)
-    return [i for spec in expand_config(config) for item, clip in items for i in unit_ids(spec, item, clip)]
+    name = resolve_source(config, source)
+    specs = expand_config(config)
+    if any(s.format in CLAIM_FORMATS for s in specs):  # carriers serve one category: needs the clips themselves
+        clips = source_clips(split, name, data_dir)
+        return [i for spec in specs for c in config_clips(spec, clips)
+                for i in unit_ids(spec, c.source_item_id, c.source_clip_id)]
+    items = source_items(split, name, data_dir)
+    return [i for spec in specs for item, clip in items for i in unit_ids(spec, item, clip)]
+
+
+def serves(clip: SourceClip, spec: ConfigSpec) -> bool:
+    """Whether a source clip belongs to a config: always, except that a conflict config takes the carriers
+    claiming something about its own category and the neutral ones (plain clips count as neutral)."""
+    if spec.format not in CLAIM_FORMATS:
+        return True
+    return getattr(clip, "category", "any") in (spec.category.name, "any")
+
+
+def config_clips(spec: ConfigSpec, clips: Iterable[SourceClip]) -> list[SourceClip]:
+    """The clips of a source a config uses, in source order."""
+    return [c for c in clips if serves(c, spec)]
 
 
 def frozen_ids(config: str, split: str) -> list[str]:
@@ -273,9 +305,10 @@ def render_clip_rows(
     *,
     audio_format: str = "array",
     fmt: str = "direction",
+    reverse: bool = False,
 ) -> list[dict[str, Any]]:
     """The requested conditions of one source clip as dataset rows (audio as an array or WAV bytes)."""
-    return list(iter_clip_rows(category, clip, samples, sr, conds, audio_format=audio_format, fmt=fmt))
+    return list(iter_clip_rows(category, clip, samples, sr, conds, audio_format=audio_format, fmt=fmt, reverse=reverse))
 
 
 def iter_clip_rows(
@@ -287,9 +320,13 @@ def iter_clip_rows(
     *,
     audio_format: str = "array",
     fmt: str = "direction",
+    reverse: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """render_clip_rows one row at a time: each condition's float audio is freed once its row is made, so a
-    long source's working memory is a few outputs, not 24."""
+    long source's working memory is a few outputs, not 24.
+
+    `reverse` (the time-reversal control) renders each condition's opposite direction and plays it backwards,
+    so the row still sounds like its condition; the speech span and the applied start/end are mirrored."""
     conds = list(conditions() if conds is None else conds)
     if not conds:
         return
@@ -297,24 +334,40 @@ def iter_clip_rows(
     onset, offset = speech_span(clip, samples, sr)
     audio = samples.astype(np.float32) / np.float32(32768.0)
     ids = [clip_id(clip.source_item_id, clip.source_clip_id, c) for c in conds]
-    for cond, cid, (y, sched) in zip(conds, ids, category.render_clip(audio, sr, onset, offset, conds, ids), strict=True):
+    drawn = [Condition(c.curve, c.tier, OPPOSITE[c.direction]) for c in conds] if reverse else conds
+    for cond, cid, (y, sched) in zip(conds, ids, category.render_clip(audio, sr, onset, offset, drawn, ids), strict=True):
         pcm, clipped = to_pcm16(y)
-        # the span may change length (segment crossfades, time stretch); audio after it is never resized
-        out_offset = len(pcm) - (len(samples) - offset)
         del y  # the float audio is not needed once converted
+        # the span may change length (segment crossfades, time stretch); audio after it is never resized
+        span = (onset, len(pcm) - (len(samples) - offset))
+        params = (category.applied(sched.start, sr), category.applied(sched.end, sr))
+        if reverse:
+            pcm, span, params = np.ascontiguousarray(pcm[::-1]), (len(pcm) - span[1], len(pcm) - span[0]), params[::-1]
         yield (
             {
                 "audio": _audio_value(pcm, sr, cid, audio_format),
                 **_base_row(category, clip, cid, fmt, cond),
-                "param_start": category.applied(sched.start, sr),
-                "param_end": category.applied(sched.end, sr),
+                "param_start": params[0],
+                "param_end": params[1],
                 "param_fixed": json.dumps(category.fixed(cond.tier), sort_keys=True),
-                "onset_sec": onset / sr,
-                "offset_sec": out_offset / sr,
+                "onset_sec": span[0] / sr,
+                "offset_sec": span[1] / sr,
                 "duration_sec": len(pcm) / sr,
                 "clipped_ratio": clipped,
             }
         )
+
+
+def claim_fields(clip: SourceClip, label: str) -> dict[str, Any]:
+    """The lexical-conflict columns of a row: what the carrier's words claim and whether the sound agrees."""
+    claim = getattr(clip, "claim", "none")  # a plain (non-carrier) clip claims nothing
+    return {
+        "claim": claim,
+        "congruent": None if claim == "none" else claim == label,
+        "template_id": getattr(clip, "template_id", "") or clip.source_item_id,
+        "voice_id": getattr(clip, "voice_id", "") or clip.speaker_id,
+        "transcript": clip.text,
+    }
 
 
 def source_row(
@@ -359,6 +412,14 @@ def iter_config_rows(
     ids: Container[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """render_config_rows one row at a time (bounded working memory for long sources)."""
+    if spec.format in CLAIM_FORMATS:
+        if not serves(clip, spec):
+            return
+        conds = [c for c in conditions() if ids is None or clip_id(clip.source_item_id, clip.source_clip_id, c) in ids]
+        for r in iter_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, fmt=spec.format,
+                                reverse=spec.format == "conflict-reversed"):
+            yield {**r, **claim_fields(clip, r["label"])}
+        return
     if spec.format != "source":
         conds = [c for c in conditions() if ids is None or clip_id(clip.source_item_id, clip.source_clip_id, c) in ids]
         yield from iter_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, fmt=spec.format)
@@ -382,6 +443,8 @@ def iter_rows(
     if isinstance(source, str | None):
         source = get_source(resolve_source(config, source), data_dir)
     for clip in source.clips(split) if clips is None else clips:
+        if not any(serves(clip, spec) for spec in specs):
+            continue  # a carrier of another category's conflict config: not even decoded
         pcm = source.read(clip)
         if pcm.samples.ndim != 1:
             raise SourceError(f"clip {clip.source_clip_id}: expected mono samples after decoding")

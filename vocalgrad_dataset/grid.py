@@ -22,7 +22,12 @@ FORMAT_LABELS: dict[str, tuple[str, ...]] = {
     "yesno": ("no", "yes"),
     "ternary": ("decrease", "increase", "constant"),
     "source": ("decrease", "increase", "constant"),
+    # lexical conflict: speech whose words claim a direction (the claims source); -reversed plays it backwards
+    "conflict": LABELS,
+    "conflict-reversed": LABELS,
 }
+CLAIM_FORMATS: tuple[str, ...] = ("conflict", "conflict-reversed")
+OPPOSITE: dict[str, str] = {"up": "down", "down": "up"}
 SOURCE_SUFFIX = "source"  # last field of an unmodified source clip's id: item__clip__source
 NO_CONDITION = "none"  # direction/curve/tier of a source-clip row
 

@@ -27,7 +27,9 @@ def ternary_prompt(attribute: str) -> str:
 
 
 # The prompt of each problem format ("source": the 100 unmodified clips asked the main question).
-FORMAT_PROMPTS = {"direction": main_prompt, "yesno": yesno_prompt, "ternary": ternary_prompt, "source": main_prompt}
+# Lexical-conflict rows ask the main question: the words claim one direction, the sound may do the other.
+FORMAT_PROMPTS = {"direction": main_prompt, "yesno": yesno_prompt, "ternary": ternary_prompt, "source": main_prompt,
+                  "conflict": main_prompt, "conflict-reversed": main_prompt}
 
 
 def format_prompt(fmt: str, attribute: str) -> str:

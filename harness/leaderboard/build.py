@@ -30,6 +30,12 @@ from harness.tables import markdown_table
 
 TITLE = "VocalGrad leaderboard"
 OTHER_DATA_TITLE = "Other data: not comparable with the benchmark"
+CONFLICT_TITLE = "Listen or read? Lexical-conflict configs (not ranked)"
+# results.json's `conflict` group -> the section's columns (%): the words agree, contradict, claim nothing
+CONFLICT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("acc_congruent", "acc congruent"), ("acc_incongruent", "acc incongruent"), ("acc_neutral", "acc neutral"),
+    ("claim_following", "claim-following"), ("claim_gap", "Δ (CF − acc incongruent)"),
+)
 
 
 @dataclass
@@ -55,6 +61,8 @@ class Row:
     file: str = ""
     protocol: str = ""  # a human row: annotators, completeness, exclusions (and "below its design")
     below_design: bool = False
+    conflict: dict[str, float] = field(default_factory=dict)  # lexical-conflict metrics (%), when the run has any
+    mcq: dict[str, float] = field(default_factory=dict)  # multiple-choice macro GT / ALA / Δ (%), when the run has any
 
 
 def is_official(source: str, split: str) -> bool:
@@ -108,7 +116,8 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
     """The leaderboard line of a validated submission."""
     res, model, run = sub["results"], sub["model"], sub["results"]["config"]
     metrics = task_metrics(res)
-    acc = {c: 100 * float(metrics[c]["accuracy"]) for c in CONFIGS if c in metrics}
+    acc = {c: 100 * float(metrics[c]["accuracy"]) for c in CONFIGS
+           if c in metrics and "ala" not in metrics[c]}  # a mapped MCQ task may be named "pitch"
     human = model["scoring_mode"] == "listening"  # a `vocalgrad-listen export`
     source, split = str(run.get("source")), str(run.get("split"))
     model = {k: clean_text(v) if isinstance(v, str) else v for k, v in model.items()}  # also for the HTML page
@@ -122,6 +131,9 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
         prompt=model["prompt_variant"], scoring=model["scoring_mode"],
         clips=sum(int(r["n"]) for r in metrics.values()), notes=model.get("notes") or "", file=file,
         protocol=protocol, below_design=below,
+        conflict={m: 100 * float(v) for m, _ in CONFLICT_FIELDS
+                  if (v := group_metrics(res, "conflict").get(m)) is not None},
+        mcq={m: 100 * float(v) for m, _ in MCQ_FIELDS if (v := group_metrics(res, "mcq").get(m)) is not None},
     )
 
 
@@ -256,6 +268,7 @@ def render_html(rows: Sequence[Row], notes: str) -> str:
                   f"{html.escape(OTHER_DATA_TITLE)} (other clips than the VCTK test set; not ranked)</th></tr>")
     page = files("harness.leaderboard").joinpath("template.html").read_text(encoding="utf-8")
     return (page.replace("{{TITLE}}", html.escape(TITLE)).replace("{{HEAD}}", head)
+            .replace("{{CONFLICT}}", conflict_html(rows) + mcq_html(rows))
             .replace("{{BODY}}", body_official)
             .replace("{{OTHER}}", other_head + "\n" + body_other if other else "")
             .replace("{{FAMILIES}}", _options([r.family for r in rows]))
@@ -277,7 +290,52 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     humans = [f"- {r.model}: {r.protocol}" for r in rows if r.protocol]
     if humans:
         text += "\n\nListening tests (annotators, completeness, exclusions):\n\n" + "\n".join(humans)
+    if conflict := conflict_rows(rows):
+        text += f"\n\n## {CONFLICT_TITLE}\n\n" + markdown_table(
+            ["model", "data", *(name for _, name in CONFLICT_FIELDS)], [[markdown_cell(c) for c in r] for r in conflict])
+    if mcq := mcq_rows(rows):
+        text += f"\n\n## {MCQ_TITLE}\n\n" + markdown_table(
+            ["model", "data", *(name for _, name in MCQ_FIELDS)], [[markdown_cell(c) for c in r] for r in mcq])
     return text + f"\n\n{notes}\n"
+
+
+def conflict_rows(rows: Sequence[Row]) -> list[list[str]]:
+    """The lexical-conflict section's lines (model, data, the five metrics in %), one per run that has them."""
+    return [[r.model, r.data, *(_fmt(r.conflict.get(m)) for m, _ in CONFLICT_FIELDS)] for r in rows if r.conflict]
+
+
+def conflict_html(rows: Sequence[Row]) -> str:
+    """The page's own table for the lexical-conflict metrics (empty when no submission has them)."""
+    body = conflict_rows(rows)
+    if not body:
+        return ""
+    head = "".join(f'<th scope="col">{html.escape(n)}</th>' for n in ("model", "data", *(n for _, n in CONFLICT_FIELDS)))
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>\n" for r in body)
+    return (f'<h2>{html.escape(CONFLICT_TITLE)}</h2>\n<p class="note">The words of each clip claim a direction; '
+            "claim-following is the share of answers equal to that claim where it contradicts the sound.</p>\n"
+            f'<div class="wrap"><table id="conflict"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
+
+
+MCQ_TITLE = "Listen or read? Multiple-choice tasks with an adversarial label (not ranked)"
+# results.json's `mcq` group (macro mean over the run's MCQ tasks) -> the section's columns (%)
+MCQ_FIELDS: tuple[tuple[str, str], ...] = (("acc", "GT acc"), ("ala", "ALA"), ("ala_gap", "Δ = ALA − GT"))
+
+
+def mcq_rows(rows: Sequence[Row]) -> list[list[str]]:
+    """The multiple-choice section's lines (model, data, GT / ALA / Δ in %), one per run that has them."""
+    return [[r.model, r.data, *(_fmt(r.mcq.get(m)) for m, _ in MCQ_FIELDS)] for r in rows if r.mcq]
+
+
+def mcq_html(rows: Sequence[Row]) -> str:
+    """The page's own table for the multiple-choice metrics (empty when no submission has them)."""
+    body = mcq_rows(rows)
+    if not body:
+        return ""
+    head = "".join(f'<th scope="col">{html.escape(n)}</th>' for n in ("model", "data", *(n for _, n in MCQ_FIELDS)))
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>\n" for r in body)
+    return (f'<h2>{html.escape(MCQ_TITLE)}</h2>\n<p class="note">GT: answers equal to the label the audio carries; '
+            "ALA: answers equal to the label the words assert; macro means over the run's tasks.</p>\n"
+            f'<div class="wrap"><table id="mcq"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
 
 
 def render_csv(rows: Sequence[Row]) -> str:

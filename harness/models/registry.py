@@ -110,7 +110,7 @@ def _attr(module: str, cls: str) -> LazyFactory:
 
 # Wrappers whose name and description are class attributes beside their code (kind, module, classes).
 _CLASSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("baseline", ".baselines", ("SignalOracle", "AlwaysIncrease", "RandomBaseline")),
+    ("baseline", ".baselines", ("SignalOracle", "MCQSignalOracle", "AlwaysIncrease", "RandomBaseline", "TranscriptReader")),
     ("external", ".external", ("KimiAudio", "MiMoAudio", "StepAudio2Mini")),
     ("api", ".api", ("GeminiAudioLM", "OpenAIAudioLM")),
 )

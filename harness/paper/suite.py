@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from harness.data import CONFIGS
+from harness.paper.declared import Suite, SuiteRun, SuiteTable
 from harness.paper.tables import TABLE_KINDS, TableKind
 from harness.prompts import FEW_SHOT_AUDIOS, Variant, get_variant
 from vocalgrad_dataset.generate import parse_config
@@ -37,68 +38,6 @@ INDEX_FILE = "README.md"  # tables/README.md lists the tables
 
 class SuiteError(ValueError):
     """A mistake in a suite declaration: one line naming the file, the entry and the field."""
-
-
-@dataclass(frozen=True)
-class SuiteRun:
-    """One evaluation of the suite: a prompt variant over a set of configs from one source."""
-
-    name: str  # also the key of the published values; the directory replaces ":" with "-"
-    prompt: str
-    configs: tuple[str, ...]
-    group: str  # what --only / --skip select besides the name
-    tables: tuple[str, ...] = ()  # keys of the tables that read this run, in table order
-    source: str | None = None  # None: the suite's --source / --dataset
-    audios_per_query: int = 1
-
-    @property
-    def dirname(self) -> str:
-        return self.name.replace(":", "-")
-
-
-@dataclass(frozen=True)
-class SuiteTable:
-    """One output file: its key, file name, title, kind (builder), the runs it reads and how it labels them."""
-
-    key: str  # "2", "3", ..., "figure8"
-    filename: str
-    title: str
-    kind: str  # a name in harness.paper.tables.TABLE_KINDS
-    runs: tuple[str, ...] = ()  # run names, groups expanded
-    labels: Mapping[str, str] = field(default_factory=dict)  # run name -> row label
-    note: str = ""  # text above the table
-    heading: str = ""  # "" : "Table <key>"
-
-    @property
-    def head(self) -> str:
-        """The heading's prefix: "Table 2", or the declared heading ("Figure 8")."""
-        return self.heading or f"Table {self.key}"
-
-
-@dataclass(frozen=True)
-class Suite:
-    """Runs in execution order and tables in file order, as declared (see load_suite)."""
-
-    path: str
-    runs: tuple[SuiteRun, ...]
-    tables: tuple[SuiteTable, ...]
-
-    @property
-    def groups(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(r.group for r in self.runs))
-
-    @property
-    def by_name(self) -> dict[str, SuiteRun]:
-        return {r.name: r for r in self.runs}
-
-    def select(self, only: Sequence[str] = (), skip: Sequence[str] = ()) -> list[SuiteRun]:
-        """Runs whose name or group is in `only` (all when empty) and in neither of `skip`."""
-        known = {r.name for r in self.runs} | set(self.groups)
-        for name in [*only, *skip]:
-            if name not in known:
-                raise ValueError(f"unknown run or group {name!r}; groups: {', '.join(self.groups)}")
-        chosen = [r for r in self.runs if not only or r.name in only or r.group in only]
-        return [r for r in chosen if r.name not in skip and r.group not in skip]
 
 
 def did_you_mean(name: str, choices: Sequence[str]) -> str:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import mean
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.data import CONFIGS, attribute_word
 from harness.metrics import (
@@ -29,6 +29,7 @@ from harness.metrics import (
     summarize,
     too_few_clusters,
 )
+from harness.paper.declared import SuiteRun
 from harness.paper.inputs import SuiteInputs
 from harness.paper.reference import ReferenceIndex
 from harness.prompts import FORMAT_VOCABULARIES, PARAPHRASES, get_variant
@@ -36,9 +37,6 @@ from harness.reference import MODEL_DISPLAY, table2
 from harness.tables import markdown_table, pct
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import CURVES, FORMAT_LABELS, TIERS
-
-if TYPE_CHECKING:
-    from harness.paper.suite import SuiteRun
 
 # Human accuracy by trajectory (the paper's Table 5 human row, %), in CURVES order.
 HUMAN_BY_CURVE: dict[str, float] = {"linear": 93.73, "quad_first_flat": 92.02, "quad_last_flat": 93.83, "jump": 98.46}

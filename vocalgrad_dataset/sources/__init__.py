@@ -1,5 +1,6 @@
-"""Source corpora for VocalGrad: VCTK (official), the embedded demo clips, a user folder, the beep ablation and
-the two alternative corpora of SPEC §4 (LoquaciousSet, Common Voice Spontaneous; test only, 16 kHz)."""
+"""Source corpora for VocalGrad: VCTK (official), the embedded demo clips, a user folder, the beep ablation,
+the two alternative corpora of SPEC §4 (LoquaciousSet, Common Voice Spontaneous; test only, 16 kHz) and the
+synthetic carriers that claim a direction (claims; the lexical-conflict configs)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ..plugins import entry_point_objects
 from .audio_io import check_wav_complete, read_pcm, write_wav_pcm16
 from .base import PCM, Source, SourceClip, SourceError
 from .beep import BeepSource
+from .claims import CarrierClip, ClaimsSource
 from .commonvoice import CommonVoiceSpontaneousSource
 from .demo import DemoSource
 from .folder import FolderSource
@@ -18,12 +20,14 @@ from .loquacious import LoquaciousSource
 from .onset import detect_onset_offset, span_samples
 from .vctk import VCTKSource, download_vctk
 
-SOURCE_NAMES: tuple[str, ...] = ("vctk", "demo", "folder", "beep", "loquacious", "commonvoice-spontaneous")
+SOURCE_NAMES: tuple[str, ...] = ("vctk", "demo", "folder", "beep", "loquacious", "commonvoice-spontaneous", "claims")
 
 __all__ = [
     "PCM",
     "SOURCE_NAMES",
     "BeepSource",
+    "CarrierClip",
+    "ClaimsSource",
     "CommonVoiceSpontaneousSource",
     "DemoSource",
     "FolderSource",
@@ -43,17 +47,17 @@ __all__ = [
 
 
 def get_source(name: str, data_dir: Path | str | None = None, *, allow_outside_paths: bool = False) -> Source:
-    """Build a source by name: vctk (data_dir = VCTK-Corpus root), demo, folder (data_dir required), beep,
+    """Build a source by name: vctk (data_dir = VCTK-Corpus root), demo, claims, folder (data_dir required), beep,
     loquacious (data_dir: a local copy or Parquet files; default: stream the Hub), commonvoice-spontaneous
     (data_dir: the unpacked download), or "package.module:Factory" for a source of one's own.
 
     allow_outside_paths lets a folder source read files its metadata.csv lists outside its directory."""
     if name == "vctk":
         return VCTKSource(data_dir)
-    if name in ("demo", "beep"):
+    if name in ("demo", "beep", "claims"):
         if data_dir is not None:
             raise ValueError(f"the {name} source is embedded and takes no data_dir")
-        return DemoSource() if name == "demo" else BeepSource()
+        return {"demo": DemoSource, "beep": BeepSource, "claims": ClaimsSource}[name]()
     if name == "loquacious":
         return LoquaciousSource(data_dir)
     if name == "commonvoice-spontaneous":

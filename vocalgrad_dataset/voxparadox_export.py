@@ -1,0 +1,112 @@
+"""`vocalgrad-dataset build --config voxparadox-<task>`: VoxParadox-lite items to Parquet + a data card.
+
+Layout as for the VocalGrad configs: DIR/<config>/<split>-00000-of-00001.parquet (written to a temporary
+name and renamed) and DIR/README.md, whose `configs:` block lets `datasets.load_dataset(DIR, config)` read
+every VoxParadox-lite config in the folder. No synthesiser runs: the items are made from the vendored base
+utterances (voxparadox.py). Rows: benchmark_clip_id, audio, task, question, options, answer, adversarial,
+script (what is said, segment by segment), measured (the label read back from the signal), bases,
+duration_sec.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import soundfile as sf
+
+from .fileio import atomic_path, atomic_write_text, dir_lock
+from .tasks import task_config
+from .voxparadox import BUILDER_VERSION, SR, Item, frozen_entries, pcm_sha256, reverse_item
+from .voxparadox_items import build_items
+
+CARD_NAME = "README.md"
+
+
+def features() -> Any:
+    """The datasets Features of a VoxParadox-lite row."""
+    import datasets
+
+    text = datasets.Value("string")
+    return datasets.Features({
+        "benchmark_clip_id": text, "audio": datasets.Audio(sampling_rate=SR), "task": text, "question": text,
+        "options": datasets.Sequence(text), "answer": text, "adversarial": text, "script": text, "measured": text,
+        "bases": datasets.Sequence(text), "duration_sec": datasets.Value("float32"),
+    })  # fmt: skip
+
+
+def item_row(item: Item, config: str) -> dict[str, Any]:
+    """One item as a row (audio as PCM16 WAV bytes)."""
+    buf = io.BytesIO()
+    sf.write(buf, item.audio, SR, subtype="PCM_16", format="WAV")
+    return {"benchmark_clip_id": item.id, "audio": {"bytes": buf.getvalue(), "path": f"{item.id}.wav"},
+            "task": config, "question": item.question, "options": list(item.options), "answer": item.answer,
+            "adversarial": item.adversarial, "script": item.script, "measured": item.measured,
+            "bases": list(item.bases), "duration_sec": len(item.audio) / SR}
+
+
+def config_items(config: str, split: str, n: int | None = None) -> list[Item]:
+    """A config's items of a split (the reversed control reverses the built items), checked against the
+    frozen ids when the full split is built."""
+    params = task_config(config).params
+    items = build_items(str(params["task"]), split, n)
+    if params.get("reversed"):
+        items = [reverse_item(i) for i in items]
+    frozen = frozen_entries(str(params["task"]), split)
+    if n is None and frozen is not None:
+        ids = [(i.id.removesuffix("-rev"), pcm_sha256(i.audio[::-1] if params.get("reversed") else i.audio))
+               for i in items]
+        if ids != frozen:
+            first = next((a, b) for a, b in zip([*ids, None], [*frozen, None], strict=False) if a != b)
+            raise ValueError(f"{config} {split}: the built items differ from the frozen list (built {first[0]!r} where "
+                             f"it has {first[1]!r}); the builder changed: bump BUILDER_VERSION and refreeze")
+    return items
+
+
+def card_text(out: Path) -> str:
+    """README.md: the `configs:` block for every VoxParadox-lite config folder in `out`, and what they are."""
+    configs = sorted(p.name for p in out.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
+    lines = ["---", "configs:"]
+    for c in configs:
+        lines += [f"- config_name: {c}", "  data_files:"]
+        for split in sorted({f.name.split("-")[0] for f in (out / c).glob("*.parquet")}):
+            lines += [f"  - split: {split}", f"    path: {c}/{split}-*.parquet"]
+    lines += ["---", "", "# VoxParadox-lite (built offline)", "",
+              f"Built by vocalgrad-dataset (VoxParadox-lite builder v{BUILDER_VERSION}) from espeak-ng base utterances "
+              "and our own DSP. Each item's transcript asserts a wrong label (`adversarial`); the audio carries "
+              "`answer`, which was measured back from the signal (`measured`). Synthetic voices: not the VoxParadox "
+              "release, not comparable with its numbers.", ""]
+    return "\n".join(lines)
+
+
+def build_voxparadox(config: str, splits: Sequence[str], out_dir: str | Path, *, overwrite: bool = False,
+                     lock_timeout: float | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Write a VoxParadox-lite config's splits and the folder's card; a finished split is kept unless `overwrite`.
+    `limit`: only the first items of each split (tests; not the frozen set)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    foreign = [p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("voxparadox-")
+               and any(p.glob("*.parquet"))]
+    if foreign:
+        raise ValueError(f"{out} holds VocalGrad configs ({', '.join(sorted(foreign))}); build VoxParadox-lite into "
+                         "a folder of its own")
+    feats = features()
+    written = 0
+    with dir_lock(out, timeout=lock_timeout, what="a VoxParadox-lite build"):
+        for split in splits:
+            path = out / config / f"{split}-00000-of-00001.parquet"
+            if path.exists() and not overwrite:
+                continue
+            rows = [feats.encode_example(item_row(i, config)) for i in config_items(config, split, limit)]
+            table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as tmp:
+                pq.write_table(table, tmp)
+            written += len(rows)
+        atomic_write_text(out / CARD_NAME, card_text(out))
+    return {"config": config, "splits": list(splits), "written_rows": written}
