@@ -212,9 +212,11 @@ def test_hidden_states_come_from_the_family_adapter(lm):
     assert hs.output_position[0] == layers.shape[1] - 1
     assert hs.pre_llm_audio[0].shape == (len(pos), 64)
     expected = _adapter_rows(lm, prompt)
-    # The valid adapter rows fill the first slots (Gemma 3n pads its fixed 188 slots with a padding embedding).
-    np.testing.assert_allclose(hs.pre_llm_audio[0][: len(expected)], expected, rtol=1e-5, atol=1e-5)
-    assert len(expected) == len(pos) or lm.spec.name == "gemma-3n"
+    # The adapter rows that carry the clip fill the first slots, and only those are read (Gemma 3n pads its fixed
+    # 188 slots with a padding embedding, Voxtral's 30 s chunk encodes zeros past the clip).
+    n = min(len(expected), len(pos))
+    np.testing.assert_allclose(hs.pre_llm_audio[0][:n], expected[:n], rtol=1e-5, atol=1e-5)
+    assert len(expected) == len(pos) or (lm.spec.audio_slots != "all" and len(pos) <= len(expected))
     assert "attribute" in hs.text_positions[0] and "query-1" in hs.text_positions[0]
     # Batched (left padded) = per prompt.
     both = lm.hidden_states(PROMPTS)

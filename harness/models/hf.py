@@ -693,7 +693,7 @@ class HFAudioLM(BaseAudioLM):
         ids = inputs["input_ids"]
         clips = [a for p in prompts for a in p.audios]
         rule = SLOT_RULES.get(self.spec.audio_slots)
-        slots = rule(self, inputs, clips) if rule is not None else None
+        slots = rule(self, inputs, clips) if rule is not None and clips else None
         embeds = captured[0] if captured else None
         if not isinstance(embeds, torch.Tensor) or tuple(embeds.shape[:2]) != tuple(ids.shape):
             raise ModelError(f"{self.name}: {path!r} did not see the merged input embeddings ({where}); "
