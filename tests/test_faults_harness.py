@@ -476,6 +476,7 @@ def test_a_process_forked_by_a_run_does_not_hold_its_lock(tmp_path: Path) -> Non
     ready_r, ready_w = os.pipe()
     child = os.fork()
     if child == 0:  # a forked helper that outlives the run: blocks until the test lets it go
+        os.close(write)
         os.write(ready_w, b"r")  # fork's child hooks (ours and every library's) have run by now
         os.read(read, 1)
         os._exit(0)
