@@ -473,19 +473,26 @@ def test_a_process_forked_by_a_run_does_not_hold_its_lock(tmp_path: Path) -> Non
     lock = RunLock(tmp_path, FakeDist(0, 1, True))
     lock.acquire()
     read, write = os.pipe()
+    ready_r, ready_w = os.pipe()
     child = os.fork()
     if child == 0:  # a forked helper that outlives the run: blocks until the test lets it go
         os.close(write)
+        os.write(ready_w, b"r")  # fork's child hooks (ours and every library's) have run by now
         os.read(read, 1)
         os._exit(0)
     os.close(read)
     try:
+        import select
+
+        assert select.select([ready_r], [], [], 300)[0], "the child never started"  # wait on it, not a sleep
         assert not _lock_free(tmp_path / ".locks" / "rank0.lock")  # held by the run itself
         lock.release()
         assert _lock_free(tmp_path / ".locks" / "rank0.lock")  # the child's copy was closed at fork
     finally:
         os.close(write)
         os.waitpid(child, 0)
+        os.close(ready_r)
+        os.close(ready_w)
 
 
 def test_a_live_process_of_a_larger_run_blocks_a_smaller_one(release: Path, tmp_path: Path) -> None:
