@@ -87,7 +87,6 @@ def train(settings: TrainSettings, lm: TrainableAudioLM | None = None) -> dict[s
     from finetune import hub
     from finetune.data import training_data
     from finetune.evaluate import evaluate_run
-
     from vocalgrad_dataset.progress import quiet_third_party
 
     quiet_third_party(settings.verbose)
