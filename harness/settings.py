@@ -81,6 +81,8 @@ def settings_record(settings: Any) -> dict[str, Any]:
     from harness.redact import redact
 
     out = dataclasses.asdict(settings)
+    if out.get("mcq_columns", "") is None:  # only a multiple-choice run has a column mapping to record
+        del out["mcq_columns"]
     if isinstance(out.get("model_args"), dict):
         out["model_args"] = redact(out["model_args"])
     return out

@@ -277,4 +277,6 @@ def claimed_label(task: str, transcript: str) -> str | None:
     labels = [lbl for i, lbl in enumerate(labels) if i == 0 or lbl != labels[i - 1]]  # "whispered softly": one claim
     if task in PATTERN_TASKS:
         return "-".join(labels) if len(labels) == 3 and len(set(labels)) == 3 else None
-    return labels[0] if labels and len(set(labels)) == 1 else None
+    # the claim is one sentence (intonation's last): a neighbour such as "my melody swings up and down" says nothing
+    claimed = [c for s in re.split(r"[.!?|]+", transcript) if (c := {lbl for _, lbl in _claims_in(task, s)})]
+    return next(iter(claimed[-1])) if claimed and len(claimed[-1]) == 1 else None
