@@ -393,7 +393,7 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     variant = get_variant(settings.prompt)
     for c in configs:
         variant.vocabulary(c)  # fail now, not after hours, when a variant does not fit a config
-    source = source or settings.open_rows()
+    source = source or settings.open_rows(configs)
     check_limit(settings.limit)
     if settings.batch_size != "auto" and (not isinstance(settings.batch_size, int) or settings.batch_size < 1):
         raise ValueError(f"batch size must be a number >= 1 or 'auto', got {settings.batch_size!r}")

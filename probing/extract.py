@@ -262,7 +262,7 @@ def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
     variant = get_variant(settings.prompt)
     if settings.units_per_shard < 1:
         raise ValueError("--units-per-shard must be >= 1")
-    source = source or settings.open_rows()
+    source = source or settings.open_rows(configs)
     if model is None:
         model = load_model(settings, require=["hidden_states"])  # checks the protocol itself
     else:
