@@ -420,6 +420,9 @@ def conflict_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def conflict_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """The conflict metrics over every conflict config's rows pooled (each config has the same design), plus the
     unweighted accuracy mean; the overall entry of results.json's `conflict` group."""
+    from vocalgrad_dataset.categories import CATEGORY_NAMES
+
     pooled = [r for rows in rows_by_config.values() for r in rows]
-    return finite_or_none({"n_configs": len(rows_by_config), "configs": list(rows_by_config),
-                           **category_mean(rows_by_config), **conflict_metrics(pooled)})
+    cats = {str(r.get("category", c)).split("-")[0] for c, rows in rows_by_config.items() for r in rows[:1]}
+    return finite_or_none({**category_mean(rows_by_config), **conflict_metrics(pooled),
+                           "complete": set(CATEGORY_NAMES) <= cats})  # all nine categories' conflict configs

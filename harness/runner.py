@@ -425,7 +425,7 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     """Run (or resume) an evaluation; rank 0 writes results.json and returns its content."""
     dist = dist or Dist()
     variant = get_variant(settings.prompt)
-    source = source or settings.open_rows()
+    source = source or settings.open_rows(settings.configs)  # no --source: the configs' own (claims, beep)
     configs = run_configs(settings.configs, source)
     for c in configs:
         check_variant(variant, c, source_kind(source, c))  # fail now, not after hours

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -59,12 +60,14 @@ class SourceSettings:
 class RowSettings(SourceSettings):
     """Where benchmark rows come from: the generator's split, or a Parquet build / published release."""
 
+    source: str | None = None  # None: the configs' own (claims for -conflict configs, beep for beep-*), else vctk
     split: str = "test"
     dataset: str | None = None  # a Parquet build or published-release directory instead of generating
     mcq_columns: str | None = None  # "audio=COL,question=COL,...": --dataset is a multiple-choice benchmark
 
-    def open_rows(self) -> Any:
-        """The harness.data.RowSource these settings name."""
+    def open_rows(self, configs: Sequence[str] = ()) -> Any:
+        """The harness.data.RowSource these settings name; with no --source, the one `configs` default to
+        (recorded in `source`)."""
         if self.mcq_columns is not None:
             if self.dataset is None:
                 raise ValueError("--mcq-columns maps the columns of --dataset PATH_OR_REPO: give --dataset too")
@@ -72,8 +75,11 @@ class RowSettings(SourceSettings):
 
             return MappedMCQSource(self.dataset, self.split, self.mcq_columns)
         from harness.data import open_source
+        from vocalgrad_dataset.generate import default_source
 
-        return open_source(self.split, self.source, self.data_dir, self.dataset)
+        if self.source is None and self.dataset is None:
+            self.source = default_source(configs)
+        return open_source(self.split, self.source or "vctk", self.data_dir, self.dataset)
 
 
 def settings_record(settings: Any) -> dict[str, Any]:
@@ -183,19 +189,21 @@ def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 
                    help="weights dtype (default: the family's; bfloat16 on GPU, float32 on CPU)")
 
 
-def add_source_arguments(p: argparse.ArgumentParser, *, what: str = "rows") -> Any:
+def add_source_arguments(p: argparse.ArgumentParser, *, what: str = "rows", default: str | None = "vctk") -> Any:
     """--source, --data-dir (fields of SourceSettings); returns the group for more row flags."""
     g = p.add_argument_group("data")
-    g.add_argument("--source", default="vctk",
-                   help=f"generator source of the {what}: vctk (official), demo, folder, beep, loquacious, "
-                        "commonvoice-spontaneous or package.module:Factory (default: %(default)s)")
+    said = ("%(default)s" if default else "the configs' own: claims for -conflict configs, beep for beep-*, "
+            "else vctk")
+    g.add_argument("--source", default=default,
+                   help=f"generator source of the {what}: vctk (official), demo, claims, folder, beep, loquacious, "
+                        f"commonvoice-spontaneous or package.module:Factory (default: {said})")
     g.add_argument("--data-dir", default=None, help="corpus root for --source (e.g. the VCTK-Corpus folder)")
     return g
 
 
 def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = False) -> None:
     """--source, --data-dir, --split, --dataset (fields of RowSettings)."""
-    g = add_source_arguments(p)
+    g = add_source_arguments(p, default=None)
     if split_required:
         g.add_argument("--split", required=True, choices=("train", "test"), help="which split's clips")
     else:

@@ -271,7 +271,7 @@ def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
     if settings.units_per_shard < 1:
         raise ValueError("--units-per-shard must be >= 1")
     Path(settings.out).mkdir(parents=True, exist_ok=True)  # a file or read-only --out fails before the model loads
-    source = source or settings.open_rows()
+    source = source or settings.open_rows(configs)
     if model is None:
         model = load_model(settings, require=["hidden_states"])  # checks the protocol itself
     else:

@@ -1,9 +1,10 @@
 """Regenerate the lexical-conflict carriers in vocalgrad_dataset/data/claims/ (needs espeak-ng and flite).
 
     apt-get install -y espeak-ng flite
-    python scripts/vendor_claims.py [--out DIR]
+    python scripts/vendor_claims.py [--out DIR] [--fresh]
 
-Plan (deterministic): every test template is spoken by both held-out test voices (one female, one male);
+Plan (deterministic): every test template is spoken by both held-out test voices (one female, one male;
+a held-out fallback voice of the same sex when Whisper mishears one);
 every train template by one train voice, rotated over template, claim and category so each category and
 claim hears both sexes; neutral sentences (shared by every category) likewise. Each carrier is trimmed,
 resampled to 48 kHz (soxr VHQ), padded with 0.35 s of silence, peak-set to 0.12 and written as PCM16.
@@ -47,7 +48,7 @@ def planned(templates: list[Template]) -> Iterator[tuple[Template, list[synth.Vo
     for t in templates:
         if t.split == "test":
             for v in synth.TEST_VOICES:
-                yield t, [v]
+                yield t, [v, *(f for f in synth.TEST_FALLBACK_VOICES if f.sex == v.sex)]
             continue
         k = int(t.id[-1]) - 1
         if t.category == "any":
@@ -96,15 +97,41 @@ def make_all(plan: list[tuple[Template, list[synth.Voice]]], whisper: object,
     return [(plan[i][0], *done[i]) for i in range(len(plan))]
 
 
-def vendor(out: Path) -> list[dict[str, str]]:
+def verified_rows(out: Path, plan: list[tuple[Template, list[synth.Voice]]]) -> dict[int, dict[str, str]]:
+    """Plan index -> the manifest row of a carrier already made for it (same sentence, one of its voices with
+    the same settings, file bytes unchanged): it was verified when made and is kept as it is."""
+    manifest = out / "manifest.tsv"
+    if not manifest.is_file():
+        return {}
+    with open(manifest, newline="", encoding="utf-8") as f:
+        old = list(csv.DictReader(f, delimiter="\t"))
+    kept: dict[int, dict[str, str]] = {}
+    taken: set[str] = set()
+    for i, (t, voices) in enumerate(plan):
+        settings = {(v.id, synth.voice_settings(v)) for v in attempts(voices)}
+        for r in old:
+            if (r["file"] not in taken and r["template_id"] == t.id and r["transcript"] == t.text
+                    and (r["voice_id"], r["voice_settings"]) in settings and (out / r["file"]).is_file()
+                    and file_sha256(out / r["file"]) == r["sha256"]):
+                kept[i] = r
+                taken.add(r["file"])
+                break
+    return kept
+
+
+def vendor(out: Path, reuse: bool = True) -> list[dict[str, str]]:
     """Write every carrier that passes, the manifest and a README into `out`; returns the manifest rows."""
     from harness.models.whisper_ct2 import WhisperTinyEn
 
-    whisper = WhisperTinyEn(batch_size=16)
     sr = synth.TARGET_SR
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for t, voice, pcm, heard, wer in make_all(list(planned(load_templates())), whisper, sr):
+    plan = list(planned(load_templates()))
+    kept = verified_rows(out, plan) if reuse else {}
+    todo = [p for i, p in enumerate(plan) if i not in kept]
+    print(f"{len(kept)} verified carriers kept as they are, {len(todo)} to make", file=sys.stderr)
+    made = make_all(todo, WhisperTinyEn(batch_size=16), sr) if todo else []
+    rows = [kept[i] for i in sorted(kept)]
+    for t, voice, pcm, heard, wer in made:
         if pcm is None:
             continue
         clip_id = f"{t.id}-{voice.id}"
@@ -122,6 +149,8 @@ def vendor(out: Path) -> list[dict[str, str]]:
             "trend_flag": synth.trend_flag(rms_db, f0_st),
         })
         print(f"{clip_id}: WER {wer:.2f}  rms {rms_db:+.1f} dB  f0 {f0_st:+.2f} st  {rows[-1]['trend_flag']}")
+    order = {t.id: i for i, (t, _) in enumerate(plan)}
+    rows.sort(key=lambda r: (order[r["template_id"]], r["voice_id"]))  # plan order, whatever was reused
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=MANIFEST_COLUMNS, delimiter="\t", lineterminator="\n")
     writer.writeheader()
@@ -138,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: regenerate the carriers (default: into the package's data/claims/)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=CLAIMS_DIR, help="output folder (default: %(default)s)")
+    p.add_argument("--fresh", action="store_true",
+                   help="make every carrier anew (default: keep verified carriers of unchanged sentences and voices)")
     args = p.parse_args(argv)
-    rows = vendor(args.out)
+    rows = vendor(args.out, reuse=not args.fresh)
     print(f"{len(rows)} carriers, {sum(int(r['n_samples']) for r in rows) * 2 / 1e6:.1f} MB of PCM in {args.out}")
     return 0
 

@@ -30,7 +30,7 @@ from vocalgrad_dataset.sources.onset import detect_onset_offset
 MANIFEST = CLAIMS_DIR / "manifest.tsv"
 # sha256 of the sorted volume-conflict test ids joined by newlines: frozen on the first vendored carriers
 # (changing the carriers or the plan changes it; regenerate deliberately and update here and in the README).
-VOLUME_CONFLICT_TEST_IDS_SHA256 = "TO-BE-FROZEN"
+VOLUME_CONFLICT_TEST_IDS_SHA256 = "1a325250a1d50849d32d2f0e3209318c7da861a71587ffdaf4ea41c3a652efef"
 
 
 def manifest_rows() -> list[dict[str, str]]:
@@ -79,7 +79,7 @@ def test_vendored_carriers_match_their_manifest() -> None:
             pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
         assert float(r["wer"]) == 0.0 and word_error_rate(r["transcript"], r["whisper"]) == 0.0, r["file"]
         onset, _ = detect_onset_offset(pcm, 48000, clip_name=r["file"])
-        assert onset >= 0.3 and not pcm[: int(0.3 * 48000)].any()  # leading digital silence before the speech
+        assert onset >= 0.25 and not pcm[: int(0.25 * 48000)].any()  # leading digital silence before the speech
         total += path.stat().st_size
     assert total <= 40e6
 
@@ -161,3 +161,17 @@ def test_reversed_control_is_the_opposite_clip_backwards() -> None:
         dur = r["duration_sec"]
         assert r["onset_sec"] == pytest.approx(dur - twin["offset_sec"]) and r["offset_sec"] == pytest.approx(
             dur - twin["onset_sec"])
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed (regeneration only)")
+def test_synthesise_and_carrier_format() -> None:
+    from vocalgrad_dataset.sources import synth
+
+    audio, sr = synth.synthesise("Hello there.", "en-us+f2", rate=160, pitch=55)
+    assert audio.dtype == np.float32 and audio.ndim == 1 and sr == 22050 and np.abs(audio).max() > 0.01
+    pcm = synth.carrier_pcm16(audio, sr)
+    lead = int(round(synth.LEAD_SEC * 48000))
+    assert pcm.dtype == np.int16 and not pcm[:lead].any() and pcm[lead:].any()
+    assert np.abs(pcm).max() == round(synth.PEAK * 32768)  # peak-set: the +18 dB volume tier never clips
+    with pytest.raises(synth.SynthError, match="unknown engine"):
+        synth.synthesise("x", "slt", engine="festival")

@@ -102,10 +102,12 @@ def test_eval_and_build_show_the_defaults_a_user_asks_about() -> None:
     harness = dict(_commands(_parser("harness")))
     text = " ".join(harness[("eval",)].format_help().split())
     for shown in ("score the answer words (default: generate)", "--split {train,test} (default: test)",
-                  "package.module:Factory (default: vctk)", "halve on out-of-memory (default: 8)"):
+                  "package.module:Factory (default: the configs' own: claims for -conflict configs, beep for "
+                  "beep-*, else vctk)", "halve on out-of-memory (default: 8)"):
         assert shown in text, shown
     text = " ".join(dict(_commands(_parser("vocalgrad-dataset")))[("build",)].format_help().split())
-    for shown in ("every split the source has) (default: test)", "vctk (default; beep configs: beep)", "(>= 1) (default: 4)"):
+    for shown in ("every split the source has) (default: test)", "vctk (default; beep configs: beep; -conflict configs: "
+                  "claims)", "(>= 1) (default: 4)"):
         assert shown in text, shown
 
 

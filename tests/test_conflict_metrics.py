@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,3 +94,42 @@ def test_transcript_reader_answers_the_words() -> None:
     # a claim about another category says nothing about this one
     assert TranscriptReader.read("I keep talking faster and faster.", "volume", ("increase", "decrease")) is None
     assert TranscriptReader.read("I keep talking faster and faster.", "speed", ("increase", "decrease")) == "increase"
+
+
+def test_volume_conflict_eval_report_and_leaderboard(tmp_path: Path) -> None:
+    """The acceptance run: results.json carries the five conflict metrics with stderr; report and leaderboard
+    show them; the oracle listens (congruent and incongruent alike), random ignores the words."""
+    import json
+
+    from harness.cli import main as harness_cli
+    from harness.leaderboard.build import submission_row, write_site
+    from harness.leaderboard.submit import make_submission
+    from harness.report import report
+
+    runs = {}
+    for model in ("signal-oracle", "random"):
+        out = tmp_path / model
+        assert harness_cli(["eval", "--model", model, "--configs", "volume-conflict", "--out", str(out)]) == 0
+        runs[model] = json.loads((out / "results.json").read_text())
+    res = runs["signal-oracle"]["results"]["volume-conflict"]
+    for m in ("acc_congruent", "acc_incongruent", "acc_neutral", "claim_following", "claim_gap"):
+        assert isinstance(res[f"{m},none"], float) and isinstance(res[f"{m}_stderr,none"], float), m
+    rows = [json.loads(line) for line in (tmp_path / "signal-oracle" / "samples_volume-conflict.jsonl").open()]
+    high = [r["pred"] == r["gold"] for r in rows if r["tier"] == "high"]
+    assert sum(high) / len(high) >= 0.95
+    # The words never move the oracle; its few misses are low-tier clips of a carrier whose own level already
+    # falls 10.6 dB (volume-dec-te1-flite-awb, flagged rms-down): above the low tier the two agree exactly.
+    strong = [r for r in rows if r["tier"] != "low" and r["congruent"] is not None]
+    by = {c: [r["pred"] == r["gold"] for r in strong if r["congruent"] is c] for c in (True, False)}
+    assert abs(sum(by[True]) / len(by[True]) - sum(by[False]) / len(by[False])) <= 0.02
+    assert res["claim_following,none"] == pytest.approx(1 - res["acc_incongruent,none"])  # binary: CF = 1 - acc
+    assert runs["signal-oracle"]["config"]["source"] == "generate:claims"
+    rnd = runs["random"]["results"]["volume-conflict"]
+    assert rnd["claim_following_ci_low"] <= 0.5 <= rnd["claim_following_ci_high"]
+    text = report([tmp_path / "signal-oracle", tmp_path / "random"], tmp_path / "report")
+    assert "Listen or read?" in text and (tmp_path / "report" / "accuracy_by_congruence.png").is_file()
+    # the page's own section (validate does not know the conflict configs yet: rows are rendered directly)
+    row = submission_row(make_submission(tmp_path / "signal-oracle", model_name="Oracle"), "oracle.json")
+    write_site([row], tmp_path / "site")
+    md = (tmp_path / "site" / "leaderboard.md").read_text()
+    assert "Listen or read?" in md and f"{100 * res['acc_congruent,none']:.1f}" in md

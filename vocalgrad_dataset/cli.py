@@ -131,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--split", default="test", choices=[*SPLITS, "all"] if split_all else list(SPLITS),
                         help="split of the source clips (vctk: 100 test, 500 train)"
                         + (" (all: every split the source has)" if split_all else ""))
-        sp.add_argument("--source", default=None, help="vctk (default; beep configs: beep), demo, folder, loquacious, "
+        sp.add_argument("--source", default=None, help="vctk (default; beep configs: beep; -conflict configs: claims), demo, claims, folder, loquacious, "
                         "commonvoice-spontaneous, or package.module:Factory")
         sp.add_argument("--data-dir", default=None, help="corpus root (vctk: the VCTK-Corpus folder; folder: the folder; "
                         "loquacious: a local copy or Parquet files, default the Hub; commonvoice-spontaneous: the download)")

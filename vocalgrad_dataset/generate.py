@@ -138,6 +138,16 @@ def resolve_source(config: str, source: str | None) -> str:
     return only
 
 
+def default_source(configs: Iterable[str]) -> str:
+    """The source a set of configs is generated from when none is named: their bound or default one (beep,
+    claims), else vctk; one line when they disagree."""
+    names = {resolve_source(c, None) for c in configs}
+    if len(names) > 1:
+        raise ValueError(f"these configs come from different sources ({', '.join(sorted(names))}): "
+                         "run them separately or name one with --source")
+    return names.pop() if names else "vctk"
+
+
 def source_splits(src: Source) -> tuple[str, ...]:
     """Splits a source offers (test and train unless it says otherwise)."""
     return tuple(getattr(src, "splits", SPLITS))
