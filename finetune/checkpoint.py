@@ -8,7 +8,6 @@ at any moment leaves the previous checkpoint intact and `latest` pointing at a c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -22,6 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from harness.results import atomic_write_text
+from vocalgrad_dataset.fileio import file_sha256
 
 CHECKPOINTS = "checkpoints"
 CHECKSUMS = "sha256sums.json"  # {file name: sha256} of every other file, written last
@@ -109,15 +109,6 @@ def problem(path: Path) -> str | None:
         except Exception as err:  # truncated zip, corrupt header, missing file: all mean "not this one"
             return f"{name}: {type(err).__name__}: {err}"
     return None
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _checksum_problem(path: Path) -> str | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from vocalgrad_dataset.fileio import atomic_write_text  # noqa: E402
+from vocalgrad_dataset.fileio import atomic_write_text, file_sha256  # noqa: E402
 from vocalgrad_dataset.generate import speech_span  # noqa: E402
 from vocalgrad_dataset.sources import synth  # noqa: E402
 from vocalgrad_dataset.sources.audio_io import write_wav_pcm16  # noqa: E402
@@ -34,7 +34,6 @@ from vocalgrad_dataset.sources.claims import (  # noqa: E402
     MANIFEST_COLUMNS,
     SourceClip,
     Template,
-    file_sha256,
     load_templates,
     word_error_rate,
 )

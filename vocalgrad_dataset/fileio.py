@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import secrets
 import sys
@@ -194,3 +195,12 @@ def ragged_row(row: dict[str | None, Any]) -> str | None:
     if missing:
         return f"{len(row) - len(missing)} fields, the header has {len(row)} (no {', '.join(map(repr, missing))})"
     return None
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, streamed in 1 MiB blocks (the one file hash every module uses)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()

@@ -14,18 +14,11 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from vocalgrad_dataset.fileio import file_sha256
+
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 INDEX = "model.safetensors.index.json"
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of one file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def files_sha256(files: list[Path]) -> str:

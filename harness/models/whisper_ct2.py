@@ -13,7 +13,6 @@ encoder's per-layer states over the clip's valid frames ("Whisper encoder" probi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from vocalgrad_dataset.fileio import file_sha256
 
 from .base import BaseAudioLM, ModelError, query_audio, resolve_device, resolve_dtype
 from .protocol import HiddenStates, Prompt
@@ -240,14 +241,6 @@ def cache_dir() -> Path:
     return Path(base) / "vocalgrad"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def converted_weights(folder: Path | None = None, cache: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """(safetensors path, config kwargs): converted from model.bin once, then read from the cache."""
     from safetensors.numpy import save
@@ -255,7 +248,7 @@ def converted_weights(folder: Path | None = None, cache: Path | None = None) -> 
     from harness.results import atomic_write_bytes, atomic_write_text
 
     folder = folder or wheel_dir()
-    digest = _sha256(folder / "model.bin")[:16]
+    digest = file_sha256(folder / "model.bin")[:16]
     out = (cache or cache_dir()) / "whisper-tiny-en" / f"{digest}-v{CONVERSION_VERSION}"
     weights, config = out / "model.safetensors", out / "config.json"
     if not (weights.is_file() and config.is_file()):

@@ -10,7 +10,6 @@ a build only reads the files and refuses one whose bytes differ from the manifes
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..fileio import file_sha256
 from .audio_io import read_pcm
 from .base import PCM, SourceClip, SourceError
 
@@ -102,11 +102,6 @@ def word_error_rate(reference: str, hypothesis: str) -> float:
         for j, h in enumerate(hyp, 1):
             prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
     return row[-1] / max(1, len(ref))
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 import warnings
 from pathlib import Path
 from typing import Any
 
+from ..fileio import file_sha256
 from .audio_io import read_pcm
 from .base import PCM, SourceClip, SourceError
 
@@ -100,15 +100,6 @@ class VCTKSource:
         return read_pcm(clip.path, clip_name=clip.source_clip_id, expected_rate=SAMPLE_RATE)
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    """sha256 of a file, streamed."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def download_vctk(dl_manager: Any, *, expected_sha256: str | None = None) -> Path:
     """Fetch VCTK 0.80 with a datasets DownloadManager, verify its sha256, unpack; returns the VCTK-Corpus root.
 
@@ -117,7 +108,7 @@ def download_vctk(dl_manager: Any, *, expected_sha256: str | None = None) -> Pat
     first download and every later use is checked against it.
     """
     archive = Path(dl_manager.download(VCTK_URL))
-    digest = sha256_file(archive)
+    digest = file_sha256(archive)
     expected = expected_sha256 or os.environ.get("VOCALGRAD_VCTK_SHA256")
     record = archive.with_name(archive.name + ".sha256")
     if expected is None and record.is_file():
