@@ -129,7 +129,7 @@ MISTAKES = {
                          "table 'A1': filename: '../a1.md': expected a file name ending .md"),
     "unnamed run": ("runs:\n  - {prompt: default, configs: [volume]}\n", "runs[0]: name: missing"),
     "not yaml": ("runs:\n  - {name: p\n", "not valid YAML: "),
-    "not a mapping": ("- main\n", "expected a mapping with runs: and tables:, got list"),
+    "not a mapping": ("- main\n", "expected a mapping of suite file fields, got list"),
     "unknown top field": ("run:\n" + RUN_ENTRY, "run: unknown field; did you mean 'runs'?"),
     "includes itself": ("include: my_suite.yaml\n", "include: 'my_suite.yaml' includes itself"),
 }

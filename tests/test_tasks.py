@@ -71,7 +71,7 @@ def test_include_merges_and_overrides(tmp_path: Path) -> None:
     ("task: [a]\nfamily: f\n", "task: expected text"),
     ("family: f\n", "task: missing"),
     ("task: x\nfamily: f\nparams: 3\n", "params: expected a mapping"),
-    ("- a\n", "expected a mapping of task fields"),
+    ("- a\n", "expected a mapping of task file fields"),
 ])
 def test_bad_declarations_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(TaskError, match=message) as err:

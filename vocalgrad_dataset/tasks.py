@@ -12,7 +12,7 @@ entry in harness/tasks.py). Only PyYAML's safe_load reads the files: they hold d
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -73,21 +73,35 @@ class TaskConfig:
         return self.decl.params
 
 
-def _read(path: Path) -> dict[str, Any]:
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error on one line, with its position."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark = err.problem_mark
+        return f"{err.problem or err.context} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(err).split())
+
+
+def read_yaml_mapping(path: Path, fields: Sequence[str], what: str, error: type[Exception]) -> dict[str, Any]:
+    """The top-level mapping of a declaration file (a task file, a paper suite): `error` with one line naming
+    the file when it cannot be read, is not YAML or not a mapping, or has a field not in `fields`."""
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
-        raise TaskError(f"{path}: cannot read the task file ({err.strerror or err})") from None
+        raise error(f"{path}: cannot read the {what} ({err.strerror or err})") from None
     except yaml.YAMLError as err:
-        raise TaskError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+        raise error(f"{path}: not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(doc, dict):
-        raise TaskError(f"{path}: expected a mapping of task fields, got {type(doc).__name__}")
+        raise error(f"{path}: expected a mapping of {what} fields, got {type(doc).__name__}")
     for name in doc:
-        if name not in FIELDS:
-            close = difflib.get_close_matches(str(name), FIELDS, n=1)
+        if name not in fields:
+            close = difflib.get_close_matches(str(name), list(fields), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TaskError(f"{path}: {name}: unknown field{hint} (fields: {', '.join(FIELDS)})")
+            raise error(f"{path}: {name}: unknown field{hint} (fields: {', '.join(fields)})")
     return doc
+
+
+def _read(path: Path) -> dict[str, Any]:
+    return read_yaml_mapping(path, FIELDS, "task file", TaskError)
 
 
 def _merged(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:

@@ -18,14 +18,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.data import CONFIGS
 from harness.paper.declared import Suite, SuiteRun, SuiteTable
 from harness.paper.tables import TABLE_KINDS, TableKind
 from harness.prompts import FEW_SHOT_AUDIOS, Variant, get_variant
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.sources import SOURCE_NAMES
+from vocalgrad_dataset.tasks import read_yaml_mapping
 
 DEFAULT_SUITE = Path(__file__).with_name("suite.yaml")
 CATEGORY = "{category}"  # in a configs pattern: each of the nine categories, in Table 2 order
@@ -111,29 +110,9 @@ class Entry:
 # ---- reading the files ---------------------------------------------------------------------------------
 
 
-def yaml_problem(err: yaml.YAMLError) -> str:
-    """A YAML error on one line, with its position."""
-    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
-        mark = err.problem_mark
-        return f"{err.problem or err.context} (line {mark.line + 1}, column {mark.column + 1})"
-    return " ".join(str(err).split())
-
-
 def read_declaration(path: Path) -> dict[str, Any]:
-    """The top-level mapping of a suite file."""
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise SuiteError(f"{path}: cannot read the suite file ({err.strerror or err})") from None
-    except yaml.YAMLError as err:
-        raise SuiteError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
-    if not isinstance(doc, dict):
-        raise SuiteError(f"{path}: expected a mapping with runs: and tables:, got {type(doc).__name__}")
-    for name in doc:
-        if name not in SUITE_FIELDS:
-            raise SuiteError(f"{path}: {name}: unknown field{did_you_mean(str(name), SUITE_FIELDS)} "
-                             f"(fields: {', '.join(SUITE_FIELDS)})")
-    return doc
+    """The top-level mapping of a suite file (runs:, tables:, include:)."""
+    return read_yaml_mapping(path, SUITE_FIELDS, "suite file", SuiteError)
 
 
 def section_entries(path: Path, doc: Mapping[str, Any], section: str) -> list[Entry]:
