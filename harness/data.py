@@ -271,7 +271,8 @@ class ParquetSource:
             names = self._columns(file)
             cols = ["benchmark_clip_id"] + [c for c in ("duration_sec", "category") if c in names]
             meta = pq.read_table(file, columns=cols).to_pydict()
-            other = buildinfo.foreign_category(meta.get("category", []), config)
+            # MCQ shards (VoxParadox-lite) have no category column, and their config names no VocalGrad category
+            other = buildinfo.foreign_category(meta["category"], config) if "category" in meta else None
             if other is not None:  # read as this config, its rows would be scored with this config's prompt
                 raise ValueError(f"{file}: rows of config {other!r}, not {config!r} (a shard copied from another "
                                  "config?); rebuild it")

@@ -64,6 +64,11 @@ class Row:
     conflict: dict[str, float] = field(default_factory=dict)  # lexical-conflict metrics (%), when the run has any
     mcq: dict[str, float] = field(default_factory=dict)  # multiple-choice macro GT / ALA / Δ (%), when the run has any
 
+    @property
+    def section_only(self) -> bool:
+        """A run of only conflict or MCQ configs: no nine-category number, shown in its own sections only."""
+        return not self.accuracy and bool(self.conflict or self.mcq)
+
 
 def is_official(source: str, split: str) -> bool:
     """True for runs on the benchmark itself: the VCTK test clips, generated, built or released (validate has
@@ -80,6 +85,23 @@ def data_label(source: str, split: str) -> str:
     if kind in ("parquet", "release") or (kind == "generate" and name == "vctk"):
         return f"VCTK {split} (not the benchmark split)"
     return f"{name or source} {split} (not comparable)"
+
+
+def section_data_label(source: str, split: str, configs: Sequence[str]) -> str:
+    """Where a conflict / MCQ run's clips came from: the generator source (claims), else the configs' builder
+    family and the data's kind (never a local path)."""
+    from vocalgrad_dataset.tasks import task_config
+
+    def family(config: str) -> str:
+        try:
+            return task_config(config).family
+        except ValueError:  # a mapped multiple-choice benchmark's task
+            return "mapped MCQ"
+
+    kind, _, name = source.partition(":")
+    if kind == "generate":
+        return f"{name} {split}"
+    return f"{', '.join(sorted({family(c) for c in configs}))} {split} ({kind})"
 
 
 def model_family(registry_name: str) -> str:
@@ -122,10 +144,12 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
     source, split = str(run.get("source")), str(run.get("split"))
     model = {k: clean_text(v) if isinstance(v, str) else v for k, v in model.items()}  # also for the HTML page
     protocol, below = listening_summary(run.get("listening") or {}) if human else ("", False)
+    # a run without any of the nine categories (conflict, MCQ) is never ranked with them, whatever its data
+    data = data_label(source, split) if acc or human else section_data_label(source, split, list(metrics))
     return Row(
-        kind="human" if human else "submission", model=model["name"], data=data_label(source, split),
+        kind="human" if human else "submission", model=model["name"], data=data,
         accuracy=acc, average=sum(acc.values()) / len(acc) if acc else math.nan,
-        complete=bool(group_metrics(res).get("complete")), official=is_official(source, split),
+        complete=bool(group_metrics(res).get("complete")), official=is_official(source, split) and bool(acc or human),
         family="human" if human else model_family(str(model["registry_name"])), params=model.get("params"),
         precision=model.get("precision") or "", adapter=model.get("adapter") or "",
         prompt=model["prompt_variant"], scoring=model["scoring_mode"],
@@ -261,7 +285,7 @@ def render_html(rows: Sequence[Row], notes: str) -> str:
         f'aria-sort="none">{html.escape(name)}</th>'
         for i, name in enumerate(PAGE_COLUMNS))
     official = [r for r in rows if r.official]
-    other = [r for r in rows if not r.official]
+    other = [r for r in rows if not r.official and not r.section_only]
     body_official = "\n".join(_page_row(r, i) for i, r in enumerate(official))
     body_other = "\n".join(_page_row(r, len(official) + i) for i, r in enumerate(other))
     other_head = (f'<tr class="section"><th colspan="{len(PAGE_COLUMNS)}" scope="rowgroup">'
@@ -284,7 +308,7 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
         return markdown_table(header, [[markdown_cell(t) for t, _ in _cells(r)] for r in part])
 
     text = f"# {TITLE}\n\n" + table([r for r in rows if r.official])
-    other = [r for r in rows if not r.official]
+    other = [r for r in rows if not r.official and not r.section_only]
     if other:
         text += f"\n\n## {OTHER_DATA_TITLE}\n\n" + table(other)
     humans = [f"- {r.model}: {r.protocol}" for r in rows if r.protocol]

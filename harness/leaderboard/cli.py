@@ -27,7 +27,6 @@ def _submit(ns: argparse.Namespace) -> int:
 
 def _validate(ns: argparse.Namespace) -> int:
     from harness.leaderboard.validate import validate_file
-    from harness.results import group_metrics
 
     sub, errors = validate_file(ns.submission)
     if errors:
@@ -35,8 +34,22 @@ def _validate(ns: argparse.Namespace) -> int:
         return 1
     n = sum(len(rows) for rows in sub["samples"].values())
     print(f"OK {ns.submission}: {sub['model']['name']}, {len(sub['samples'])} config(s), {n} clips, "
-          f"mean accuracy {100 * group_metrics(sub['results'])['accuracy']:.1f} %")
+          + ", ".join(_headlines(sub["results"])))
     return 0
+
+
+# Each results.json group's headline for validate's OK line: (group, metric, words)
+HEADLINES = (("vocalgrad", "accuracy", "mean accuracy"), ("conflict", "claim_following", "claim-following"),
+             ("mcq", "acc", "MCQ accuracy"))
+
+
+def _headlines(results: dict) -> list[str]:
+    """The headline numbers a run has: the nine-category mean, and its conflict or MCQ group's (a run of only
+    conflict or MCQ configs has no VocalGrad mean)."""
+    from harness.results import group_metrics
+
+    return [f"{words} {100 * value:.1f} %" for group, metric, words in HEADLINES
+            if (value := group_metrics(results, group).get(metric)) is not None] or ["no headline metric"]
 
 
 def _build(ns: argparse.Namespace) -> int:

@@ -2,10 +2,14 @@
 
 Checks, in order (every problem is reported, each naming the config and, where it helps, the clip):
 schema and version; parser version (results.json and every row); split; clip ids against the dataset
-(the frozen VCTK list for official runs, the generator's ids for the demo source): none missing, none
-extra, none twice; every row consistent with its clip id (category, gold label, tier, curve, direction),
-with the run (model, mode, prompt variant) and with itself (pred re-parsed from raw, or the sign of the
-choice margin); the samples' sha256; and every metric of results.json recomputed from the samples.
+(the frozen VCTK list for official runs, a config's own source for configs bound to one such as the
+claims of `<category>-conflict`, the generator's ids for the demo source, the frozen item list of a
+VoxParadox-lite config): none missing, none extra, none twice; every row consistent with its clip id
+(category; for the kinds whose rows carry the grid condition also gold label, tier, curve, direction), with
+the run (model, mode, prompt variant) and with itself (pred re-parsed from raw, or the sign of the choice
+margin); the samples' sha256; and every metric of results.json recomputed from the samples (build_results,
+which scores each config by its task kind). Conflict and MCQ rows are never ranked with the nine categories:
+the site shows them in their own sections.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from typing import Any
 from harness.data import CONFIGS, GeneratorSource
 from harness.leaderboard.schema import schema_errors
 from harness.leaderboard.submit import samples_sha256
-from harness.parsing import PARSER_VERSION, get_parser
+from harness.parsing import PARSER_VERSION, row_parser
 from harness.prompts import get_variant
 from harness.redact import redact
 from harness.results import DEFAULT_MAX_ERROR_RATE, build_results, component_versions, error_summary
+from harness.tasks import GRID_ROW_FIELDS, TaskKind, rows_kind, task_kind
 from vocalgrad_dataset import grid
+from vocalgrad_dataset.tasks import task_config
 
 # Longest text a model field may hold (a 200,000-character name took the page 52 s to load); notes are prose.
 MAX_TEXT = {"name": 120, "notes": 2000}
@@ -54,14 +60,35 @@ def load_submission(path: str | Path) -> dict[str, Any]:
 def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
     """The clip ids a complete run of `config` must hold, from the dataset's ids alone (no audio)."""
     kind, _, name = source.partition(":")
-    if (kind == "generate" and name == "vctk") or kind in ("parquet", "release"):
-        from vocalgrad_dataset.generate import frozen_ids
+    decl = task_config(config)
+    if decl.family != "vocalgrad":  # a builder family's frozen item list (built data only)
+        if kind in ("parquet", "release"):
+            return _builder_ids(config, split)
+        raise ValueError(f"cannot verify the clip ids of {config} from source {source!r}: {decl.family} configs "
+                         "are evaluated from their build (`vocalgrad-dataset build`, then `harness eval --dataset`)")
+    from vocalgrad_dataset.generate import config_ids, resolve_source
 
-        return tuple(frozen_ids(config, split))  # built or released data must be the official benchmark
+    own = resolve_source(config, None)  # the source a config is bound to or defaults to (claims, beep, vctk)
+    if kind in ("parquet", "release"):
+        return tuple(config_ids(config, split, own))  # built or released data must be the config's official ids
+    if kind == "generate" and name in ("vctk", own):
+        return tuple(config_ids(config, split, name))
     if kind == "generate" and name == "demo":
         return tuple(cid for u in GeneratorSource(split, "demo").units(config) for cid in u.clip_ids)
     raise ValueError(f"cannot verify the clip ids of source {source!r}: the leaderboard takes runs on the "
-                     "official VCTK benchmark (generated, built or released) or on the demo source")
+                     "official VCTK benchmark (generated, built or released), on a config's own source (claims "
+                     "for -conflict configs) or on the demo source")
+
+
+def _builder_ids(config: str, split: str) -> tuple[str, ...]:
+    """A VoxParadox-lite config's frozen item ids (the reversed control's carry the builder's "-rev")."""
+    from vocalgrad_dataset import voxparadox
+
+    params = task_config(config).params
+    ids = voxparadox.frozen_ids(str(params.get("task")), split)
+    if ids is None:
+        raise ValueError(f"cannot verify the clip ids of {config}: no frozen {split} item list")
+    return tuple(f"{i}-rev" if params.get("reversed") else i for i in ids)
 
 
 def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Condition,
@@ -80,7 +107,7 @@ def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Conditio
 
 
 def _follows_choice_margin(r: Mapping[str, Any]) -> bool:
-    """A choices row's pred is the sign of its margin (None for a tie), and its raw is the chosen word."""
+    """A direction choices row's pred is the sign of its margin (None for a tie), and its raw the chosen word."""
     margin = r.get("margin")
     want = None if not isinstance(margin, int | float) or margin == 0 else (
         "increase" if margin > 0 else "decrease")
@@ -95,19 +122,37 @@ def _prediction_contradiction(r: Mapping[str, Any]) -> str | None:
     if r.get("error"):
         return "error row carries a prediction" if pred is not None else None
     if r.get("mode") == "choices":
+        if r.get("options"):  # an MCQ row: its margin compares letters, not the two direction words
+            return None
         return None if _follows_choice_margin(r) else "pred does not follow the choice margin"
-    if pred != get_parser(str(r.get("parser"))).parse(r.get("raw")):
+    if pred != row_parser(r).parse(r.get("raw")):
         return "pred does not follow from the raw answer"
     return None
 
 
-def _row_problem_kinds(r: Mapping[str, Any], config: str, run: Mapping[str, Any], parser_id: str) -> list[str]:
-    """The kinds of problem one row has, in the order they are checked."""
-    try:
-        _, _, cond = grid.parse_clip_id(str(r.get("benchmark_clip_id")))
-    except ValueError:
-        return ["malformed clip id"]
-    kinds = _label_contradictions(r, config, cond, run)
+def _run_contradictions(r: Mapping[str, Any], config: str, run: Mapping[str, Any]) -> list[str]:
+    """What a row of a kind without the grid condition (MCQ) contradicts: its config, or the run's settings."""
+    checks = [
+        (r.get("category") == config, f"category is not {config!r}"),
+        ((r.get("model"), r.get("mode"), r.get("prompt_variant"))
+         == (run.get("model"), run.get("mode"), run.get("prompt_variant")),
+         "model/mode/prompt differ from the run's"),
+    ]
+    return [kind for holds, kind in checks if not holds]
+
+
+def _row_problem_kinds(r: Mapping[str, Any], config: str, run: Mapping[str, Any], parser_id: str,
+                       grid_rows: bool = True) -> list[str]:
+    """The kinds of problem one row has, in the order they are checked (the clip id's condition only for kinds
+    whose rows carry it)."""
+    if grid_rows:
+        try:
+            _, _, cond = grid.parse_clip_id(str(r.get("benchmark_clip_id")))
+        except ValueError:
+            return ["malformed clip id"]
+        kinds = _label_contradictions(r, config, cond, run)
+    else:
+        kinds = _run_contradictions(r, config, run)
     if r.get("parser") != parser_id:  # the pred checks below assume the run's parser
         return [*kinds, f"parser {r.get('parser')!r} is not {parser_id!r} (parser version {PARSER_VERSION})"]
     contradiction = _prediction_contradiction(r)
@@ -120,13 +165,22 @@ def _row_problem_kinds(r: Mapping[str, Any], config: str, run: Mapping[str, Any]
 
 def _row_problems(config: str, rows: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> list[str]:
     """Rows that contradict their clip id, the run's settings, or their own raw answer."""
-    parser_id = get_variant(str(run.get("prompt_variant"))).vocabulary(config).parser.id
+    kind = rows_kind(config, rows)
+    grid_rows = set(GRID_ROW_FIELDS) <= set(kind.row_fields)  # direction, yesno, ternary, conflict; not mcq
+    parser_id = _parser_id(kind, config, str(run.get("prompt_variant")))
     found: dict[str, list[str]] = {}
     for r in rows:
-        for kind in _row_problem_kinds(r, config, run, parser_id):
-            found.setdefault(kind, []).append(str(r.get("benchmark_clip_id")))
-    return [f"{config}: {len(ids)} row(s) where {kind} (e.g. {', '.join(ids[:MAX_PER_KIND])})"
-            for kind, ids in found.items()]
+        for problem in _row_problem_kinds(r, config, run, parser_id, grid_rows):
+            found.setdefault(problem, []).append(str(r.get("benchmark_clip_id")))
+    return [f"{config}: {len(ids)} row(s) where {problem} (e.g. {', '.join(ids[:MAX_PER_KIND])})"
+            for problem, ids in found.items()]
+
+
+def _parser_id(kind: TaskKind, config: str, variant: str) -> str:
+    """The parser id every row of a config must carry: its kind's (MCQ, fixed questions), else the variant's."""
+    if kind.parser_id is not None:
+        return kind.parser_id
+    return get_variant(variant).vocabulary(config).parser.id
 
 
 def _diff(claimed: Any, actual: Any, where: str, out: list[str]) -> None:
@@ -181,12 +235,24 @@ def _run_problems(sub: Mapping[str, Any]) -> list[str]:
 
 def _config_set_problem(samples: Mapping[str, Any]) -> str | None:
     """Why the submission's configs cannot be checked further (unknown ones, or none), if so."""
-    unknown = sorted(set(samples) - set(CONFIGS))
+    unknown = sorted(c for c in samples if not _taken(c))
     if unknown:
-        return f"unknown configs {unknown} (known: {', '.join(CONFIGS)})"
+        return (f"unknown configs {unknown} (known: {', '.join(CONFIGS)}, and the configs of a kind with its own "
+                "section: <category>-conflict, voxparadox-<task>)")
     if not samples:
         return "the submission holds no config"
     return None
+
+
+def _taken(config: str) -> bool:
+    """True for the nine categories and for declared configs (canonical names) of a kind with its own results
+    group (conflict, mcq), which the site shows in their own sections, never ranked with the nine."""
+    if config in CONFIGS:
+        return True
+    try:
+        return task_config(config).name == config and task_kind(config).group != "vocalgrad"
+    except ValueError:
+        return False
 
 
 def _coverage_problems(config: str, rows: Sequence[Mapping[str, Any]], want: Sequence[str],
