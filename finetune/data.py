@@ -16,8 +16,7 @@ import numpy as np
 
 from harness.data import BenchRow, config_name, normalize_row, unit_key
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.categories import get_category
-from vocalgrad_dataset.generate import render_clip_rows
+from vocalgrad_dataset.generate import config_ids, parse_config, render_config_rows, resolve_source
 from vocalgrad_dataset.sources import get_source
 
 if TYPE_CHECKING:
@@ -72,13 +71,15 @@ def epoch_order(ids: Sequence[str], *, seed: int, epoch: int) -> list[str]:
 
 
 class RowRenderer:
-    """Renders any single row of a category's split on demand from the generator's source clips."""
+    """Renders any single row of a config's split on demand from the generator's source clips (a category,
+    or another generated config such as `volume-conflict`, whose rows carry the carrier's claim)."""
 
-    def __init__(self, category: str, split: str, source: str = "vctk", data_dir: str | Path | None = None,
+    def __init__(self, category: str, split: str, source: str | None = None, data_dir: str | Path | None = None,
                  *, cache_clips: int = 8) -> None:
         self.config = config_name(category)
-        self.category = get_category(self.config)
-        self.split, self.source_name, self.data_dir = split, source, data_dir
+        self.spec = parse_config(self.config)
+        self.split, self.data_dir = split, data_dir
+        self.source_name = resolve_source(self.config, source)
         self.cache_clips = cache_clips
         self._source: Any = None
         self._clips: dict[str, Any] | None = None
@@ -94,11 +95,12 @@ class RowRenderer:
 
     def ids(self) -> list[str]:
         """Every clip id of the split in dataset order (no audio decoded)."""
-        return list(grid.iter_ids((c.source_item_id, c.source_clip_id) for c in self._index().values()))
+        self._index()  # one clear line when the source has no clips of the split
+        return config_ids(self.config, self.split, self.source_name, self.data_dir)
 
     def row(self, clip_id: str) -> BenchRow:
         """The benchmark row of one clip id, rendered now (the source clip's PCM is cached, LRU)."""
-        item, clip, cond = grid.parse_clip_id(clip_id)
+        item, clip, _ = grid.parse_clip_id(clip_id)
         source_clip = self._index().get(unit_key(item, clip))
         if source_clip is None:
             raise ValueError(f"{clip_id}: no such source clip in the {self.split} split of {self.source_name!r}")
@@ -109,8 +111,10 @@ class RowRenderer:
         self._pcm[key] = pcm
         while len(self._pcm) > self.cache_clips:
             self._pcm.popitem(last=False)
-        raw = render_clip_rows(self.category, source_clip, pcm.samples, pcm.sample_rate, [cond])[0]
-        return normalize_row(raw, self.config)
+        rows = render_config_rows(self.spec, source_clip, pcm.samples, pcm.sample_rate, ids={clip_id})
+        if not rows:
+            raise ValueError(f"{clip_id}: not a clip of {self.config!r}")
+        return normalize_row(rows[0], self.config)
 
     def __getstate__(self) -> dict[str, Any]:
         # DataLoader workers rebuild the source lazily instead of pickling decoded audio.

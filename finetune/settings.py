@@ -28,6 +28,7 @@ from harness.settings import (
     settings_from_args,
 )
 from vocalgrad_dataset.cliinfo import add_version_argument
+from vocalgrad_dataset.generate import resolve_source
 
 SCOPES = ("lm_head", "all_linear")
 METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then LoRA (finetune/pclm.py)
@@ -63,7 +64,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     model: str = _defines()
     model_args: dict[str, Any] = field(default_factory=dict, metadata={"defines": True})
     dtype: str | None = _defines(None)
-    source: str = _defines("vctk")
+    source: str | None = _defines(None)  # None: the config's own (claims for -conflict configs), else vctk
     data_dir: str | None = _defines(None)
     category: str = _defines()
     scope: str = _defines()
@@ -144,6 +145,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     def check(self) -> None:
         """Raise ValueError for settings that cannot work, before any model is loaded."""
         self.category = config_name(self.category)
+        self.source = resolve_source(self.category, self.source)  # recorded and fingerprinted resolved
         for name, value, allowed in (("scope", self.scope, SCOPES), ("lr scheduler", self.lr_scheduler, SCHEDULES),
                                      ("eval mode", self.eval_mode, EVAL_MODES)):
             if value not in allowed:
@@ -346,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)
     add_version_argument(p)
     add_model_arguments(p, batch_size=None, adapter=False)
-    add_source_arguments(p, what="train split")
+    add_source_arguments(p, what="train split (default: the config's own source; vctk for the nine categories)",
+                         default=None)
     _add_run_arguments(p, d)
     _add_recipe_arguments(p, d)
     _add_method_arguments(p, d)
