@@ -124,7 +124,7 @@ def test_volume_conflict_eval_report_and_leaderboard(tmp_path: Path) -> None:
     assert abs(sum(by[True]) / len(by[True]) - sum(by[False]) / len(by[False])) <= 0.02
     assert res["claim_following,none"] == pytest.approx(1 - res["acc_incongruent,none"])  # binary: CF = 1 - acc
     assert runs["signal-oracle"]["config"]["source"] == "generate:claims"
-    rnd = runs["random"]["results"]["volume-conflict"]
+    rnd = runs["random"]["metrics"]["volume-conflict"]  # schema 4: intervals live in "metrics"
     assert rnd["claim_following_ci_low"] <= 0.5 <= rnd["claim_following_ci_high"]
     text = report([tmp_path / "signal-oracle", tmp_path / "random"], tmp_path / "report")
     assert "Listen or read?" in text and (tmp_path / "report" / "accuracy_by_congruence.png").is_file()
