@@ -276,7 +276,8 @@ def build(
     _check_build_numbers(num_proc, clips_per_shard)
     from .tasks import task_config
 
-    if task_config(config).family == "voxparadox":  # declared MCQ items, built from vendored bases
+    several = config in ("all", "beep-all") or config.startswith("all-")  # names that expand are never MCQ
+    if not several and task_config(config).family == "voxparadox":  # declared MCQ items, from vendored bases
         from .voxparadox_export import build_voxparadox
 
         return build_voxparadox(config, splits, out_dir, overwrite=overwrite, lock_timeout=lock_timeout)
