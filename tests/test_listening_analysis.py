@@ -132,7 +132,7 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     assert "3 of 3 annotators complete and included, 100 % of the answers; excluded: none; BELOW ITS DESIGN" in row
     assert '<tr class="row submission other" data-model="Always increase"' in page
     md = (tmp_path / "site" / "leaderboard.md").read_text()
-    assert "| — | Human (our annotators) | demo test (not comparable) | 72.2* |" in md
+    assert "| — | Human (our annotators) | demo test (not comparable) | 72.2\\* |" in md  # the mark, escaped for Markdown
     assert harness(["leaderboard", "build", str(sub.parent), "--out", str(tmp_path / "site2")]) == 0
     assert "(1 submission(s), 1 human baseline(s), 6 reference rows)" in capsys.readouterr().out
     capsys.readouterr()
