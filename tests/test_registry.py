@@ -17,7 +17,7 @@ from harness.models.protocol import AudioClip, AudioLM, Prompt
 from harness.models.registry import get_model, list_models, registry
 
 EXPECTED = {
-    "signal-oracle", "always-increase", "random", "transcript-reader", "tiny-qwen2-audio", "tiny-audio-flamingo-3", "audio-flamingo-3",
+    "signal-oracle", "always-increase", "random", "transcript-reader", "mcq-signal-oracle", "tiny-qwen2-audio", "tiny-audio-flamingo-3", "audio-flamingo-3",
     "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b", "granite-speech-3.3-8b", "phi-4-multimodal",
     "gemma-3n-e4b", "tiny-qwen2.5-omni", "tiny-voxtral", "tiny-granite-speech", "tiny-phi-4-multimodal",
     "tiny-gemma-3n", "kimi-audio", "mimo-audio", "step-audio-2-mini", "gemini-3-flash", "gpt-4o-audio",

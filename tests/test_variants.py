@@ -226,7 +226,9 @@ def test_loquacious_loader_selects_frozen_rows(tmp_path: Path, hub_layout: bool)
 
 def test_commonvoice_loader_decodes_mp3_to_16k(tmp_path: Path) -> None:
     rows = read_selection(CV_SELECTION)[:1]
+    # the real clip is 9.468 s with speech to 8.73 s (frozen list): a demo clip padded to that length stands in
     speech = demo_speech()[3]
+    speech = np.pad(speech, (0, max(0, round(float(rows[0]["duration_sec"]) * 48000) - len(speech))))
     path = tmp_path / corpus_relative(rows[0]["source_audio_path"])
     path.parent.mkdir(parents=True)
     sf.write(str(path), speech, 48000, format="MP3")  # libsndfile >= 1.1 writes and reads MPEG layer III
