@@ -328,16 +328,22 @@ def conflict_rows(rows: Sequence[Row]) -> list[list[str]]:
     return [[r.model, r.data, *(_fmt(r.conflict.get(m)) for m, _ in CONFLICT_FIELDS)] for r in rows if r.conflict]
 
 
-def conflict_html(rows: Sequence[Row]) -> str:
-    """The page's own table for the lexical-conflict metrics (empty when no submission has them)."""
-    body = conflict_rows(rows)
+def section_html(title: str, note: str, table_id: str, fields: Sequence[tuple[str, str]],
+                 body: Sequence[Sequence[str]]) -> str:
+    """One unranked section of the page (lexical conflict, multiple choice): a heading, a note, a table."""
     if not body:
         return ""
-    head = "".join(f'<th scope="col">{html.escape(n)}</th>' for n in ("model", "data", *(n for _, n in CONFLICT_FIELDS)))
+    head = "".join(f'<th scope="col">{html.escape(n)}</th>' for n in ("model", "data", *(n for _, n in fields)))
     trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>\n" for r in body)
-    return (f'<h2>{html.escape(CONFLICT_TITLE)}</h2>\n<p class="note">The words of each clip claim a direction; '
-            "claim-following is the share of answers equal to that claim where it contradicts the sound.</p>\n"
-            f'<div class="wrap"><table id="conflict"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
+    return (f'<h2>{html.escape(title)}</h2>\n<p class="note">{note}</p>\n'
+            f'<div class="wrap"><table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
+
+
+def conflict_html(rows: Sequence[Row]) -> str:
+    """The page's own table for the lexical-conflict metrics (empty when no submission has them)."""
+    return section_html(CONFLICT_TITLE, "The words of each clip claim a direction; claim-following is the share of "
+                        "answers equal to that claim where it contradicts the sound.", "conflict", CONFLICT_FIELDS,
+                        conflict_rows(rows))
 
 
 MCQ_TITLE = "Listen or read? Multiple-choice tasks with an adversarial label (not ranked)"
@@ -352,14 +358,8 @@ def mcq_rows(rows: Sequence[Row]) -> list[list[str]]:
 
 def mcq_html(rows: Sequence[Row]) -> str:
     """The page's own table for the multiple-choice metrics (empty when no submission has them)."""
-    body = mcq_rows(rows)
-    if not body:
-        return ""
-    head = "".join(f'<th scope="col">{html.escape(n)}</th>' for n in ("model", "data", *(n for _, n in MCQ_FIELDS)))
-    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>\n" for r in body)
-    return (f'<h2>{html.escape(MCQ_TITLE)}</h2>\n<p class="note">GT: answers equal to the label the audio carries; '
-            "ALA: answers equal to the label the words assert; macro means over the run's tasks.</p>\n"
-            f'<div class="wrap"><table id="mcq"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
+    return section_html(MCQ_TITLE, "GT: answers equal to the label the audio carries; ALA: answers equal to the "
+                        "label the words assert; macro means over the run's tasks.", "mcq", MCQ_FIELDS, mcq_rows(rows))
 
 
 def render_csv(rows: Sequence[Row]) -> str:
