@@ -13,8 +13,8 @@ from .generate import (
     GENERATOR_VERSION,
     config_names,
     expand_config,
+    iter_config_rows,
     parse_config,
-    render_config_rows,
     resolve_source,
     serves,
     source_splits,
@@ -98,5 +98,5 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
         for clip in clips:
             pcm = src.read(clip)
             for spec in specs:
-                for row in render_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav"):
+                for row in iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav"):
                     yield row["benchmark_clip_id"], row

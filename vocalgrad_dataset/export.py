@@ -29,8 +29,8 @@ from .generate import (
     GENERATOR_VERSION,
     config_clips,
     expand_config,
+    iter_config_rows,
     parse_config,
-    render_config_rows,
     resolve_source,
     source_splits,
 )
@@ -101,7 +101,7 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
         pcm = src.read(clip)
         if pcm.source_format != "PCM_16":
             formats[clip.source_clip_id] = pcm.source_format
-        rendered = render_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav")
+        rendered = iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav")  # streamed
         rows += [encode_row(r, features) for r in rendered]
     table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
     if formats:
