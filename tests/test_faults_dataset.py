@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
+from tests.user_errors import without_root_override
 from vocalgrad_dataset import argtypes
 from vocalgrad_dataset.buildinfo import RECORD_NAME, BuildMismatchError
 from vocalgrad_dataset.cli import main as cli
@@ -511,11 +511,7 @@ def test_read_only_output_is_refused_before_rendering(tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)
-    prefix: list[str] = []
-    if os.geteuid() == 0:  # root ignores permissions: drop the capability that lets it, as a lab account lacks it
-        if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv: a read-only folder cannot be reproduced")
-        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    prefix = without_root_override()
     try:
         proc = subprocess.run([*prefix, sys.executable, "-m", "vocalgrad_dataset.cli", "build", "--config", "volume",
                                "--source", "demo", "--out", str(ro / "out"), "--quiet"], env=ENV, cwd=REPO,

@@ -30,6 +30,7 @@ from harness.models.base import BaseAudioLM
 from harness.models.protocol import HiddenStates
 from harness.runner import EvalSettings, run_eval
 from tests.test_runner import CONFIGS, FakeDist, FakeModel, make_release, merged
+from tests.user_errors import assert_one_error_line
 from vocalgrad_dataset import grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,14 +38,6 @@ SECRET = "sk-test-7f3a9c1e5b2d4680"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
 
 
-def _one_line_error(code: int, err: str, *needles: str) -> None:
-    """A user error: exit 2, no traceback, one line holding every needle."""
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
 
 
 @pytest.fixture(scope="module")
@@ -86,13 +79,13 @@ def test_duplicated_clip_id_in_a_parquet_dataset_is_an_error(tmp_path: Path, cap
     ds = tmp_path / "ds"
     old = _parquet(ds / "volume" / "test-00000-of-00001.parquet", IDS)
     new = _parquet(ds / "volume" / "test-00000-of-00002.parquet", IDS[:12])  # a rebuild beside the old shard
-    _one_line_error(harness(_eval(ds, tmp_path / "run")), capsys.readouterr().err,
+    assert_one_error_line(harness(_eval(ds, tmp_path / "run")), capsys.readouterr().err,
                     f"duplicated clip id {IDS[0]!r}", str(old), str(new))
     assert not (tmp_path / "run" / "results.json").exists()
     new.unlink()
     _parquet(new, IDS[:1] * 2)  # twice inside one file
     old.unlink()
-    _one_line_error(harness(_eval(ds, tmp_path / "run")), capsys.readouterr().err, f"{IDS[0]!r} (twice in {new})")
+    assert_one_error_line(harness(_eval(ds, tmp_path / "run")), capsys.readouterr().err, f"{IDS[0]!r} (twice in {new})")
     new.unlink()
     _parquet(old, IDS)
     assert harness(_eval(ds, tmp_path / "run")) == 0  # the clean build scores 24 clips, not 36
@@ -102,7 +95,7 @@ def test_duplicated_clip_id_in_a_parquet_dataset_is_an_error(tmp_path: Path, cap
 @pytest.mark.parametrize("column", ["audio", "benchmark_clip_id"])
 def test_parquet_without_a_needed_column(tmp_path: Path, capsys, column: str) -> None:
     f = _parquet(tmp_path / "ds" / "volume" / "test-00000-of-00001.parquet", IDS, drop=column)
-    _one_line_error(harness(_eval(tmp_path / "ds", tmp_path / "run")), capsys.readouterr().err,
+    assert_one_error_line(harness(_eval(tmp_path / "ds", tmp_path / "run")), capsys.readouterr().err,
                     str(f), f"no {column!r} column")
 
 
@@ -110,13 +103,13 @@ def test_a_file_that_is_not_parquet(tmp_path: Path, capsys) -> None:
     f = tmp_path / "ds" / "volume" / "test-00000-of-00001.parquet"
     f.parent.mkdir(parents=True)
     f.write_bytes(b"PAR1 this is not parquet")
-    _one_line_error(harness(_eval(tmp_path / "ds", tmp_path / "run")), capsys.readouterr().err,
+    assert_one_error_line(harness(_eval(tmp_path / "ds", tmp_path / "run")), capsys.readouterr().err,
                     str(f), "not a readable Parquet file")
 
 
 def test_undecodable_audio_bytes_name_the_clip(tmp_path: Path, capsys) -> None:
     f = _parquet(tmp_path / "ds" / "volume" / "test-00000-of-00001.parquet", IDS, audio=b"RIFF\x00\x01garbage")
-    _one_line_error(harness(_eval(tmp_path / "ds", tmp_path / "run")), capsys.readouterr().err,
+    assert_one_error_line(harness(_eval(tmp_path / "ds", tmp_path / "run")), capsys.readouterr().err,
                     str(f), f"clip {IDS[0]}", "audio cannot be decoded")
 
 
@@ -126,11 +119,11 @@ def test_release_metadata_duplicates_and_missing_columns(release: Path, tmp_path
     meta = bad / "metadata.csv"
     lines = meta.read_text().splitlines()
     meta.write_text("\n".join([*lines, lines[1]]) + "\n")  # the first row again at the end
-    _one_line_error(harness(["eval", "--model", "always-increase", "--dataset", str(bad), "--configs", "volume",
+    assert_one_error_line(harness(["eval", "--model", "always-increase", "--dataset", str(bad), "--configs", "volume",
                              "--out", str(tmp_path / "run")]), capsys.readouterr().err,
                     str(meta), "duplicated clip id", "lines 2 and")
     meta.write_text("\n".join(line.split(",", 1)[1] for line in lines) + "\n")  # no file_name column
-    _one_line_error(harness(["eval", "--model", "always-increase", "--dataset", str(bad), "--configs", "volume",
+    assert_one_error_line(harness(["eval", "--model", "always-increase", "--dataset", str(bad), "--configs", "volume",
                              "--out", str(tmp_path / "run2")]), capsys.readouterr().err, str(meta), "'file_name'")
 
 
@@ -141,7 +134,7 @@ def test_a_shard_line_without_a_clip_id_names_file_and_line(release: Path, tmp_p
     shard = res.shard_path(tmp_path, "volume", 0)
     with open(shard, "a") as fh:
         fh.write('{"pred": "increase"}\n')
-    _one_line_error(harness([*args[:-1], "20"]), capsys.readouterr().err, f"{shard}:11", "'benchmark_clip_id'")
+    assert_one_error_line(harness([*args[:-1], "20"]), capsys.readouterr().err, f"{shard}:11", "'benchmark_clip_id'")
 
 
 # ---- item 4: the resume key ---------------------------------------------------------------------------------------
@@ -169,7 +162,7 @@ def test_resume_with_another_answer_setting_is_refused(release: Path, tmp_path: 
             "--out", str(tmp_path)]
     assert harness([*base, "--limit", "10", *first]) == 0
     before = res.shard_path(tmp_path, "volume", 0).read_bytes()
-    _one_line_error(harness([*base, "--limit", "20", *then]), capsys.readouterr().err, names, str(tmp_path))
+    assert_one_error_line(harness([*base, "--limit", "20", *then]), capsys.readouterr().err, names, str(tmp_path))
     assert res.shard_path(tmp_path, "volume", 0).read_bytes() == before  # not a row added
     # The same settings resume; batch size, --limit and an API key are not part of the key.
     assert harness([*base, "--limit", "20", "--batch-size", "3", "--model-arg", "api_key=abc", *first]) == 0
@@ -183,7 +176,7 @@ def test_parser_version_is_part_of_the_key(release: Path, tmp_path: Path, capsys
     data = json.loads(record.read_text())
     data["resume_key"]["parser_version"] = "0"  # as a run made by an older parser left it
     record.write_text(json.dumps(data))
-    _one_line_error(harness(base), capsys.readouterr().err, 'parser_version: "0" before')
+    assert_one_error_line(harness(base), capsys.readouterr().err, 'parser_version: "0" before')
 
 
 # ---- item 5: secrets -----------------------------------------------------------------------------------------------
@@ -380,11 +373,11 @@ def test_probing_report_refuses_answers_of_another_model(tmp_path: Path, capsys)
                                                                      "model_args": {}, "prompt_variant": "default"}}
     (other / "results.json").write_text(json.dumps(results))
     capsys.readouterr()
-    _one_line_error(report.main([str(tmp_path), "--harness", str(other)]), capsys.readouterr().err,
+    assert_one_error_line(report.main([str(tmp_path), "--harness", str(other)]), capsys.readouterr().err,
                     "probes are of 'synthetic'", "answers of 'qwen2-audio-7b-instruct'")
     results["config"] = {"model": "synthetic", "model_args": {"adapter": "runs/lora"}, "prompt_variant": "default"}
     (other / "results.json").write_text(json.dumps(results))
-    _one_line_error(report.main([str(tmp_path), "--harness", str(other)]), capsys.readouterr().err,
+    assert_one_error_line(report.main([str(tmp_path), "--harness", str(other)]), capsys.readouterr().err,
                     "'synthetic' with adapter runs/lora")
     results["config"]["model_args"] = {}
     (other / "results.json").write_text(json.dumps(results))
@@ -453,7 +446,7 @@ def test_launcher_killed_while_its_worker_lives_then_an_immediate_rerun(release:
         assert _alive(worker)
         rerun = subprocess.run([sys.executable, "-m", "harness.cli", "eval", "--model", model, *args], cwd=ROOT,
                                env=ENV, capture_output=True, text=True, timeout=120)
-        _one_line_error(rerun.returncode, rerun.stderr, f"{out} is in use", "process 0 of another evaluation")
+        assert_one_error_line(rerun.returncode, rerun.stderr, f"{out} is in use", "process 0 of another evaluation")
         assert _alive(worker) and len(res.read_jsonl(shard)) == 5  # refused before writing anything
     finally:
         os.kill(worker, signal.SIGKILL)
@@ -588,7 +581,7 @@ def test_a_truncated_or_corrupt_feature_shard_is_named(release: Path, tmp_path: 
     with pytest.raises(StoreError, match=f"{shard}: corrupt or truncated feature shard"):
         FeatureSet(folder).load("encoder/1")
     capsys.readouterr()
-    _one_line_error(train.main([str(tmp_path), "--epochs", "1"]), capsys.readouterr().err, str(shard), "corrupt")
+    assert_one_error_line(train.main([str(tmp_path), "--epochs", "1"]), capsys.readouterr().err, str(shard), "corrupt")
 
 
 def _train_release(tmp_path: Path, release: Path) -> Path:

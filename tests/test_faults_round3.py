@@ -21,6 +21,7 @@ from harness import results as res
 from harness.cli import main as harness
 from tests.test_faults_dataset import fbuild, tiny_folder
 from tests.test_runner import FakeModel, make_release
+from tests.user_errors import assert_one_error_line, without_root_override
 from vocalgrad_dataset.buildinfo import BuildMismatchError
 from vocalgrad_dataset.export import build
 
@@ -37,15 +38,8 @@ def _wait_for(cond, timeout: float = 300.0) -> None:
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:
-    """A user error: exit 2, one `error:` line holding every needle, no traceback."""
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+    """A user error printed to the captured stderr (see assert_one_error_line)."""
+    return assert_one_error_line(code, capsys.readouterr().err, *needles)
 
 
 @pytest.fixture(scope="module")
@@ -462,11 +456,7 @@ def test_read_only_output_folders_are_one_line(release: Path, tmp_path: Path) ->
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)
-    prefix: list[str] = []
-    if os.geteuid() == 0:  # root ignores permissions: drop the capability that lets it, as a lab account lacks it
-        if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv: a read-only folder cannot be reproduced")
-        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    prefix = without_root_override()
     try:
         proc = subprocess.run([*prefix, sys.executable, "-c", READ_ONLY_SCRIPT, str(release), str(ro), str(run),
                                str(subs)], env=DATASET_ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
