@@ -110,7 +110,8 @@ def _data_text(data: Mapping[str, Any], seed: int) -> str:
                 f"utterances by builder version {data['builder_version']}: {data['n_train']:,} training items, "
                 f"{data['n_val']:,} held out for validation (each with probability {data['val_fraction']:g}, by "
                 f"a hash of seed {seed} and its id). Train ids sha256 `{data['train_ids_sha256'][:16]}…`.")
-    return (f"VocalGrad config `{category}` ({PUBLISHED_NAME[category]}), `{data['split']}` split generated on the "
+    published = PUBLISHED_NAME.get(category, category)  # a -conflict config has no published name of its own
+    return (f"VocalGrad config `{category}` ({published}), `{data['split']}` split generated on the "
             f"fly from source `{data['source']}` by generator version {data['generator_version']}: "
             f"{data['n_train']:,} training clips ({data['n_train_increase']:,} 'increase'), {data['n_val']:,} held "
             f"out for validation ({100 * data['val_fraction']:g} % of the split, stratified by label, seed {seed}). "

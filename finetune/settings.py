@@ -113,7 +113,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     verbose: bool = False  # the libraries' own bars, info logs and FutureWarnings too
     # after training
     skip_eval: bool = False
-    eval_configs: list[str] | None = None  # None: the nine; for a multiple-choice item config, that config
+    eval_configs: list[str] | None = None  # None: the nine (+ a conflict config itself), or an item config alone
     eval_mode: str = "generate"
     eval_source: str | None = None  # default: the training source
     eval_data_dir: str | None = None
@@ -180,7 +180,11 @@ class TrainSettings(ModelSettings, SourceSettings):
             task_kind(self.category).accepts(get_variant(self.prompt).name, self.category)
         else:
             self.source = resolve_source(self.category, self.source)  # recorded and fingerprinted resolved
-        default = [self.category] if not is_vocalgrad(self.category) else list(CONFIGS)
+        default = list(CONFIGS)  # the nine; a lexical-conflict config adds itself (its CF/ALA), an item config alone
+        if not is_vocalgrad(self.category):
+            default = [self.category]
+        elif task_kind(self.category).name == "conflict":
+            default = [*CONFIGS, self.category]
         self.eval_configs = [config_name(c) for c in (self.eval_configs or default)]
         items = [c for c in self.eval_configs if not is_vocalgrad(c)]
         if items and len(items) != len(self.eval_configs):
@@ -351,8 +355,8 @@ def _add_eval_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     e = p.add_argument_group("evaluation and publishing")
     e.add_argument("--skip-eval", action="store_true", help="stop after training (no evaluation, no card)")
     e.add_argument("--eval-configs", type=configs_type, default=None,
-                   help="configs evaluated on their test split (default: all nine; for a voxparadox-<task> "
-                        "--category, that config)")
+                   help="configs evaluated on their test split (default: all nine, and a -conflict --category "
+                        "itself; for a voxparadox-<task> --category, that config alone)")
     e.add_argument("--eval-mode", choices=EVAL_MODES, default=d.eval_mode, help="the harness' scoring mode")
     e.add_argument("--eval-source", default=None, help="generator source of the test clips (default: --source)")
     e.add_argument("--eval-data-dir", default=None, help="corpus root for --eval-source (default: --data-dir)")
