@@ -45,7 +45,7 @@ def eval_results_entries(info: Mapping[str, Any], results: Mapping[str, Any], *,
     entries = [
         EvalResultEntry(dataset_id=dataset_repo, task_id=PUBLISHED_NAME[c], value=round(100 * r["accuracy"], 2),
                         date=results.get("date"), notes=notes, **source_kw)
-        for c, r in task_metrics(results).items() if r.get("accuracy") is not None
+        for c, r in task_metrics(results).items() if r.get("accuracy") is not None and c in PUBLISHED_NAME
     ]
     group = group_metrics(results)
     if group.get("complete") and group.get("accuracy") is not None:
@@ -72,6 +72,50 @@ def _method_words(info: Mapping[str, Any]) -> str:
     if objective == "dpo":
         return "PCLM + DPO (LoRA)" if pclm else "DPO (LoRA)"
     return "PCLM + LoRA" if pclm else "LoRA"
+
+
+def _kind_metric_tables(info: Mapping[str, Any]) -> list[str]:
+    """Per config with metrics of its own kind (MCQ: acc = GT accuracy, ala, ala_gap), one row per evaluated
+    model (the base model first when it was evaluated), with the paired test against the base model."""
+    evaluation = info.get("eval") or {}
+    by_model: Mapping[str, Mapping[str, Mapping[str, Any]]] = evaluation.get("kind_metrics") or {}
+    paired = evaluation.get("paired_vs_base") or {}
+    parts: list[str] = []
+    for config in sorted({c for metrics in by_model.values() for c in metrics}):
+        names = [k for k in next(m[config] for m in by_model.values() if config in m)
+                 if k != "n" and not k.endswith(("_ci_low", "_ci_high"))]
+        rows = [[label, *(pct(m[config].get(n)) for n in names)] for label, m in by_model.items() if config in m]
+        parts.append(f"`{config}` (%):\n\n" + markdown_table(["model", *names], rows))
+        if config in paired:
+            t = paired[config]
+            parts.append(f"Paired against the base model (exact McNemar, {t['n_pairs']} items): only base right "
+                         f"{t['only_a_correct']}, only adapter right {t['only_b_correct']}, p = {t['p_value']:.4g}.")
+    return parts
+
+
+def _what_it_learns(data: Mapping[str, Any]) -> str:
+    """What the adapter is trained to tell, from the training data's config."""
+    if "builder_version" in data:  # multiple-choice items (VoxParadox-lite)
+        return (f"to answer VoxParadox-lite `{data['config']}` items from the audio, not from what the words "
+                "claim (multiple choice, lettered options)")
+    return (f"to tell whether the **{attribute_word(data['config'])}** of speech increases or decreases over "
+            "time (VocalGrad, Ryu & Yanaka 2026)")
+
+
+def _data_text(data: Mapping[str, Any], seed: int) -> str:
+    """The data paragraph: which split and source, how many clips trained and were held out."""
+    category = data["config"]
+    if "builder_version" in data:
+        return (f"VoxParadox-lite config `{category}`, `{data['split']}` split built from the vendored base "
+                f"utterances by builder version {data['builder_version']}: {data['n_train']:,} training items, "
+                f"{data['n_val']:,} held out for validation (each with probability {data['val_fraction']:g}, by "
+                f"a hash of seed {seed} and its id). Train ids sha256 `{data['train_ids_sha256'][:16]}…`.")
+    published = PUBLISHED_NAME.get(category, category)  # a -conflict config has no published name of its own
+    return (f"VocalGrad config `{category}` ({published}), `{data['split']}` split generated on the "
+            f"fly from source `{data['source']}` by generator version {data['generator_version']}: "
+            f"{data['n_train']:,} training clips ({data['n_train_increase']:,} 'increase'), {data['n_val']:,} held "
+            f"out for validation ({100 * data['val_fraction']:g} % of the split, stratified by label, seed {seed}). "
+            f"Train ids sha256 `{data['train_ids_sha256'][:16]}…`.")
 
 
 def _repair_rows(info: Mapping[str, Any]) -> list[list[str]]:
@@ -104,8 +148,7 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
     parts = [
         "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---",
         f"# {title}",
-        f"A LoRA adapter that teaches `{base['model_id']}` to tell whether the **{attribute_word(category)}** of "
-        f"speech increases or decreases over time (VocalGrad, Ryu & Yanaka 2026). Trained with the recipe of the "
+        f"A LoRA adapter that teaches `{base['model_id']}` {_what_it_learns(data)}. Trained with the recipe of the "
         f"paper (SPEC §6) by `finetune/train.py`"
         + (f"; repository `{repo_id}`." if repo_id else "."),
         "## Base model",
@@ -128,11 +171,7 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
             *_repair_rows(info),
         ]),
         "## Data",
-        f"VocalGrad config `{category}` ({PUBLISHED_NAME[category]}), `{data['split']}` split generated on the fly "
-        f"from source `{data['source']}` by generator version {data['generator_version']}: {data['n_train']:,} "
-        f"training clips ({data['n_train_increase']:,} 'increase'), {data['n_val']:,} held out for validation "
-        f"({100 * data['val_fraction']:g} % of the split, stratified by label, seed {s['seed']}). "
-        f"Train ids sha256 `{data['train_ids_sha256'][:16]}…`.",
+        _data_text(data, s["seed"]),
     ]
     if aug.get("enabled"):
         rows = [[t["name"], t["transform"], ", ".join(f"{k} {v:g}" for k, v in t["params"].items())]
@@ -163,12 +202,14 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
             parts.append(f"In-domain (`{category}`): **{pct(r['accuracy'])} %** accuracy over {r['n']} clips "
                          f"(95 % CI {pct(r['accuracy_ci_low'])}–{pct(r['accuracy_ci_high'])}); {where}.")
         cols = [c for c in CONFIGS if c in res]
-        rows = [[f"{category} ({scope})", *(pct(res[c]["accuracy"]) for c in cols)]]
-        matrix = (info.get("eval") or {}).get("rows", {})
-        if "base" in matrix:
-            rows.insert(0, ["base (adapter off)", *(pct(matrix["base"].get(c)) for c in cols)])
-        parts += ["Cross-category accuracy (%), all clips:", markdown_table(["trained on", *cols], rows),
-                  "![cross-category accuracy](cross_category.png)"]
+        if cols:
+            rows = [[f"{category} ({scope})", *(pct(res[c]["accuracy"]) for c in cols)]]
+            matrix = (info.get("eval") or {}).get("rows", {})
+            if "base" in matrix:
+                rows.insert(0, ["base (adapter off)", *(pct(matrix["base"].get(c)) for c in cols)])
+            parts += ["Cross-category accuracy (%), all clips:", markdown_table(["trained on", *cols], rows),
+                      "![cross-category accuracy](cross_category.png)"]
+        parts += _kind_metric_tables(info)
     adapter_ref = repo_id or "PATH/TO/adapter"
     parts += [
         "## Use",
@@ -193,7 +234,8 @@ def write_card(out_dir: str | Path, info: Mapping[str, Any], *, dataset_repo: st
     results = load_results(out)
     atomic_write_text(dest / "README.md", model_card(info, results, dataset_repo=dataset_repo, repo_id=repo_id))
     # The Hub aggregates these entries into the benchmark's leaderboard: only official-benchmark scores go there.
-    if results is not None and is_official(str(results["config"].get("source", ""))):
+    if results is not None and is_official(str(results["config"].get("source", ""))) and any(
+            c in PUBLISHED_NAME for c in task_metrics(results)):  # not built items (a parquet:eval_items source)
         atomic_write_text(dest / EVAL_RESULTS_FILE,
                           eval_results_yaml(info, results, dataset_repo=dataset_repo, repo_id=repo_id))
     return dest / "README.md"

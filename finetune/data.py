@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -178,17 +178,30 @@ class StepCounts:
         return min(self.examples_per_step, self.n_train - (step % self.per_epoch) * self.examples_per_step)
 
 
+class Renderer(Protocol):
+    """What training and validation read rows through: a config's rows by id (RowRenderer for the generator's
+    configs, finetune.items.ItemRenderer for the multiple-choice items)."""
+
+    config: str
+    source_name: str
+
+    def row(self, clip_id: str) -> BenchRow:
+        """The row of one id, rendered now."""
+        ...
+
+
 @dataclass(frozen=True)
 class TrainingData:
     """What a run trains and validates on: the renderer of the train split, its split, the training ids."""
 
-    renderer: RowRenderer
+    renderer: Renderer
     split: Split
     train_ids: tuple[str, ...]  # split.train, or a balanced --train-limit subset of it
 
 
 def training_data(settings: TrainSettings) -> TrainingData:
-    """The run's clips from the generator's clip ids alone (no audio decoded yet)."""
+    """The run's clips from the generator's clip ids alone (no audio decoded yet). A multiple-choice item
+    config's are built items instead: finetune.items.run_training_data chooses."""
     renderer = RowRenderer(settings.category, "train", settings.source, settings.data_dir)
     split = split_ids(renderer.ids(), val_fraction=settings.val_fraction, seed=settings.seed)
     train_ids = split.train
@@ -202,7 +215,7 @@ def training_data(settings: TrainSettings) -> TrainingData:
 class StepRows:
     """A map-style dataset over a plan: item i is micro-batch i's rows, rendered (and augmented) on demand."""
 
-    def __init__(self, renderer: RowRenderer, plan: Sequence[MicroBatch],
+    def __init__(self, renderer: Renderer, plan: Sequence[MicroBatch],
                  augment: Callable[[BenchRow, int], BenchRow] | None = None) -> None:
         self.renderer, self.plan, self.augment = renderer, list(plan), augment
 

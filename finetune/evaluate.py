@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from finetune.data import RowRenderer
+from finetune.data import Renderer
+from finetune.items import is_item_config
 from finetune.lora import adapters_disabled
 from finetune.objective import AnswerTask, answer_losses, answer_options, keeps_logits
 from finetune.record import write_training_record
-from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, TrainSettings
+from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, EVAL_ITEMS_DIR, TrainSettings
+from harness.data import CONFIGS
 from harness.models.pclm import pclm_disabled
 from harness.models.protocol import TrainableAudioLM
 from harness.settings import derive
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @torch.no_grad()
-def evaluate_clips(lm: TrainableAudioLM, renderer: RowRenderer, ids: Sequence[str], prompt: str, *,
+def evaluate_clips(lm: TrainableAudioLM, renderer: Renderer, ids: Sequence[str], prompt: str, *,
                    batch_size: int = 8, end_of_turn: bool = True,
                    accelerator: Accelerator | None = None) -> dict[str, float]:
     """Answer loss and choice accuracy (the harness' `choices` scoring) over clips, shared across processes."""
@@ -50,8 +52,9 @@ def evaluate_clips(lm: TrainableAudioLM, renderer: RowRenderer, ids: Sequence[st
 
 def _correct_choices(lm: TrainableAudioLM, task: AnswerTask, prompts: list[Any], rows: list[Any]) -> int:
     """How many rows score their true answer highest among their options (the harness' `choices` scoring):
-    one batched call for the VocalGrad vocabulary, one call per row for rows with their own options (MCQ)."""
-    if not any(r.get("options") for r in rows):
+    one batched call for the VocalGrad vocabulary, one call per row for rows with their own options (MCQ: their
+    letters, as the harness scores them)."""
+    if task.vocabulary is not None and not any(r.get("options") for r in rows):
         scores = lm.score_choices(prompts, task.vocabulary.choices)
         return sum((s[0] > s[1]) == (r["label"] == "increase") for s, r in zip(scores, rows, strict=True))
     correct = 0
@@ -73,16 +76,52 @@ def paired_vs_base(out: Path) -> dict[str, dict[str, Any]]:
     return {c: asdict(mcnemar(base[c], tuned[c])) for c in tuned if c in base}
 
 
+def build_eval_items(settings: TrainSettings, out: Path) -> str | None:
+    """The test items of multiple-choice item eval configs, built (once; a finished split is kept) into
+    OUT/eval_items by the dataset's own builder, as `vocalgrad-dataset build` would: the whole split, checked
+    against its frozen ids and hashes, or with --eval-limit N its first N items in build order (a seeded
+    shuffle, so a random sample, built without the rest). None for the generator's configs, which the
+    harness generates itself."""
+    configs = settings.eval_configs or []
+    if not any(is_item_config(c) for c in configs):
+        return None
+    from vocalgrad_dataset.voxparadox_export import build_voxparadox
+
+    for config in configs:
+        build_voxparadox(config, ["test"], out / EVAL_ITEMS_DIR, limit=settings.eval_limit)
+    return str(out / EVAL_ITEMS_DIR)
+
+
 def _harness_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, dir_name: str,
-                 adapter: str | None) -> None:
+                 adapter: str | None, dataset: str | None) -> None:
     from harness.runner import EvalSettings, run_eval
 
+    # built items are already the --eval-limit sample; the generator's configs are sampled by the harness
+    where = ({"dataset": dataset, "source": None, "data_dir": None, "limit": None} if dataset is not None else
+             {"source": settings.eval_source or settings.source, "data_dir": settings.eval_data_dir or settings.data_dir,
+              "limit": settings.eval_limit})
     run_eval(derive(
         EvalSettings, settings.model_settings(), configs=settings.eval_configs, out=str(out / dir_name),
-        split="test", source=settings.eval_source or settings.source,
-        data_dir=settings.eval_data_dir or settings.data_dir, mode=settings.eval_mode, prompt=settings.prompt,
-        limit=settings.eval_limit, adapter=adapter,
+        split="test", mode=settings.eval_mode, prompt=settings.prompt, adapter=adapter, **where,
     ), model=lm)
+
+
+def kind_metrics(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per config of a harness run whose kind has metrics of its own (MCQ: acc, ala, ala_gap; conflict:
+    claim-following, ...): each metric with its 95 % interval, and the number of items."""
+    import json
+
+    from harness.results import task_metrics
+    from harness.tasks import task_kind
+
+    results = task_metrics(json.loads((run_dir / "results.json").read_text(encoding="utf-8")))
+    out: dict[str, dict[str, Any]] = {}
+    for config, summary in results.items():
+        names = task_kind(config).lm_eval_metrics
+        if names:
+            out[config] = {"n": summary.get("n"), **{f"{m}{suffix}": summary.get(f"{m}{suffix}") for m in names
+                                                     for suffix in ("", "_ci_low", "_ci_high")}}
+    return out
 
 
 def _write_matrix_and_card(settings: TrainSettings, out: Path, info: dict[str, Any]) -> None:
@@ -93,7 +132,13 @@ def _write_matrix_and_card(settings: TrainSettings, out: Path, info: dict[str, A
     if settings.eval_base:
         rows = {"base": out / EVAL_BASE_DIR, **rows}
     method = "LoRA" if settings.method == "lora" else "PCLM + LoRA"
-    info["eval"] = write_matrix(rows, out, title=f"{settings.model}: {method} {settings.scope} on {settings.category}")
+    if any(c in CONFIGS for c in settings.eval_configs or []):  # the matrix has the nine categories' columns
+        info["eval"] = write_matrix(rows, out, title=f"{settings.model}: {method} {settings.scope} on {settings.category}")
+    else:
+        info["eval"] = {"columns": [], "rows": {}}
+    by_kind = {label: kind_metrics(d) for label, d in rows.items()}
+    if any(by_kind.values()):  # GT accuracy and ALA (MCQ), claim-following (conflict), per config
+        info["eval"]["kind_metrics"] = by_kind
     if settings.eval_base:  # A = base, B = adapter: `harness compare OUT/eval_base OUT/eval` prints the same
         info["eval"]["paired_vs_base"] = paired_vs_base(out)
     write_card(out, info, dataset_repo=settings.dataset_repo)
@@ -105,10 +150,14 @@ def evaluate_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, info:
     """The adapter (and optionally the base model) on the test split of every eval config, via the harness;
     then the matrix and the card. Returns the training record with its `eval` entry added."""
     lm.model.eval()
-    _harness_run(settings, lm, out, EVAL_DIR, str((out / ADAPTER_DIR).resolve()))
+    dataset = build_eval_items(settings, out) if acc.is_main_process else None
+    acc.wait_for_everyone()
+    if not acc.is_main_process and any(is_item_config(c) for c in settings.eval_configs or []):
+        dataset = str(out / EVAL_ITEMS_DIR)  # the main process built them
+    _harness_run(settings, lm, out, EVAL_DIR, str((out / ADAPTER_DIR).resolve()), dataset)
     if settings.eval_base:
         with adapters_disabled(lm.model), pclm_disabled(lm.model):
-            _harness_run(settings, lm, out, EVAL_BASE_DIR, None)
+            _harness_run(settings, lm, out, EVAL_BASE_DIR, None, dataset)
     if acc.is_main_process:
         _write_matrix_and_card(settings, out, info)
     acc.wait_for_everyone()

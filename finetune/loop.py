@@ -169,7 +169,7 @@ class Stepper:
         if self.phases.objective_at(step) == "ce":
             _, inputs = self.task.inputs(self.lm, rows, end_of_turn=s.end_of_turn)
             return answer_losses(self.ddp_model, inputs, self.keep_logits)
-        inputs = self.task.pair_inputs(self.lm, rows, end_of_turn=s.end_of_turn, rejected=s.dpo_rejected, seed=s.seed)
+        inputs = self.task.pair_inputs(self.lm, rows, end_of_turn=s.end_of_turn, rejected=s.dpo_rejected or "random", seed=s.seed)
         return pair_dpo_losses(self.ddp_model, self.lm.model, inputs, self.keep_logits, s.dpo_beta)
 
     def optimizer_step(self, mb: MicroBatch) -> float:

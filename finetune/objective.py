@@ -3,9 +3,11 @@ answer's tokens (and the end-of-turn token) only (`--objective ce`), or prefer t
 by DPO (`--objective dpo`, Rafailov et al. 2023; VoxParadox's recipe: beta 0.1, a random wrong option).
 
 Rows of any task kind plug in through `answer_options`: VocalGrad rows answer with their label's word (the other
-word is the wrong one); rows that carry `options` and `answer` (multiple choice, lexical conflict) answer with
-`answer`, every other option is wrong, and an incongruent conflict row's `claim` (the option the transcript
-asserts) is the natural rejected answer (`--dpo-rejected claim`).
+word is the wrong one); rows that carry `options` and `answer` (lexical conflict) answer with `answer`, every
+other option is wrong, and an incongruent conflict row's `claim` (the option the transcript asserts) is the
+natural rejected answer (`--dpo-rejected claim`). Multiple-choice rows (kind "mcq", VoxParadox-lite) are asked
+with lettered options (harness.mcq) and answer with the true option's letter, the word the harness scores in
+`choices` mode and its option parser reads; their adversarial label's letter is the `claim`.
 """
 
 from __future__ import annotations
@@ -24,20 +26,27 @@ from finetune.lora import adapters_disabled
 from harness.data import BenchRow
 from harness.models.pclm import prompt_without_answer
 from harness.models.protocol import Prompt, TrainableAudioLM
+from harness.parsing import mcq_vocabulary
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant
+from harness.tasks import task_kind
 
 
 @dataclass(frozen=True)
 class AnswerTask:
-    """One category under one prompt variant: each row's prompt and the word its label is answered with."""
+    """One category under one prompt variant: each row's prompt and the word its label is answered with
+    (`vocabulary` is None for a config whose rows carry their own lettered options: multiple choice)."""
 
     variant: Variant
-    vocabulary: Vocabulary
+    vocabulary: Vocabulary | None
 
     @classmethod
     def of(cls, prompt: str, category: str) -> AnswerTask:
         """The task of `category`'s rows asked with prompt variant `prompt`."""
         variant = get_variant(prompt)
+        kind = task_kind(category)
+        if kind.prompt is not None:  # answers per row (MCQ): only check the kind takes the variant
+            kind.accepts(variant.name, category)
+            return cls(variant, None)
         return cls(variant, variant.vocabulary(category))
 
     def prompts(self, rows: Sequence[BenchRow]) -> list[Prompt]:
@@ -82,9 +91,12 @@ class AnswerOptions:
         return self.answer, self.wrong[int(rng.integers(len(self.wrong)))]
 
 
-def answer_options(row: Mapping[str, Any], vocabulary: Vocabulary) -> AnswerOptions:
-    """The row's answer options: its own `options`/`answer` (MCQ and conflict rows), else the label's word."""
+def answer_options(row: Mapping[str, Any], vocabulary: Vocabulary | None) -> AnswerOptions:
+    """The row's answer options: an MCQ row's option letters (claim: the adversarial label's letter), a row's own
+    `options`/`answer` (conflict rows), else the label's word."""
     options = row.get("options")
+    if row.get("kind") == "mcq":
+        return _letter_options(row)
     if options:
         answer = row.get("answer")
         if answer not in options:
@@ -93,8 +105,22 @@ def answer_options(row: Mapping[str, Any], vocabulary: Vocabulary) -> AnswerOpti
         wrong = tuple(o for o in options if o != answer)
         claim = row.get("claim")
         return AnswerOptions(answer, wrong, claim if claim in wrong else None)
+    if vocabulary is None:
+        raise ValueError(f"{row.get('benchmark_clip_id', '?')}: a row without options needs its config's vocabulary")
     up, down = vocabulary.increase, vocabulary.decrease
     return AnswerOptions(up, (down,)) if row["label"] == "increase" else AnswerOptions(down, (up,))
+
+
+def _letter_options(row: Mapping[str, Any]) -> AnswerOptions:
+    """An MCQ row's answers as the letters its prompt offers (harness.parsing.mcq_vocabulary, A-D)."""
+    options = [str(o) for o in row["options"]]
+    letters = dict(zip(options, mcq_vocabulary(options).words, strict=True))
+    answer, adversarial = row.get("answer"), row.get("adversarial")
+    if answer not in letters:
+        raise ValueError(f"{row.get('benchmark_clip_id', '?')}: answer {answer!r} is not one of its options {options}")
+    wrong = tuple(letters[o] for o in options if o != answer)
+    claim = letters.get(adversarial) if adversarial != answer else None
+    return AnswerOptions(letters[answer], wrong, claim)
 
 
 def keeps_logits(model: torch.nn.Module) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune.data import StepCounts, TrainingData, label_of
+from finetune.items import SOURCE_NAME
 from finetune.settings import TRAINING_JSON, TrainSettings
 from harness.models.protocol import TrainableAudioLM
 from harness.settings import settings_record
@@ -32,14 +33,19 @@ def data_info(settings: TrainSettings, data: TrainingData) -> dict[str, Any]:
     from vocalgrad_dataset.generate import GENERATOR_VERSION
 
     split, train_ids = data.split, data.train_ids
-    return {
-        "config": settings.category, "source": settings.source, "split": "train",
-        "generator_version": GENERATOR_VERSION, "prompt_variant": settings.prompt,
+    shared = {
+        "config": settings.category, "split": "train", "prompt_variant": settings.prompt,
         "n_split": len(split.train) + len(split.val), "n_train": len(train_ids), "n_val": len(split.val),
-        "n_train_increase": sum(label_of(i) == "increase" for i in train_ids),
-        "val_fraction": settings.val_fraction, "stratified_by": "label",
+        "val_fraction": settings.val_fraction,
         "train_ids_sha256": grid.ids_sha256(train_ids), "val_ids_sha256": grid.ids_sha256(split.val),
-    }
+    }  # fmt: skip
+    if data.renderer.source_name == SOURCE_NAME:  # multiple-choice items (finetune.items)
+        from vocalgrad_dataset.voxparadox import BUILDER_VERSION
+
+        return {**shared, "source": SOURCE_NAME, "builder_version": BUILDER_VERSION,
+                "held_out_by": "sha256(seed, id) < val_fraction, per item"}
+    return {**shared, "source": settings.source, "generator_version": GENERATOR_VERSION,
+            "n_train_increase": sum(label_of(i) == "increase" for i in train_ids), "stratified_by": "label"}
 
 
 def augment_info(settings: TrainSettings) -> dict[str, Any]:

@@ -27,8 +27,10 @@ from harness.settings import (
     derive,
     settings_from_args,
 )
+from harness.tasks import task_kind
 from vocalgrad_dataset.cliinfo import add_version_argument
 from vocalgrad_dataset.generate import resolve_source
+from vocalgrad_dataset.tasks import is_vocalgrad
 
 SCOPES = ("lm_head", "all_linear")
 METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then LoRA (finetune/pclm.py)
@@ -44,6 +46,7 @@ TRAINING_JSON = "training.json"
 TRAIN_LOG = "train_log.jsonl"
 EVAL_DIR = "eval"  # the adapter's harness run
 EVAL_BASE_DIR = "eval_base"  # the base model's (--eval-base)
+EVAL_ITEMS_DIR = "eval_items"  # the test items of multiple-choice item configs (voxparadox-<task>), built once
 POSITIVE = ("batch_size", "grad_accum", "epochs", "save_every", "keep_checkpoints", "lora_r")
 
 
@@ -94,7 +97,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     objective: str = _defines("ce")
     recipe: str | None = _defines(None)
     dpo_beta: float = _defines(0.1)
-    dpo_rejected: str = _defines("random")
+    dpo_rejected: str | None = _defines(None)  # None: claim on multiple-choice items (y_adv), else random
     pclm_taps: list[int] | None = _defines(None)  # default: the paper's {5, 15, 25, 30} mapped onto the encoder
     pclm_hidden: int = _defines(256)
     pclm_stage1_steps: int | None = _defines(None)  # default: half of the steps (at least one)
@@ -110,7 +113,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     verbose: bool = False  # the libraries' own bars, info logs and FutureWarnings too
     # after training
     skip_eval: bool = False
-    eval_configs: list[str] = field(default_factory=lambda: list(CONFIGS))
+    eval_configs: list[str] | None = None  # None: the nine (+ a conflict config itself), or an item config alone
     eval_mode: str = "generate"
     eval_source: str | None = None  # default: the training source
     eval_data_dir: str | None = None
@@ -145,7 +148,9 @@ class TrainSettings(ModelSettings, SourceSettings):
     def check(self) -> None:
         """Raise ValueError for settings that cannot work, before any model is loaded."""
         self.category = config_name(self.category)
-        self.source = resolve_source(self.category, self.source)  # recorded and fingerprinted resolved
+        self._check_data()
+        if self.dpo_rejected is None:  # an MCQ item's adversarial label is what its transcript pulls towards
+            self.dpo_rejected = "random" if is_vocalgrad(self.category) else "claim"
         for name, value, allowed in (("scope", self.scope, SCOPES), ("lr scheduler", self.lr_scheduler, SCHEDULES),
                                      ("eval mode", self.eval_mode, EVAL_MODES)):
             if value not in allowed:
@@ -161,8 +166,30 @@ class TrainSettings(ModelSettings, SourceSettings):
         if "adapter" in self.model_args or self.adapter is not None:
             raise ValueError("training starts from the base model; an adapter (--adapter, --model-arg adapter=) "
                              "is for evaluation")
-        self.eval_configs = [config_name(c) for c in self.eval_configs]
-        get_variant(self.prompt).vocabulary(self.category)
+        if is_vocalgrad(self.category):
+            get_variant(self.prompt).vocabulary(self.category)
+
+    def _check_data(self) -> None:
+        """The training source (resolved: recorded and fingerprinted so) and the eval configs (resolved). A
+        multiple-choice item config (voxparadox-<task>) is built from its vendored items: no --source, and its
+        evaluation builds its test items too, so it is not mixed with the generator's configs."""
+        if not is_vocalgrad(self.category):
+            if self.source is not None or self.data_dir is not None:
+                raise ValueError(f"{self.category} is built from its vendored items: --source and --data-dir do "
+                                 "not apply")
+            task_kind(self.category).accepts(get_variant(self.prompt).name, self.category)
+        else:
+            self.source = resolve_source(self.category, self.source)  # recorded and fingerprinted resolved
+        default = list(CONFIGS)  # the nine; a lexical-conflict config adds itself (its CF/ALA), an item config alone
+        if not is_vocalgrad(self.category):
+            default = [self.category]
+        elif task_kind(self.category).name == "conflict":
+            default = [*CONFIGS, self.category]
+        self.eval_configs = [config_name(c) for c in (self.eval_configs or default)]
+        items = [c for c in self.eval_configs if not is_vocalgrad(c)]
+        if items and len(items) != len(self.eval_configs):
+            raise ValueError(f"--eval-configs mixes built-item configs ({', '.join(items)}) with the generator's: "
+                             "evaluate them in separate runs")
 
 
     def _check_method(self) -> None:
@@ -246,7 +273,9 @@ RECIPE_FLAGS = (
 
 
 def _add_run_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
-    p.add_argument("--category", required=True, help="the VocalGrad config to train on, e.g. volume")
+    p.add_argument("--category", required=True,
+                   help="the config to train on, e.g. volume, volume-conflict or voxparadox-pitch (VoxParadox-lite "
+                        "items, multiple choice)")
     p.add_argument("--scope", required=True, choices=SCOPES,
                    help="lm_head: the text head only; all_linear: every linear layer of the language model")
     p.add_argument("--include-audio-tower", action="store_true",
@@ -289,9 +318,11 @@ def _add_method_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
                    help="pclm+dpo: --method pclm --objective dpo (stage 1 trains the mixer by cross-entropy, "
                         "then DPO trains LoRA with the mixer frozen) (default: none)")
     g.add_argument("--dpo-beta", type=float, default=d.dpo_beta, help="DPO's beta")
-    g.add_argument("--dpo-rejected", choices=DPO_REJECTED, default=d.dpo_rejected,
-                   help="the rejected answer: a random wrong option, or on incongruent conflict rows the option "
-                        "the transcript claims")
+    g.add_argument("--dpo-rejected", choices=DPO_REJECTED, default=None,
+                   help="the rejected answer: random (a wrong option drawn per row, VoxParadox's recipe) or claim "
+                        "(the option the transcript asserts: an incongruent conflict row's claim, a multiple-choice "
+                        "item's adversarial label; a random wrong option where there is none) (default: claim for "
+                        "voxparadox-<task> items, random otherwise)")
     g.add_argument("--pclm-taps", type=_taps_type, default=None,
                    help="encoder layers tapped besides the final one, e.g. 5,15,25,30 (default: the paper's "
                         "{5, 15, 25, 30} of 32 layers mapped proportionally onto the model's encoder)")
@@ -323,14 +354,16 @@ def _add_mechanics_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> No
 def _add_eval_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     e = p.add_argument_group("evaluation and publishing")
     e.add_argument("--skip-eval", action="store_true", help="stop after training (no evaluation, no card)")
-    e.add_argument("--eval-configs", type=configs_type, default=list(CONFIGS),
-                   help="configs evaluated on their test split (default: all nine)")
+    e.add_argument("--eval-configs", type=configs_type, default=None,
+                   help="configs evaluated on their test split (default: all nine, and a -conflict --category "
+                        "itself; for a voxparadox-<task> --category, that config alone)")
     e.add_argument("--eval-mode", choices=EVAL_MODES, default=d.eval_mode, help="the harness' scoring mode")
     e.add_argument("--eval-source", default=None, help="generator source of the test clips (default: --source)")
     e.add_argument("--eval-data-dir", default=None, help="corpus root for --eval-source (default: --data-dir)")
     e.add_argument("--eval-limit", type=int, default=None,
                    help="evaluate a sample of N test clips per config, stratified over source clip, tier, curve "
-                        "and direction like `harness eval --limit` (default: all of them)")
+                        "and direction like `harness eval --limit`; of voxparadox-<task> items, the first N in "
+                        "build order (default: all of them)")
     e.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size,
                    help="prompts per model call when scoring (validation and evaluation)")
     e.add_argument("--eval-base", action="store_true", help="also evaluate the base model (adapter off)")

@@ -47,6 +47,16 @@ def accuracy(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"n": len(rows), "correct": k, "accuracy": k / len(rows) if rows else math.nan, "ci_low": lo, "ci_high": hi}
 
 
+def adversarial_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """ALA over answer rows with an `adversarial` label: the share answered with it (Wilson interval), and
+    ala_gap = ALA - accuracy over the same rows."""
+    k = sum(r["answer"] == r["adversarial"] for r in rows)
+    lo, hi = wilson_interval(k, len(rows))
+    ala = k / len(rows) if rows else math.nan
+    acc = accuracy(rows)["accuracy"]
+    return {"n": len(rows), "agree": k, "ala": ala, "ci_low": lo, "ci_high": hi, "ala_gap": ala - acc}
+
+
 def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float:
     """Fleiss' kappa from an items x categories table of rating counts (rows may sum differently)."""
     rows = [list(map(int, r)) for r in counts if sum(r) >= 2]
@@ -129,6 +139,9 @@ def analyze(rows: Sequence[Mapping[str, Any]], threshold: float = ATTENTION_THRE
         pooled["n_clusters"] = n_clusters(names)
         pooled["annotator_cluster_ci"] = ([max(0.0, pooled["accuracy"] - Z95 * se), min(1.0, pooled["accuracy"] + Z95 * se)]
                                           if not math.isnan(se) else None)
+        adversarial = [r for r in cr if r.get("adversarial") is not None]
+        if adversarial:  # multiple choice: VoxParadox's ALA, answers equal to the label the transcript asserts
+            pooled["ala"] = adversarial_agreement(adversarial)
         out[config] = {
             "pooled": pooled,
             "annotators": {a: accuracy([r for r in cr if r["annotator"] == a]) for a in sorted({r["annotator"] for r in cr})},
@@ -169,6 +182,10 @@ def format_analysis(result: Mapping[str, Any]) -> str:
         parts.append(f"## {config}\n\npooled accuracy {pct(p['accuracy'])} % [{pct(p['ci_low'])}, {pct(p['ci_high'])}]"
                      f" over {p['n']} answers" + (f"; clustered by annotator [{pct(cl[0])}, {pct(cl[1])}]" if cl else
                                                   f"; clustered by annotator: {too_few_clusters(p) or '—'}"))
+        if "ala" in p:
+            a = p["ala"]
+            parts.append(f"adversarial-label agreement (ALA) {pct(a['ala'])} % [{pct(a['ci_low'])}, "
+                         f"{pct(a['ci_high'])}] over {a['n']} answers; ALA - accuracy {pct(a['ala_gap'])} points")
         att = c["attention"]
         parts.append(markdown_table(["annotator", "n", "acc", "95% CI", f"{ATTENTION_TIER}-tier acc", "careless?"], [
             [a, str(v["n"]), pct(v["accuracy"]), f"[{pct(v['ci_low'])}, {pct(v['ci_high'])}]",

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from harness.results import dumps_row
 from listening.store import QUESTIONNAIRE, Annotator, Rejected, Store
-from listening.study import AudioProvider, answer_options, question
+from listening.study import AudioProvider, item_labels, item_view
 
 NO_STORE = {"Cache-Control": "no-store"}
 CSP = ("default-src 'self'; media-src 'self' blob:; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
@@ -50,9 +50,6 @@ def _token(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def _item_view(config: str) -> dict[str, Any]:
-    return {"config": config, "question": question(config),
-            "options": [{"label": lab, "text": word.capitalize()} for lab, word in answer_options(config)]}
 
 
 def _wav(data: bytes) -> Response:
@@ -72,14 +69,18 @@ def export_csv(store: Store) -> str:
     cols = ["annotator", "seq", "kind", "config", "benchmark_clip_id", "tier", "curve", "direction", "gold", "answer",
             "correct", "speaker_id", "source_item_id", "issued", "answered", "server_ms", "client_ms", "plays",
             "listen_ms"]
-    w.writerow(cols)
+    mcq = bool(store.study.get("items"))  # multiple choice: also the adversarial label and agreement with it
+    w.writerow([*cols, "adversarial", "agrees_adversarial"] if mcq else cols)
     for a in sorted(store.answers(("test", "catch")), key=lambda a: (a["annotator"], a["seq"])):
-        w.writerow([a["annotator"], a["seq"] + 1, a["kind"], a["config"], a["benchmark_clip_id"], a["tier"], a["curve"],
-                    a["direction"], a["gold"], a["answer"], int(a["answer"] == a["gold"]), a["speaker_id"],
-                    a["source_item_id"], f"{a['issued']:.3f}", f"{a['answered']:.3f}",
-                    f"{1000 * (a['answered'] - a['issued']):.0f}",
-                    "" if a["client_ms"] is None else f"{a['client_ms']:.0f}", "" if a["plays"] is None else a["plays"],
-                    "" if a["listen_ms"] is None else f"{a['listen_ms']:.0f}"])
+        row = [a["annotator"], a["seq"] + 1, a["kind"], a["config"], a["benchmark_clip_id"], a["tier"], a["curve"],
+               a["direction"], a["gold"], a["answer"], int(a["answer"] == a["gold"]), a["speaker_id"],
+               a["source_item_id"], f"{a['issued']:.3f}", f"{a['answered']:.3f}",
+               f"{1000 * (a['answered'] - a['issued']):.0f}",
+               "" if a["client_ms"] is None else f"{a['client_ms']:.0f}", "" if a["plays"] is None else a["plays"],
+               "" if a["listen_ms"] is None else f"{a['listen_ms']:.0f}"]
+        if mcq:
+            row += [a["adversarial"] or "", "" if a["adversarial"] is None else int(a["answer"] == a["adversarial"])]
+        w.writerow(row)
     return buf.getvalue()
 
 
@@ -121,9 +122,12 @@ class StudyApi:
 
     # ---- the annotator's state ---------------------------------------------------------------------------
     def _training_view(self) -> list[dict[str, Any]]:
-        return [{**_item_view(t["config"]), "index": k,
-                 "answer": dict(answer_options(t["config"]))[t["gold"]].capitalize()}
-                for k, t in enumerate(self.training)]
+        out = []
+        for k, t in enumerate(self.training):
+            view = item_view(self.store.study, t)
+            shown = next(o["text"] for o in view["options"] if o["label"] == t["gold"])  # the button's words
+            out.append({**view, "index": k, "answer": shown})
+        return out
 
     def _state(self, request: Request) -> dict[str, Any]:
         ann = self._annotator(request)
@@ -140,7 +144,7 @@ class StudyApi:
             out.update(phase="training", training=self._training_view())
         elif (cur := self.store.current(ann)) is not None:
             item = self.store.item(cur.position)
-            out.update(phase="test", item={**_item_view(item["config"]), "seq": cur.seq, "nonce": cur.nonce})
+            out.update(phase="test", item={**item_view(self.store.study, item), "seq": cur.seq, "nonce": cur.nonce})
         else:
             out.update(phase="done" if ann.questionnaire else "questionnaire", questions=dict(QUESTIONNAIRE))
         out["can_undo"] = out["phase"] in ("test", "questionnaire") and self.store.can_undo(ann)
@@ -204,8 +208,7 @@ class StudyApi:
         ann = self._annotator(request)
         if not 0 <= body.seq < len(ann.order):
             raise Rejected(409, f"item {body.seq + 1} does not exist")
-        config = self.store.item(ann.order[body.seq])["config"]
-        labels = [lab for lab, _ in answer_options(config)]
+        labels = item_labels(self.store.study, self.store.item(ann.order[body.seq]))  # MCQ: the item's options
         self.store.answer(ann, body.seq, body.nonce, body.answer, labels, body.client_ms, body.plays, body.listen_ms)
         return self._state_response(request)
 

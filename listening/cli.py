@@ -18,7 +18,7 @@ DEFAULT_DB = "listening-study.sqlite"
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="config(s): volume, pitch-ternary, volume,pitch, all, ...")
+    p.add_argument("--config", help="config(s): volume, pitch-ternary, volume,pitch, all, voxparadox-pitch, ...")
     p.add_argument("--n", type=positive_int, default=48,
                    help="items per config (48 = 2 per tier x curve x direction; even for direction configs)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="sampling seed (same seed, same items)")
@@ -52,12 +52,19 @@ def _protocol(ns: argparse.Namespace) -> dict[str, object]:
 
 
 def _sample(ns: argparse.Namespace) -> int:
+    from listening.items import balanced_items, builder_pool, built_pool, is_mcq, pool_size
     from listening.sampler import draw
     from listening.study import configs_of
 
     if not ns.config:
         raise ValueError("--config is required")
     for config in configs_of(ns.config):
+        if is_mcq(config):  # multiple-choice items: balanced over their true label (listening.items)
+            pool = (built_pool(config, ns.split, ns.dataset) if ns.dataset else
+                    builder_pool(config, ns.split, pool_size(ns.n, 0)))
+            for mcq_item in balanced_items(pool, config, ns.n, ns.seed):
+                print(json.dumps({**mcq_item.sample_item().as_dict(), **mcq_item.record()}))
+            continue
         for item in draw(config, ns.n, ns.seed, split=ns.split, source=ns.source, data_dir=ns.data_dir,
                          dataset=ns.dataset):
             print(json.dumps(item.as_dict()))

@@ -15,8 +15,9 @@ from typing import Any
 
 from harness import results as res
 from harness.data import published_name
+from listening.items import is_mcq, samples_row
 from listening.store import Store
-from listening.study import PROMPT_VARIANT, answer_options, source_description
+from listening.study import PROMPT_VARIANT, answer_options, item_record, source_description
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.prompt import format_prompt
@@ -34,8 +35,13 @@ def samples_rows(store: Store, exclude: Collection[str] = ()) -> dict[str, list[
     answers = sorted((a for a in store.answers() if a["annotator"] not in exclude),
                      key=lambda a: (order[a["position"]], a["annotator"]))
     out: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
+    items = {(it["config"], it["benchmark_clip_id"]): it for it in store.items()}
     for a in answers:
         config = a["config"]
+        record = item_record(store.study, items[(config, a["benchmark_clip_id"])])
+        if record is not None:  # multiple choice: the option chosen, scored as acc and ALA by the harness
+            out[config].append({**samples_row(a, record), "prompt_variant": PROMPT_VARIANT, **_listener(a)})
+            continue
         spec = parse_config(config)
         vocab = get_variant(PROMPT_VARIANT).vocabulary(config)
         word = dict(answer_options(config))[a["answer"]]
@@ -45,11 +51,16 @@ def samples_rows(store: Store, exclude: Collection[str] = ()) -> dict[str, list[
             "raw": word, "parsed": pred is not None, "margin": None,
             "prompt": format_prompt(spec.format, spec.category.attribute), "prompt_variant": PROMPT_VARIANT,
             "answer_words": list(vocab.choices), "parser": vocab.parser.id, "tier": a["tier"], "curve": a["curve"],
-            "direction": a["direction"], "source_clip_id": a["source_clip_id"], "error": None, "retried": False,
-            "model": MODEL, "mode": MODE, "annotator": a["annotator"],
-            "rt_ms": round(a["client_ms"]) if a["client_ms"] is not None else round(1000 * (a["answered"] - a["issued"])),
+            "direction": a["direction"], "source_clip_id": a["source_clip_id"], **_listener(a),
         })
     return out
+
+
+def _listener(answer: dict[str, Any]) -> dict[str, Any]:
+    """The samples-row keys every answer carries: who answered, how fast, as a model run's keys would be."""
+    ms = answer["client_ms"]
+    return {"error": None, "retried": False, "model": MODEL, "mode": MODE, "annotator": answer["annotator"],
+            "rt_ms": round(ms) if ms is not None else round(1000 * (answer["answered"] - answer["issued"]))}
 
 
 def _exclusions(store: Store, protocol: dict[str, Any]) -> dict[str, str]:
@@ -108,10 +119,12 @@ def export_run(store: Store, out_dir: str | Path, exclude: Collection[str] = (),
     items = store.items()
     tasks = {}
     for config in rows:
-        vocab_words = [w for _, w in answer_options(config)]
+        mcq = is_mcq(config)  # answers per item: the options; no published VocalGrad name
+        vocab_words = sorted({o for r in rows[config] for o in r["options"]}) if mcq else [
+            w for _, w in answer_options(config)]
         ids = [it["benchmark_clip_id"] for it in items if it["config"] == config]
         tasks[config] = {
-            "task": config, "published_category": published_name(config), "split": study["split"],
+            "task": config, "published_category": config if mcq else published_name(config), "split": study["split"],
             "source": description, "prompt_variant": PROMPT_VARIANT,
             "parser": rows[config][0]["parser"], "answer_words": vocab_words, "n_expected": len(rows[config]),
             "n_original": study["pool_sizes"][config], "ids_sha256": grid.ids_sha256(ids),

@@ -422,13 +422,18 @@ class Store:
     # ---- reading results -----------------------------------------------------------------------------
     def answers(self, kinds: Sequence[str] = ("test",)) -> list[dict[str, Any]]:
         """Every answer to items of these kinds ("test", "catch") joined with its item and annotator, by
-        annotator name then sequence. Catch answers are asked for explicitly, so no score counts them."""
+        annotator name then sequence (a multiple-choice item's also with its `adversarial` label). Catch
+        answers are asked for explicitly, so no score counts them."""
         marks = ", ".join("?" * len(kinds))
         with self.connect() as con:
             rows = con.execute(
                 "SELECT a.name AS annotator, s.seq, s.answer, s.issued, s.answered, s.client_ms, s.plays, s.listen_ms, "
                 f"i.* FROM answers s JOIN annotators a ON a.id = s.annotator_id JOIN items i ON i.position = s.position "
                 f"WHERE i.kind IN ({marks}) ORDER BY a.name, s.seq", tuple(kinds)).fetchall()
+        records = self.study.get("items")
+        if records:  # multiple-choice items: the label the transcript asserts, to score agreement with it (ALA)
+            return [{**dict(r), "adversarial": records[r["config"]][r["benchmark_clip_id"]]["adversarial"]}
+                    for r in rows]
         return [dict(r) for r in rows]
 
     def progress(self) -> list[dict[str, Any]]:

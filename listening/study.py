@@ -12,6 +12,16 @@ from typing import Any
 import numpy as np
 
 from harness.prompts import get_variant
+from listening.items import (
+    SOURCE_NAME,
+    BuilderRows,
+    balanced_items,
+    builder_pool,
+    built_pool,
+    is_mcq,
+    letters_view,
+    pool_size,
+)
 from listening.sampler import SAMPLER_VERSION, PoolClip, SampleItem, balanced_sample, candidate_pool
 from listening.store import Store
 from vocalgrad_dataset import grid
@@ -25,10 +35,43 @@ PROMPT_VARIANT = "default"  # annotators read the main question (or the format's
 def configs_of(names: str | Sequence[str]) -> list[str]:
     """Canonical config names from "volume,pitch", "all", "all-ternary" (expanded, duplicates dropped)."""
     parts = names.split(",") if isinstance(names, str) else list(names)
-    out = [spec.name for p in parts if p.strip() for spec in expand_config(p.strip())]
+    out = [name for p in parts if p.strip() for name in _expanded(p.strip())]
     if not out:
         raise ValueError("no config given")
     return list(dict.fromkeys(out))
+
+
+def _expanded(name: str) -> list[str]:
+    """A config name (or family such as "all") as canonical config names; a multiple-choice config is itself."""
+    from vocalgrad_dataset.tasks import declared_names, is_vocalgrad
+
+    try:
+        return [spec.name for spec in expand_config(name)]
+    except ValueError:
+        if name not in declared_names() or is_vocalgrad(name):  # the generator's error names the mistake
+            raise
+        return [name]
+
+
+def item_record(study: dict[str, Any], item: dict[str, Any]) -> dict[str, Any] | None:
+    """A multiple-choice item's question, options and adversarial label (the study record holds them); None
+    for an item of a direction config."""
+    return (study.get("items") or {}).get(item["config"], {}).get(item["benchmark_clip_id"])
+
+
+def item_view(study: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    """What the page shows for an item: the question and the answer buttons (label stored, text shown)."""
+    record = item_record(study, item)
+    if record is not None:
+        return {"config": item["config"], "question": record["question"], "options": letters_view(record)}
+    config = item["config"]
+    return {"config": config, "question": question(config),
+            "options": [{"label": lab, "text": word.capitalize()} for lab, word in answer_options(config)]}
+
+
+def item_labels(study: dict[str, Any], item: dict[str, Any]) -> list[str]:
+    """The answers an item takes: its options (multiple choice), else its config's labels."""
+    return [o["label"] for o in item_view(study, item)["options"]]
 
 
 def answer_options(config: str) -> list[tuple[str, str]]:
@@ -103,6 +146,15 @@ def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int
         raise ValueError(f"unknown protocol setting(s) {', '.join(unknown)}; known: {', '.join(PROTOCOL)}")
     settings = {**PROTOCOL, **protocol}
     names = configs_of(configs)
+    mcq = [c for c in names if is_mcq(c)]
+    if mcq:
+        if len(mcq) != len(names):
+            raise ValueError(f"multiple-choice configs ({', '.join(mcq)}) and direction configs go in separate "
+                             "studies")
+        if source is not None or data_dir is not None:
+            raise ValueError(f"{', '.join(mcq)}: items come from a build (--dataset) or the item builder; "
+                             "--source and --data-dir do not apply")
+        return _create_mcq_study(db, names, n, seed, split, dataset, settings)
     for config in names:
         if parse_config(config).format == "source":  # gold "constant" is not among its two buttons
             base = config.removesuffix("-source")
@@ -135,6 +187,42 @@ def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int
     return Store.create(db, study, items, training, catch)
 
 
+def _create_mcq_study(db: str | Path, names: Sequence[str], n: int, seed: int, split: str, dataset: str | None,
+                      settings: dict[str, Any]) -> Store:
+    """A study of multiple-choice configs: per config n items balanced over the true label, two training
+    examples and the catch trials, all distinct, from the build or the item builder (listening.items)."""
+    items: list[SampleItem] = []
+    training: list[SampleItem] = []
+    catch: list[SampleItem] = []
+    records: dict[str, dict[str, Any]] = {}
+    pool_sizes, built = {}, {}
+    k_catch = int(settings["catch_per_config"])
+    for config in names:
+        if dataset is not None:
+            pool = built_pool(config, split, dataset)
+        else:
+            built[config] = pool_size(n, k_catch)
+            pool = builder_pool(config, split, built[config])
+        sample = balanced_items(pool, config, n, seed)
+        used = [it.benchmark_clip_id for it in sample]
+        picked = balanced_items(pool, config, 2, seed, avoid=used)  # two examples with different true labels
+        used += [it.benchmark_clip_id for it in picked]
+        caught = balanced_items(pool, config, k_catch, seed, avoid=used) if k_catch else []
+        records[config] = {it.benchmark_clip_id: it.record() for it in [*sample, *picked, *caught]}
+        items += [it.sample_item() for it in sample]
+        training += [it.sample_item() for it in picked]
+        catch += [it.sample_item() for it in caught]
+        pool_sizes[config] = len(pool)
+    study = {
+        "configs": list(names), "n": n, "seed": seed, "split": split, "sampler_version": SAMPLER_VERSION,
+        "source": None if dataset else SOURCE_NAME, "data_dir": None,
+        "dataset": str(Path(dataset).resolve()) if dataset else None, "kind": "mcq",
+        "pool_sizes": pool_sizes, "item_pool": built, "items": records, "protocol": settings,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }  # fmt: skip
+    return Store.create(db, study, items, training, catch)
+
+
 def source_description(study: dict[str, Any]) -> str:
     """Where the audio came from, in the harness's words ("generate:demo", "parquet:/path")."""
     if study.get("dataset"):
@@ -154,7 +242,10 @@ class AudioProvider:
         s = store.study
         self.store = store
         self.cache_dir = Path(cache_dir) if cache_dir else store.path.with_name(store.path.name + ".audio")
-        self.rows = open_source(s["split"], s.get("source") or "vctk", s.get("data_dir"), s.get("dataset"))
+        if s.get("source") == SOURCE_NAME:  # multiple-choice items from the item builder, as the study drew them
+            self.rows: Any = BuilderRows(s["split"], s["item_pool"])
+        else:
+            self.rows = open_source(s["split"], s.get("source") or "vctk", s.get("data_dir"), s.get("dataset"))
         self._units: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()  # one render at a time: bounded CPU, no duplicate work
 

@@ -316,10 +316,15 @@ SKIP: dict[str, str] = {
     "vocalgrad-finetune --model tiny-qwen2-audio --category volume --source demo --scope all_linear --objective dpo "
     "--max-steps 2 --skip-eval --out runs/dpo": "training, minutes on CPU (tests/test_dpo.py)",
     "vocalgrad-finetune ... --recipe pclm+dpo --out runs/pclm-dpo": "training, minutes on CPU",
+    "vocalgrad-finetune --model tiny-qwen2-audio --category voxparadox-pitch --scope all_linear --objective dpo "
+    "--train-limit 8 --max-steps 2 --eval-base --eval-limit 20 --eval-mode choices --out runs/dpo-pitch":
+        "training and two evaluations (tests/test_finetune_items.py runs a shorter one)",
     "harness eval --model tiny-qwen2-audio --adapter runs/pclm --source demo --configs volume --out runs/pclm-eval":
         "needs the PCLM run above",
     "harness compare runs/pclm/eval_base runs/pclm/eval": "needs the PCLM run above",
     "vocalgrad-listen serve --config volume --source demo --n 24": "a web server that runs until stopped",
+    "vocalgrad-listen serve --config voxparadox-pitch --n 20 --db pitch-study.sqlite":
+        "a web server that runs until stopped (tests/test_listening_mcq.py serves such a study)",
     "vocalgrad-listen annotators --db listening-study.sqlite --add 3": "needs the study that serve creates",
     "vocalgrad-listen analyze --db listening-study.sqlite": "needs a study with answers",
     "vocalgrad-listen export --db listening-study.sqlite --out runs/human --submission subs/human.json":

@@ -209,10 +209,10 @@ function playFromStart(player) {
   player.play();
 }
 
-// Keys: space plays, 1/2/3 (or left/right for the first two) answer, U takes the last answer back.
+// Keys: space plays, 1-4 (or left/right for the first two) answer, U takes the last answer back.
 document.addEventListener("keydown", (ev) => {
   if (ev.ctrlKey || ev.metaKey || ev.altKey || ["INPUT", "TEXTAREA", "SELECT"].includes(ev.target.tagName)) return;
-  const index = { "1": 0, "2": 1, "3": 2, "ArrowLeft": 0, "ArrowRight": 1 }[ev.key];
+  const index = { "1": 0, "2": 1, "3": 2, "4": 3, "ArrowLeft": 0, "ArrowRight": 1 }[ev.key];
   if (ev.key === " " && document.activeElement !== document.body) document.activeElement.blur();  // no double click
   if (phase === "test") {
     if (ev.key === " ") { ev.preventDefault(); playFromStart($("player")); }
