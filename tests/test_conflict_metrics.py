@@ -236,6 +236,7 @@ def test_reader_lexicon_adds_the_plain_adjectives() -> None:
     assert pooled_claim(["Each word comes out loud, you're number left"], "volume") == "increase"
     assert pooled_claim(["The sound gets clear"], "clarity") == "increase"
     assert pooled_claim(["Each word comes out quiet"], "pitch") is None  # another category's word
+    assert pooled_claim(["No, my voice, sense dryer."], "echo") == "decrease"  # another spelling of "drier"
     # roughness's "softer" and volume's "softer" are decrease words; the plain forms never cross directions
     for cat in ("speed", "pitch", "volume", "distortion", "roughness", "noise", "echo", "clarity", "vibration"):
         words = reader_keywords(cat)

@@ -223,6 +223,10 @@ def keyword_direction(word: str, keywords: dict[str, tuple[str, ...]]) -> str | 
     return near.pop() if len(near) == 1 else None
 
 
+# Other standard spellings of a keyword, as Whisper writes them ("Now my voice sounds dryer").
+SPELLING_VARIANTS = {"drier": "dryer"}
+
+
 def positive_degree(word: str) -> str | None:
     """The plain adjective of a comparative keyword ("quieter" -> "quiet", "bigger" -> "big", "steadier" ->
     "steady"); None for a word that is not an "-er" comparative."""
@@ -239,12 +243,13 @@ def positive_degree(word: str) -> str | None:
 def reader_keywords(category: str) -> dict[str, tuple[str, ...]]:
     """The reader's lexicon for a category: the claim keywords of templates.json plus the plain adjective of
     each comparative one (Whisper tiny.en often drops the ending of a quiet, echoing or trembling last word:
-    "Each word comes out quiet" for "... quieter than the last"); a plain form that would stand for both
-    directions is left out."""
+    "Each word comes out quiet" for "... quieter than the last") and its other spellings (SPELLING_VARIANTS);
+    a form that would stand for both directions is left out."""
     from vocalgrad_dataset.sources.claims import claim_words
 
     words = claim_words(category)
     plain = {c: {b for w in kws if (b := positive_degree(w))} for c, kws in words.items()}
+    plain = {c: forms | {SPELLING_VARIANTS[w] for w in words[c] if w in SPELLING_VARIANTS} for c, forms in plain.items()}
     both = plain["increase"] & plain["decrease"] | {w for kws in words.values() for w in kws}
     return {c: tuple(words[c]) + tuple(sorted(plain[c] - both)) for c in words}
 
