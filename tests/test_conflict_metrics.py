@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 
 from harness.metrics import conflict_metrics, conflict_summary
-from harness.models.baselines import TranscriptReader, option_in_text
+from harness.models.baselines import (
+    READ_PARTS,
+    TranscriptReader,
+    keyword_direction,
+    levelled,
+    option_in_text,
+    pooled_claim,
+    positive_degree,
+    reader_keywords,
+    reading_views,
+)
 from harness.models.protocol import AudioClip, Prompt
 from harness.results import lm_eval_keys
 from harness.tasks import task_kind
@@ -66,15 +76,17 @@ def test_option_in_text() -> None:
 
 
 class FakeWhisper:
-    """Stands in for Whisper tiny.en: returns fixed transcripts in call order and counts the calls."""
+    """Stands in for Whisper tiny.en: returns fixed transcripts in call order (then empty ones), records the
+    clips it was given and counts the calls."""
 
     def __init__(self, texts: list[str]) -> None:
-        self.texts, self.calls = list(texts), 0
+        self.texts, self.calls, self.heard = list(texts), 0, []
 
     def transcribe(self, clips: list[AudioClip]) -> list[str]:
         self.calls += 1
+        self.heard += clips
         out, self.texts = self.texts[: len(clips)], self.texts[len(clips):]
-        return out
+        return out + [""] * (len(clips) - len(out))
 
 
 def prompt(cid: str, category: str = "volume") -> Prompt:
@@ -88,9 +100,10 @@ def test_transcript_reader_answers_the_words() -> None:
     prompts = [prompt("a"), prompt("b"), prompt("c")]
     answers = reader.generate(prompts, max_new_tokens=8)
     assert answers[:2] == ["increase", "decrease"] and answers[2] in ("increase", "decrease")
-    assert fake.calls == 1  # one batched transcription, cached per clip
+    # the whole clips in one batch; the further reading views only of the clip whose words claimed nothing (c)
+    assert fake.calls == 2 and len(fake.heard) == 3 + len(reading_views(prompts[2].segments[-1])) - 1
     reader.generate(prompts, max_new_tokens=8)
-    assert fake.calls == 1
+    assert fake.calls == 2  # cached per clip
     # a claim about another category says nothing about this one
     assert TranscriptReader.read("I keep talking faster and faster.", "volume", ("increase", "decrease")) is None
     assert TranscriptReader.read("I keep talking faster and faster.", "speed", ("increase", "decrease")) == "increase"
@@ -117,11 +130,13 @@ def test_volume_conflict_eval_report_and_leaderboard(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (tmp_path / "signal-oracle" / "samples_volume-conflict.jsonl").open()]
     high = [r["pred"] == r["gold"] for r in rows if r["tier"] == "high"]
     assert sum(high) / len(high) >= 0.95
-    # The words never move the oracle; its few misses are low-tier clips of a carrier whose own level already
-    # falls 10.6 dB (volume-dec-te1-flite-awb, flagged rms-down): above the low tier the two agree exactly.
-    strong = [r for r in rows if r["tier"] != "low" and r["congruent"] is not None]
-    by = {c: [r["pred"] == r["gold"] for r in strong if r["congruent"] is c] for c in (True, False)}
+    # The words never move the oracle: with every carrier's own level trend flattened when vendored (before,
+    # volume-dec-te1-flite-awb fell 10.6 dB by itself and cost low-tier clips on one congruence side only),
+    # congruent and incongruent accuracy agree on every tier.
+    claiming = [r for r in rows if r["congruent"] is not None]
+    by = {c: [r["pred"] == r["gold"] for r in claiming if r["congruent"] is c] for c in (True, False)}
     assert abs(sum(by[True]) / len(by[True]) - sum(by[False]) / len(by[False])) <= 0.02
+    assert res["acc_congruent,none"] == res["acc_incongruent,none"] == 1.0
     assert res["claim_following,none"] == pytest.approx(1 - res["acc_incongruent,none"])  # binary: CF = 1 - acc
     assert runs["signal-oracle"]["config"]["source"] == "generate:claims"
     rnd = runs["random"]["metrics"]["volume-conflict"]  # schema 4: intervals live in "metrics"
@@ -133,3 +148,96 @@ def test_volume_conflict_eval_report_and_leaderboard(tmp_path: Path) -> None:
     write_site([row], tmp_path / "site")
     md = (tmp_path / "site" / "leaderboard.md").read_text()
     assert "Listen or read?" in md and f"{100 * res['acc_congruent,none']:.1f}" in md
+
+
+def level_db(x: np.ndarray) -> float:
+    return float(10 * np.log10(np.mean(np.asarray(x, dtype=np.float64) ** 2)))
+
+
+def test_levelled_lifts_a_fading_clip_to_one_level() -> None:
+    """The reader's gain control: speech-like bursts fading by 24 dB come out within 3 dB of each other; the
+    pauses between them stay (near) silent."""
+    sr = 16000
+    rng = np.random.default_rng(0)
+    bursts = []
+    for i in range(8):  # 0.2 s of noise, 0.1 s of silence, 8 times, each 3 dB quieter than the last
+        bursts += [rng.standard_normal(int(0.2 * sr)) * 0.3 * 10 ** (-3 * i / 20), np.zeros(int(0.1 * sr))]
+    x = np.concatenate(bursts).astype(np.float32)
+    y = levelled(x, sr)
+    burst = int(0.3 * sr)
+    first, last = y[: int(0.2 * sr)], y[7 * burst : 7 * burst + int(0.2 * sr)]
+    assert level_db(x[7 * burst : 7 * burst + int(0.2 * sr)]) - level_db(x[: int(0.2 * sr)]) == pytest.approx(-21, abs=0.5)
+    assert abs(level_db(last) - level_db(first)) <= 3.0
+    assert np.abs(y).max() == pytest.approx(0.5)
+    assert not y[int(0.2 * sr) + 800 : burst - 800].any()  # silence times any gain is silence
+
+
+def test_reading_views_are_the_clip_levelled_and_overlapping_parts() -> None:
+    x = np.linspace(-0.1, 0.1, 16000, dtype=np.float32)
+    views = reading_views(AudioClip(x, 16000))
+    assert len(views) == 2 + len(READ_PARTS)
+    np.testing.assert_array_equal(views[0].array, x)
+    assert [len(v.array) for v in views[2:]] == [9600, 9600]  # 0-60 % and 40-100 %: they overlap by 20 %
+    np.testing.assert_array_equal(views[3].array, views[1].array[6400:])
+
+
+def test_fuzzy_keywords_and_pooled_claims() -> None:
+    from vocalgrad_dataset.sources.claims import claim_words
+
+    volume = claim_words("volume")
+    assert keyword_direction("quieter", volume) == "decrease"
+    assert keyword_direction("quitter", volume) == "decrease"  # Whisper's near miss of a keyword
+    assert keyword_direction("loudder", volume) == "increase"
+    assert keyword_direction("lauder", volume) is None  # not similar enough to "louder" (ratio 0.83)
+    assert keyword_direction("squieter", volume) is None  # another first letter
+    assert keyword_direction("quiet", volume) is None  # short words never match by similarity
+    # pooled over views: one view that lost the keyword does not matter, a tie claims nothing
+    assert pooled_claim(["My voice keeps getting", "getting quieter and", ""], "volume") == "decrease"
+    assert pooled_claim(["louder", "quieter"], "volume") is None
+    assert pooled_claim(["louder and louder", "quieter"], "volume") == "increase"
+    assert pooled_claim(["The train to the city leaves at noon."], "volume") is None
+
+
+def test_fuzzy_reading_of_every_template_claims_what_it_says() -> None:
+    """Similarity matching adds no claim to any carrier sentence: each template read alone claims its own
+    direction in its category, and the neutral ones claim nothing in any category."""
+    from vocalgrad_dataset.categories import CATEGORY_NAMES
+    from vocalgrad_dataset.sources.claims import load_templates
+
+    for t in load_templates():
+        for cat in CATEGORY_NAMES if t.claim == "none" else (t.category,):
+            assert pooled_claim([t.text], cat) == (None if t.claim == "none" else t.claim), (t.id, cat)
+
+
+def test_reader_pools_the_views_and_never_listens() -> None:
+    """The whole clip's transcript lost the keyword, a part heard it: the reader answers the claim. The same
+    words over a rising and a falling clip give the same answer (it reads, never listens)."""
+    sr = 16000
+    t = np.arange(sr * 2) / sr
+    rising = (np.sin(2 * np.pi * 200 * t) * np.linspace(0.01, 0.3, len(t))).astype(np.float32)
+    words = ["My voice keeps getting", "My voice keeps getting", "My voice keeps", "getting quieter and quieter"]
+    answers = []
+    for clip in (rising, rising[::-1].copy()):
+        reader = TranscriptReader(whisper=FakeWhisper(list(words)))
+        p = Prompt(("q", AudioClip(clip, sr)), clip_id="x", meta={"category": "volume"})
+        answers.append(reader.generate([p], max_new_tokens=8)[0])
+        assert reader.transcribe_views([p])[0] == words
+    assert answers == ["decrease", "decrease"]
+
+
+def test_reader_lexicon_adds_the_plain_adjectives() -> None:
+    """Whisper drops the comparative ending of a faint last word ("Each word comes out quiet"): the reader's
+    lexicon has the plain adjective of each comparative keyword, never one that stands for both directions."""
+    assert [positive_degree(w) for w in ("quieter", "bigger", "steadier", "duller", "louder", "clean", "rising")] == [
+        "quiet", "big", "steady", "dull", "loud", None, None]
+    volume = reader_keywords("volume")
+    assert {"quiet", "soft"} <= set(volume["decrease"]) and "loud" in volume["increase"]
+    assert pooled_claim(["Each word come out quiet"], "volume") == "decrease"
+    assert pooled_claim(["Each word comes out loud, you're number left"], "volume") == "increase"
+    assert pooled_claim(["The sound gets clear"], "clarity") == "increase"
+    assert pooled_claim(["Each word comes out quiet"], "pitch") is None  # another category's word
+    assert pooled_claim(["No, my voice, sense dryer."], "echo") == "decrease"  # another spelling of "drier"
+    # roughness's "softer" and volume's "softer" are decrease words; the plain forms never cross directions
+    for cat in ("speed", "pitch", "volume", "distortion", "roughness", "noise", "echo", "clarity", "vibration"):
+        words = reader_keywords(cat)
+        assert not set(words["increase"]) & set(words["decrease"]), cat

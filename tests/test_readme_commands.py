@@ -336,6 +336,8 @@ SKIP: dict[str, str] = {
         "a Whisper model from the Hub",
     "harness report runs/oracle-conflict runs/reader-conflict": "needs the two runs above",
     "python scripts/vendor_claims.py": "needs espeak-ng and flite; rewrites the vendored carriers",
+    "python benchmarks/bench_reader_claim_following.py --out runs/reader-cf": "Whisper tiny.en on ~800 clips: "
+    "about an hour of a loaded 2-core CPU",
     "harness eval --model qwen2-audio-7b-instruct --dataset PATH_OR_REPO --out runs/vp --mcq-columns "
     "audio=audio,question=question,options=options,answer=answer,adversarial=adversarial,task=task": GPU_MODEL,
     "vocalgrad-dataset build --config voxparadox-pitch --split test --out D": "~2 minutes (tests/test_voxparadox.py)",
