@@ -138,6 +138,21 @@ def test_noise_seed_reproducible_and_scaled(demo_clip) -> None:
     assert rms(unit_noise(len(audio), 7)) == pytest.approx(1.0, rel=1e-6)
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 127, 128, 129, 136, 1000, 8193, 192_000, 254_411])
+def test_noise_square_sum_is_numpys_float32_mean_order(n: int) -> None:
+    # the noise kernel sums float32 squares itself; numpy's pairwise order differs from a running sum
+    from vocalgrad_dataset.kernels import float32_square_sum
+
+    draw = np.random.default_rng(n).standard_normal(size=(n, 1))
+    column = draw.astype(np.float32)
+    assert float32_square_sum(draw[:, 0]) == np.add.reduce(column * column, axis=0)[0]
+    if n >= 1000:  # a sequential float32 sum of the same squares differs: the order is what is tested
+        running = np.float32(0.0)
+        for v in column[:, 0] * column[:, 0]:
+            running += v
+        assert running != float32_square_sum(draw[:, 0])
+
+
 @pytest.mark.parametrize(("sr", "room"), [(8000, 0.75), (48000, 0.9)])
 def test_schroeder_ir_equals_the_per_sample_loop(sr: int, room: float) -> None:
     # the independent baseline builds the IR one sample at a time, as the published script does

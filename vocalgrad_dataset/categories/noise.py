@@ -36,13 +36,15 @@ def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Ite
     from ..kernels import add_noise
 
     cache = fixed.get("clip_cache", {})
+    # One float64 buffer per batch of conditions: each seeded draw fills it in place (the same stream
+    # standard_normal(size=(n, 1)) returns) and the kernel casts, takes the RMS and mixes in two passes.
+    draw = np.empty(len(audio), dtype=np.float64)
     for s, seed in zip(schedules, fixed["seeds"], strict=True):
         key = f"noise:level:{s.onset}:{s.offset}"  # the same for all conditions of a clip
         level = cache[key] = cache[key] if key in cache else speech_level(audio, s.onset, s.offset)
-        draw = np.random.default_rng(seed).standard_normal(size=(len(audio), 1)).astype(np.float32)
+        np.random.default_rng(seed).standard_normal(out=draw)
         out = np.empty(len(audio), dtype=np.float32)
-        # audio + unit noise x (level x ratio), all float32 as published, in one pass
-        add_noise(audio, draw[:, 0], _column_rms(draw)[0], level, s.onset, s.offset, s.step, s.start, s.values, s.end, out)
+        add_noise(audio, draw, level, s.onset, s.offset, s.step, s.start, s.values, s.end, out)
         yield out
 
 
