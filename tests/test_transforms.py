@@ -227,11 +227,11 @@ def test_rendering_imports_no_librosa() -> None:
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize("name", ["speed", "pitch", "clarity", "distortion", "echo", "vibration", "noise", "volume"])
+@pytest.mark.parametrize("name", ["speed", "pitch", "clarity", "distortion", "roughness", "echo", "vibration", "noise", "volume"])
 def test_small_batches_and_chunks_change_nothing(name: str, demo_clip, monkeypatch) -> None:
-    """Bounded memory (conditions rendered a few at a time, spectra computed 5 windows at a time, nothing
-    cached for the next tier) gives the same samples as one batch of everything."""
-    from vocalgrad_dataset import stft
+    """Bounded memory (conditions rendered a few at a time, one window's jobs per window-op call, spectra
+    computed 5 windows at a time, nothing cached for the next tier) gives the same samples as one batch."""
+    from vocalgrad_dataset import segments, stft
     from vocalgrad_dataset.categories import base, echo, vibration
 
     _, audio, sr, onset, offset = demo_clip
@@ -242,6 +242,7 @@ def test_small_batches_and_chunks_change_nothing(name: str, demo_clip, monkeypat
     monkeypatch.setattr(stft, "WINDOWS_PER_CHUNK", 5)
     monkeypatch.setattr(echo, "SPECTRUM_BYTES", 0)
     monkeypatch.setattr(vibration, "LFO_CACHE_BYTES", 0)
+    monkeypatch.setattr(segments, "JOB_GROUP_SAMPLES", 1)  # one window's jobs per window-op call
     apart = [y for y, _ in CATEGORIES[name].render_clip(audio, sr, onset, offset, conds, ids)]
     for a, b in zip(together, apart, strict=True):
         np.testing.assert_array_equal(a, b)

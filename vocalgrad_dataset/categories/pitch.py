@@ -14,7 +14,9 @@ from .speed import stretch_windows
 BINS_PER_OCTAVE = 12
 
 
-def shift_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
+def shift_windows(
+    windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int
+) -> list[np.ndarray]:
     """librosa.effects.pitch_shift for every (window, semitones) job: batched stretch, then soxr per job.
 
     librosa resamples each stretched window with soxr_hq from sr / rate to sr; the resampler is set up
@@ -23,21 +25,27 @@ def shift_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float
     """
     rates = [2.0 ** (-float(n) / BINS_PER_OCTAVE) for _, n in jobs]
     stretched = stretch_windows(windows, [(k, r) for (k, _), r in zip(jobs, rates, strict=True)])
-    streams: dict[float, soxr.ResampleStream] = {}
-    out = []
-    for (k, _), rate, y in zip(jobs, rates, stretched, strict=True):
-        orig_sr = float(sr) / rate
+    out: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(jobs)
+    # Jobs sharing a rate back to back, so one resampler is alive at a time: a long source's linear
+    # curve has a distinct rate per step, and keeping each rate's soxr_hq resampler (~0.4 MB) until the
+    # end made pitch's memory grow by ~160 bytes per source sample.
+    stream, stream_sr = None, None
+    for j in sorted(range(len(jobs)), key=lambda j: rates[j]):
+        k, y = jobs[j][0], stretched[j]
+        stretched[j] = out[j]  # drops our reference to the stretched window once it is resampled
+        orig_sr = float(sr) / rates[j]
         # librosa.resample(..., res_type="soxr_hq", scale=False) then fix_length to the input length
         n_resampled = int(np.ceil(len(y) * (float(sr) / orig_sr)))
         if orig_sr != sr:
-            stream = streams.get(orig_sr)
-            if stream is None:
-                stream = streams[orig_sr] = soxr.ResampleStream(orig_sr, sr, 1, dtype="float32", quality="soxr_hq")
+            if stream is None or stream_sr != orig_sr:
+                stream, stream_sr = (
+                    soxr.ResampleStream(orig_sr, sr, 1, dtype="float32", quality="soxr_hq"),
+                    orig_sr,
+                )
             else:
                 stream.clear()
             y = stream.resample_chunk(np.ascontiguousarray(y, dtype=np.float32), last=True)
-        z = _fix_length(_fix_length(y, n_resampled), len(windows[k]))
-        out.append(z.astype(np.float32, copy=False))
+        out[j] = _fix_length(_fix_length(y, n_resampled), len(windows[k])).astype(np.float32, copy=False)
     return out
 
 
