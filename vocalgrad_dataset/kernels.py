@@ -151,6 +151,8 @@ def add_noise(audio, draw, level, onset, offset, step, start, values, end, out):
     float32 RMS over the whole clip floored at 1e-6, the ratio float32 per 50 ms step (start before onset,
     end from offset on). One pass for the RMS, one for the output; no temporaries."""
     n = audio.shape[0]
+    if n == 0:
+        return
     mean_square = np.float32(np.float64(float32_square_sum(draw)) / n)  # np.mean: float32 sum / intp count
     rms = max(np.float32(np.sqrt(mean_square)), np.float32(1e-6))
     span_start = min(max(onset, 0), n)
