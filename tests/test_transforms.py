@@ -138,6 +138,23 @@ def test_noise_seed_reproducible_and_scaled(demo_clip) -> None:
     assert rms(unit_noise(len(audio), 7)) == pytest.approx(1.0, rel=1e-6)
 
 
+@pytest.mark.parametrize(("seed", "n"), [(0, 1), (7, 1000), (2**63 + 12345, 300_000), (987654321, 1_000_000)])
+def test_noise_draw_is_numpys_standard_normal_bit_for_bit(seed: int, n: int) -> None:
+    # the numba PCG64 + ziggurat must give numpy's stream, the rare tail (idx 0) and wedge paths included
+    from vocalgrad_dataset.kernels import pcg64_state, standard_normal_float32_into
+
+    expected = np.random.default_rng(seed).standard_normal(size=(n, 1)).astype(np.float32)[:, 0]
+    state = pcg64_state(seed)
+    ours = np.empty(n, dtype=np.float32)
+    standard_normal_float32_into(state, ours)
+    np.testing.assert_array_equal(ours.view(np.uint32), expected.view(np.uint32))
+    if n >= 300_000:  # long enough to have passed through the tail path (p ~ 1e-4 per sample)
+        assert np.abs(expected).max() > 3.6541528853610087  # beyond ziggurat_nor_r: the tail was drawn
+    numpy_rng = np.random.default_rng(seed)
+    numpy_rng.standard_normal(size=n)  # the same number of 64-bit words consumed, so the same state after
+    assert (int(state[0]) << 64) | int(state[1]) == numpy_rng.bit_generator.state["state"]["state"]
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 127, 128, 129, 136, 1000, 8193, 192_000, 254_411])
 def test_noise_square_sum_is_numpys_float32_mean_order(n: int) -> None:
     # the noise kernel sums float32 squares itself; numpy's pairwise order differs from a running sum

@@ -9,6 +9,14 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+from numba.np.random._constants import fi_double as _FI_DOUBLE
+from numba.np.random._constants import ki_double as _KI_DOUBLE
+from numba.np.random._constants import wi_double as _WI_DOUBLE
+from numba.np.random._constants import ziggurat_nor_inv_r as _ZIGGURAT_NOR_INV_R
+from numba.np.random._constants import ziggurat_nor_r as _ZIGGURAT_NOR_R
 
 
 @numba.njit(cache=True)
@@ -162,3 +170,90 @@ def add_noise(audio, draw, level, onset, offset, step, start, values, end, out):
         ratio = np.float32(values[(lo - onset) // step])
         _add_scaled(audio, draw, rms, np.float32(level * ratio), lo, min(lo + step, span_end), out)
     _add_scaled(audio, draw, rms, np.float32(level * np.float32(end)), span_end, n, out)
+
+
+# numpy's Generator(PCG64).standard_normal, bit for bit, with the bit generator inlined: numpy calls the
+# PCG64 step through a function pointer per sample, which is most of the background-noise category's time.
+# The ziggurat tables are numpy's, as numba ports them for its own np.random.Generator support.
+PCG64_MULTIPLIER_HIGH = np.uint64(2549297995355413924)  # PCG_DEFAULT_MULTIPLIER_128 (pcg64.h)
+PCG64_MULTIPLIER_LOW = np.uint64(4865540595714422341)
+_LOW_52_BITS = np.uint64(0x000FFFFFFFFFFFFF)
+
+
+@intrinsic
+def _mul_high_64(typingctx, a, b):  # noqa: ANN001, ANN202, ARG001 - numba intrinsic  # pragma: no cover
+    """The high 64 bits of the 128-bit product of two uint64 (one mul instruction)."""
+    signature = types.uint64(types.uint64, types.uint64)
+
+    def codegen(context, builder, sig, args):  # noqa: ANN001, ANN202, ARG001
+        wide = ir.IntType(128)
+        product = builder.mul(builder.zext(args[0], wide), builder.zext(args[1], wide))
+        return builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
+
+    return signature, codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _pcg64_next(state):  # noqa: ANN001, ANN202  # pragma: no cover
+    """numpy's pcg64 next64: step the 128-bit LCG (state = [high, low, inc high, inc low]), then XSL-RR."""
+    high, low = state[0], state[1]
+    new_high = (
+        _mul_high_64(low, PCG64_MULTIPLIER_LOW) + low * PCG64_MULTIPLIER_HIGH + high * PCG64_MULTIPLIER_LOW
+    )
+    new_low = low * PCG64_MULTIPLIER_LOW
+    added = new_low + state[3]
+    new_high = new_high + state[2] + (np.uint64(1) if added < new_low else np.uint64(0))
+    state[0], state[1] = new_high, added
+    value = new_high ^ added
+    rot = new_high >> np.uint64(58)
+    return (value >> rot) | (value << ((np.uint64(64) - rot) & np.uint64(63)))
+
+
+@numba.njit(cache=True, inline="always")
+def _pcg64_double(state):  # noqa: ANN001, ANN202  # pragma: no cover
+    """numpy's next_double: the top 53 bits over 2 ** 53."""
+    return np.float64(_pcg64_next(state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(cache=True)
+def standard_normal_float32_into(state, out):  # noqa: ANN001, ANN201  # pragma: no cover
+    """out[i] = float32(numpy's random_standard_normal) for the PCG64 `state` (advanced in place): what
+    Generator(PCG64(seed)).standard_normal(len(out)).astype(np.float32) gives (the ziggurat of
+    numpy/random/src/distributions/distributions.c, rare tail and wedge paths included)."""
+    for i in range(out.shape[0]):
+        while True:
+            r = _pcg64_next(state)
+            idx = r & np.uint64(0xFF)
+            r >>= np.uint64(8)
+            rabs = (r >> np.uint64(1)) & _LOW_52_BITS
+            x = np.float64(rabs) * _WI_DOUBLE[idx]
+            if r & np.uint64(1):
+                x = -x
+            if rabs < _KI_DOUBLE[idx]:
+                break
+            if idx == 0:
+                while True:
+                    xx = -_ZIGGURAT_NOR_INV_R * np.log1p(-_pcg64_double(state))
+                    yy = -np.log1p(-_pcg64_double(state))
+                    if yy + yy > xx * xx:
+                        x = (
+                            -(_ZIGGURAT_NOR_R + xx)
+                            if (rabs >> np.uint64(8)) & np.uint64(1)
+                            else _ZIGGURAT_NOR_R + xx
+                        )
+                        break
+                break
+            if (_FI_DOUBLE[idx - 1] - _FI_DOUBLE[idx]) * _pcg64_double(state) + _FI_DOUBLE[idx] < np.exp(
+                -0.5 * x * x
+            ):
+                break
+        out[i] = np.float32(x)
+
+
+def pcg64_state(seed: int) -> np.ndarray:
+    """[state high, state low, increment high, increment low] of np.random.default_rng(seed)'s PCG64."""
+    pcg = np.random.PCG64(seed).state["state"]
+    mask = (1 << 64) - 1
+    return np.array(
+        [pcg["state"] >> 64, pcg["state"] & mask, pcg["inc"] >> 64, pcg["inc"] & mask], dtype=np.uint64
+    )
