@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,6 +64,14 @@ def cut_centre(processed: np.ndarray, chunk: Chunk, value: float, *, stretched: 
     return processed[i0:i1]
 
 
+@lru_cache(maxsize=64)
+def _fade_out_ramp(length: int) -> np.ndarray:
+    """The float32 fade-out ramp 1 -> 0 of a crossfade (the same for every boundary: computed once)."""
+    ramp = np.linspace(1.0, 0.0, length, dtype=np.float32)
+    ramp.flags.writeable = False
+    return ramp
+
+
 def crossfade_join(
     pieces: Sequence[np.ndarray], fade: int, *, head: np.ndarray | None = None, tail: np.ndarray | None = None
 ) -> np.ndarray:
@@ -84,7 +93,7 @@ def crossfade_join(
             f = min(fade, pos - start, len(piece))
             if f:
                 # as published: a float32 fade-out ramp 1 -> 0, and the fade-in is 1 minus it
-                fade_out = np.linspace(1.0, 0.0, f, dtype=np.float32)
+                fade_out = _fade_out_ramp(f)
                 out[pos - f : pos] = out[pos - f : pos] * fade_out + piece[:f] * (np.float32(1.0) - fade_out)
             out[pos : pos + len(piece) - f] = piece[f:]
             pos += len(piece) - f
