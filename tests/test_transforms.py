@@ -138,6 +138,38 @@ def test_noise_seed_reproducible_and_scaled(demo_clip) -> None:
     assert rms(unit_noise(len(audio), 7)) == pytest.approx(1.0, rel=1e-6)
 
 
+@pytest.mark.parametrize(("seed", "n"), [(0, 1), (7, 1000), (2**63 + 12345, 300_000), (987654321, 1_000_000)])
+def test_noise_draw_is_numpys_standard_normal_bit_for_bit(seed: int, n: int) -> None:
+    # the numba PCG64 + ziggurat must give numpy's stream, the rare tail (idx 0) and wedge paths included
+    from vocalgrad_dataset.kernels import pcg64_state, standard_normal_float32_into
+
+    expected = np.random.default_rng(seed).standard_normal(size=(n, 1)).astype(np.float32)[:, 0]
+    state = pcg64_state(seed)
+    ours = np.empty(n, dtype=np.float32)
+    standard_normal_float32_into(state, ours)
+    np.testing.assert_array_equal(ours.view(np.uint32), expected.view(np.uint32))
+    if n >= 300_000:  # long enough to have passed through the tail path (p ~ 1e-4 per sample)
+        assert np.abs(expected).max() > 3.6541528853610087  # beyond ziggurat_nor_r: the tail was drawn
+    numpy_rng = np.random.default_rng(seed)
+    numpy_rng.standard_normal(size=n)  # the same number of 64-bit words consumed, so the same state after
+    assert (int(state[0]) << 64) | int(state[1]) == numpy_rng.bit_generator.state["state"]["state"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 127, 128, 129, 136, 1000, 8193, 192_000, 254_411])
+def test_noise_square_sum_is_numpys_float32_mean_order(n: int) -> None:
+    # the noise kernel sums float32 squares itself; numpy's pairwise order differs from a running sum
+    from vocalgrad_dataset.kernels import float32_square_sum
+
+    draw = np.random.default_rng(n).standard_normal(size=(n, 1))
+    column = draw.astype(np.float32)
+    assert float32_square_sum(draw[:, 0]) == np.add.reduce(column * column, axis=0)[0]
+    if n >= 1000:  # a sequential float32 sum of the same squares differs: the order is what is tested
+        running = np.float32(0.0)
+        for v in column[:, 0] * column[:, 0]:
+            running += v
+        assert running != float32_square_sum(draw[:, 0])
+
+
 @pytest.mark.parametrize(("sr", "room"), [(8000, 0.75), (48000, 0.9)])
 def test_schroeder_ir_equals_the_per_sample_loop(sr: int, room: float) -> None:
     # the independent baseline builds the IR one sample at a time, as the published script does
@@ -212,11 +244,11 @@ def test_rendering_imports_no_librosa() -> None:
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize("name", ["speed", "pitch", "clarity", "distortion", "echo", "vibration", "noise", "volume"])
+@pytest.mark.parametrize("name", ["speed", "pitch", "clarity", "distortion", "roughness", "echo", "vibration", "noise", "volume"])
 def test_small_batches_and_chunks_change_nothing(name: str, demo_clip, monkeypatch) -> None:
-    """Bounded memory (conditions rendered a few at a time, spectra computed 5 windows at a time, nothing
-    cached for the next tier) gives the same samples as one batch of everything."""
-    from vocalgrad_dataset import stft
+    """Bounded memory (conditions rendered a few at a time, one window's jobs per window-op call, spectra
+    computed 5 windows at a time, nothing cached for the next tier) gives the same samples as one batch."""
+    from vocalgrad_dataset import segments, stft
     from vocalgrad_dataset.categories import base, echo, vibration
 
     _, audio, sr, onset, offset = demo_clip
@@ -227,6 +259,7 @@ def test_small_batches_and_chunks_change_nothing(name: str, demo_clip, monkeypat
     monkeypatch.setattr(stft, "WINDOWS_PER_CHUNK", 5)
     monkeypatch.setattr(echo, "SPECTRUM_BYTES", 0)
     monkeypatch.setattr(vibration, "LFO_CACHE_BYTES", 0)
+    monkeypatch.setattr(segments, "JOB_GROUP_SAMPLES", 1)  # one window's jobs per window-op call
     apart = [y for y, _ in CATEGORIES[name].render_clip(audio, sr, onset, offset, conds, ids)]
     for a, b in zip(together, apart, strict=True):
         np.testing.assert_array_equal(a, b)

@@ -16,13 +16,14 @@ def rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(x), dtype=np.float64)))
 
 
-def match_rms(y: np.ndarray, reference: np.ndarray) -> np.ndarray:
+def match_rms(y: np.ndarray, reference: np.ndarray, *, reference_rms: float | None = None) -> np.ndarray:
     """Scale float32 y to the RMS of reference: the ratio rounded to float32, one float32 multiply.
 
-    Skipped (y returned as float32) when either RMS is 0.
+    Skipped (y returned as float32) when either RMS is 0. `reference_rms`, when given, is rms(reference)
+    computed once by a caller that matches many outputs to the same reference.
     """
     y = y.astype(np.float32, copy=False)
-    r_ref, r_y = rms(reference), rms(y)
+    r_ref, r_y = (rms(reference) if reference_rms is None else reference_rms), rms(y)
     if r_ref <= 0.0 or r_y <= 0.0:
         return y
     return y * np.float32(r_ref / r_y)
@@ -47,5 +48,3 @@ def fft_sizes(length: int, n_fft: int, hop: int) -> tuple[int, int]:
     if hop >= n_fft:
         hop = max(1, n_fft // 4)
     return n_fft, hop
-
-

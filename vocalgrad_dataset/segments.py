@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -18,6 +19,10 @@ from .schedule import Schedule
 
 CONTEXT_SEC = 0.05
 CROSSFADE_SEC = 0.005
+# Window samples handed to one call of a window operation (64 MB as float32). A short clip's jobs fit in one
+# call (batched across all its conditions); a long source's go in groups, and only each job's centre cut is
+# kept between groups, so working memory follows the output, not the windows with their context.
+JOB_GROUP_SAMPLES = 16 * 2**20
 
 # windows, jobs (window index, value), sr -> processed window per job
 WindowOp = Callable[[Sequence[np.ndarray], Sequence[tuple[int, float]], int], list[np.ndarray]]
@@ -40,7 +45,8 @@ def plan_chunks(span: int, n_steps: int, step: int, context: int, *, equal_split
     else:
         bounds = [min(k * step, span) for k in range(n_steps + 1)]
     return [
-        Chunk(a, b, max(0, a - context), min(span, b + context)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        Chunk(a, b, max(0, a - context), min(span, b + context))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
     ]
 
 
@@ -58,23 +64,83 @@ def cut_centre(processed: np.ndarray, chunk: Chunk, value: float, *, stretched: 
     return processed[i0:i1]
 
 
-def crossfade_join(pieces: Sequence[np.ndarray], fade: int) -> np.ndarray:
-    """Join pieces, overlapping each boundary by `fade` samples with a linear fade (shorter if a piece is)."""
-    if not pieces:
-        return np.zeros(0, dtype=np.float32)
-    total = sum(len(p) for p in pieces)
+@lru_cache(maxsize=64)
+def _fade_out_ramp(length: int) -> np.ndarray:
+    """The float32 fade-out ramp 1 -> 0 of a crossfade (the same for every boundary: computed once)."""
+    ramp = np.linspace(1.0, 0.0, length, dtype=np.float32)
+    ramp.flags.writeable = False
+    return ramp
+
+
+def crossfade_join(
+    pieces: Sequence[np.ndarray], fade: int, *, head: np.ndarray | None = None, tail: np.ndarray | None = None
+) -> np.ndarray:
+    """Join pieces, overlapping each boundary by `fade` samples with a linear fade (shorter if a piece is).
+
+    `head` and `tail` are put before and after the joined pieces without a crossfade, in the same one
+    output array (what np.concatenate([head, joined, tail]) gives, without its second copy of the clip).
+    """
+    head = np.zeros(0, dtype=np.float32) if head is None else head
+    tail = np.zeros(0, dtype=np.float32) if tail is None else tail
+    total = len(head) + sum(len(p) for p in pieces) + len(tail)
     out = np.empty(total, dtype=np.float32)
-    pos = len(pieces[0])
-    out[:pos] = pieces[0]
-    for piece in pieces[1:]:
-        f = min(fade, pos, len(piece))
-        if f:
-            # as published: a float32 fade-out ramp 1 -> 0, and the fade-in is 1 minus it
-            fade_out = np.linspace(1.0, 0.0, f, dtype=np.float32)
-            out[pos - f : pos] = out[pos - f : pos] * fade_out + piece[:f] * (np.float32(1.0) - fade_out)
-        out[pos : pos + len(piece) - f] = piece[f:]
-        pos += len(piece) - f
-    return out[:pos]
+    out[: len(head)] = head
+    if pieces:
+        start = len(head)
+        pos = start + len(pieces[0])
+        out[start:pos] = pieces[0]
+        for piece in pieces[1:]:
+            f = min(fade, pos - start, len(piece))
+            if f:
+                # as published: a float32 fade-out ramp 1 -> 0, and the fade-in is 1 minus it
+                fade_out = _fade_out_ramp(f)
+                out[pos - f : pos] = out[pos - f : pos] * fade_out + piece[:f] * (np.float32(1.0) - fade_out)
+            out[pos : pos + len(piece) - f] = piece[f:]
+            pos += len(piece) - f
+    else:
+        pos = len(head)
+    out[pos : pos + len(tail)] = tail
+    return out[: pos + len(tail)]
+
+
+def _job_groups(jobs: Sequence[tuple[int, float]], windows: Sequence[np.ndarray]) -> list[list[int]]:
+    """Job indices per op call: all at once when their windows fit in JOB_GROUP_SAMPLES, else groups in
+    window order (a window's jobs stay together, so a window's spectrum is still computed once)."""
+    if sum(len(windows[k]) for k, _ in jobs) <= JOB_GROUP_SAMPLES:
+        return [list(range(len(jobs)))]
+    groups: list[list[int]] = [[]]
+    size = 0
+    for j in sorted(range(len(jobs)), key=lambda j: jobs[j][0]):
+        n = len(windows[jobs[j][0]])
+        if groups[-1] and size + n > JOB_GROUP_SAMPLES and jobs[j][0] != jobs[groups[-1][-1]][0]:
+            groups.append([])
+            size = 0
+        groups[-1].append(j)
+        size += n
+    return groups
+
+
+def _run_jobs(
+    op: WindowOp,
+    windows: Sequence[np.ndarray],
+    job_keys: list[tuple[int, float]],
+    chunks: Sequence[Chunk],
+    sr: int,
+    *,
+    stretched: bool,
+) -> list[np.ndarray]:
+    """Per job: the centre cut of its processed step window, or the whole processed pre/post window."""
+    groups = _job_groups(job_keys, windows)
+    results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(job_keys)
+    for group in groups:
+        keys = [job_keys[j] for j in group]
+        for j, (k, v), processed in zip(group, keys, op(windows, keys, sr), strict=True):
+            if k < len(chunks):  # a step's window: only its centre is used
+                centre = cut_centre(processed, chunks[k], v, stretched=stretched)
+                results[j] = centre.copy() if len(groups) > 1 else centre  # a copy frees the context
+            else:
+                results[j] = processed
+    return results
 
 
 def render_segmented(
@@ -87,7 +153,7 @@ def render_segmented(
     equal_split: bool = False,
     process_outside: bool = True,
 ) -> list[np.ndarray]:
-    """Render every schedule of one clip through the segment framework with one batched call of `op`.
+    """Render every schedule of one clip through the segment framework with batched calls of `op`.
 
     Outside the speech span, audio is processed as one window at the start (before onset) and end
     (from offset on) value when `process_outside`, else left unchanged.
@@ -97,9 +163,13 @@ def render_segmented(
     first = schedules[0]
     onset, offset = first.onset, first.offset
     if any((s.onset, s.offset, s.step) != (onset, offset, first.step) for s in schedules):
-        raise ValueError("render_segmented renders conditions of one clip: onsets, offsets and steps must agree")
+        raise ValueError(
+            "render_segmented renders conditions of one clip: onsets, offsets and steps must agree"
+        )
     span = audio[onset:offset]
-    chunks = plan_chunks(len(span), first.n_steps, first.step, int(round(CONTEXT_SEC * sr)), equal_split=equal_split)
+    chunks = plan_chunks(
+        len(span), first.n_steps, first.step, int(round(CONTEXT_SEC * sr)), equal_split=equal_split
+    )
     windows = [span[c.win_start : c.win_end] for c in chunks]
     pre_idx, post_idx = len(windows), len(windows) + 1
     windows += [audio[:onset], audio[offset:]]
@@ -112,21 +182,17 @@ def render_segmented(
             for idx, v in ((pre_idx, s.start), (post_idx, s.end)):
                 if len(windows[idx]):
                     jobs.setdefault((idx, float(v)), len(jobs))
-    results = op(windows, list(jobs), sr)
+    results = _run_jobs(op, windows, list(jobs), chunks, sr, stretched=stretched)
 
     fade = int(round(CROSSFADE_SEC * sr))
     outputs = []
     for s in schedules:
-        centres = [
-            cut_centre(results[jobs[(k, float(v))]], c, float(v), stretched=stretched)
-            for k, (c, v) in enumerate(zip(chunks, s.values, strict=True))
-        ]
-        joined = crossfade_join(centres, fade)
+        centres = [results[jobs[(k, float(v))]] for k, v in enumerate(s.values)]
         pre, post = windows[pre_idx], windows[post_idx]
         if process_outside:
             pre = results[jobs[(pre_idx, s.start)]] if len(pre) else pre
             post = results[jobs[(post_idx, s.end)]] if len(post) else post
-        outputs.append(np.concatenate([pre, joined, post]).astype(np.float32, copy=False))
+        outputs.append(crossfade_join(centres, fade, head=pre, tail=post))
     return outputs
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dsp import match_rms
+from ..dsp import match_rms, rms
 from ..segments import render_segmented
 from .base import Category, register
 
@@ -29,20 +29,30 @@ def lowpass_gain(freqs: np.ndarray, cutoff: float) -> np.ndarray:
     return mask
 
 
-def lowpass_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int) -> list[np.ndarray]:
+def lowpass_windows(
+    windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int
+) -> list[np.ndarray]:
     """Low-pass every (window, cutoff) job: one STFT per window, one batched ISTFT per window length."""
     from ..stft import batched_window_jobs, fft_frequencies, istft_batch  # numba loads only when rendering
 
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
+    gains: dict[tuple[int, float], np.ndarray] = {}  # a cutoff recurs across windows and conditions
+    window_rms: dict[int, float] = {}  # a window is the RMS reference of every job on it
     for batch in batched_window_jobs(windows, jobs, N_FFT, HOP, JOBS_PER_BATCH):
         freqs = fft_frequencies(sr, batch.n_fft)
-        masks = np.stack([lowpass_gain(freqs, c) for c in batch.values])
+        for c in batch.values:
+            if (batch.n_fft, c) not in gains:
+                gains[(batch.n_fft, c)] = lowpass_gain(freqs, c)
+        masks = np.stack([gains[(batch.n_fft, c)] for c in batch.values])
         filtered = batch.spectra[batch.rows] * masks[:, None, :]
         n = len(batch.job_ids)
         n_frames = np.full(n, batch.spectra.shape[1], dtype=np.int64)
         ys = istft_batch(filtered, n_frames, np.full(n, batch.length, dtype=np.int64), batch.n_fft, batch.hop)
         for j, y in zip(batch.job_ids, ys, strict=True):
-            out[j] = match_rms(y, windows[jobs[j][0]])
+            k = jobs[j][0]
+            if k not in window_rms:
+                window_rms[k] = rms(windows[k])
+            out[j] = match_rms(y, windows[k], reference_rms=window_rms[k])
     return out
 
 

@@ -33,16 +33,20 @@ def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
-    from ..kernels import add_noise
+    from ..kernels import add_noise, pcg64_state, standard_normal_float32_into
 
     cache = fixed.get("clip_cache", {})
+    # One buffer per batch of conditions. Each clip's seeded draw is numpy's default_rng(seed)
+    # .standard_normal(size=(n, 1)).astype(np.float32), made by a numba copy of numpy's PCG64 + ziggurat
+    # (bit-identical, tested; ~3.5x faster than numpy's per-sample function-pointer calls); the kernel
+    # then takes its RMS and mixes in two passes.
+    draw = np.empty(len(audio), dtype=np.float32)
     for s, seed in zip(schedules, fixed["seeds"], strict=True):
         key = f"noise:level:{s.onset}:{s.offset}"  # the same for all conditions of a clip
         level = cache[key] = cache[key] if key in cache else speech_level(audio, s.onset, s.offset)
-        draw = np.random.default_rng(seed).standard_normal(size=(len(audio), 1)).astype(np.float32)
+        standard_normal_float32_into(pcg64_state(seed), draw)
         out = np.empty(len(audio), dtype=np.float32)
-        # audio + unit noise x (level x ratio), all float32 as published, in one pass
-        add_noise(audio, draw[:, 0], _column_rms(draw)[0], level, s.onset, s.offset, s.step, s.start, s.values, s.end, out)
+        add_noise(audio, draw, level, s.onset, s.offset, s.step, s.start, s.values, s.end, out)
         yield out
 
 
