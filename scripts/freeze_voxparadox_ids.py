@@ -1,33 +1,223 @@
 """Freeze VoxParadox-lite item ids (vocalgrad_dataset/data/voxparadox/ids/<task>-<split>.txt: id TAB sha256 of
-the item's PCM16 samples). Run after changing the builder (and bump BUILDER_VERSION); builds then check them.
+the item's PCM16 samples TAB Whisper tiny.en word error rate against the item's script, "-" when the item
+itself was not transcribed: --level signal).
 
-    .venv/bin/python scripts/freeze_voxparadox_ids.py --split test [--tasks pitch,gender]
+An item is kept when (1) its label measured from the signal equals its true label and (2) Whisper tiny.en's
+transcript of the built item (the DSP-processed, joined audio, as PCM16: what a model is served) passes the
+task's rule (voxparadox.WHISPER_RULES: "exact" = equals the script after normalize_text; "claim" = the words
+assert the adversarial label, `claimed_label(task, transcript) == adversarial`). Candidates are tried in the
+builder's order until the split's quota is kept; transcripts are cached in a TSV (id, sha256, transcript;
+rewritten atomically after every batch), so a stopped run resumes where it was. Builds never run this.
+
+    .venv/bin/python scripts/freeze_voxparadox_ids.py --split test [--tasks pitch,gender] [--cache FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import functools
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vocalgrad_dataset.fileio import atomic_write_text  # noqa: E402
-from vocalgrad_dataset.voxparadox import IDS_DIR, TASKS, pcm_sha256  # noqa: E402
-from vocalgrad_dataset.voxparadox_items import build_items  # noqa: E402
+from vocalgrad_dataset.voxparadox import (  # noqa: E402
+    BASES_TSV,
+    IDS_DIR,
+    SPLIT_SIZES,
+    SR,
+    TASKS,
+    Item,
+    pcm_sha256,
+    whisper_accepts,
+    word_error_rate,
+)
+from vocalgrad_dataset.voxparadox_items import signal_verified  # noqa: E402
+
+DEFAULT_CACHE = ROOT / "runs" / "voxparadox-freeze" / "transcripts.tsv"
+
+
+class TranscriptCache:
+    """Whisper transcripts by (item id, PCM sha256), kept in a TSV rewritten atomically."""
+
+    def __init__(self, path: Path, also_read: tuple[Path, ...] = ()) -> None:
+        self.path, self.also_read = path, also_read
+        self.rows: dict[tuple[str, str], str] = {}
+        self.refresh()
+        self._read(path)
+
+    def _read(self, file: Path) -> None:
+        if file.is_file():
+            with open(file, newline="", encoding="utf-8") as f:
+                for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+                    self.rows.setdefault((r["id"], r["sha256"]), r["transcript"])
+
+    def refresh(self) -> None:
+        """Read the other runs' caches again (--offset helpers fill them meanwhile; never written here)."""
+        for file in self.also_read:
+            self._read(file)
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        return self.rows.get(key)
+
+    def put(self, key: tuple[str, str], transcript: str) -> None:
+        self.rows[key] = " ".join(transcript.replace("\t", " ").split())
+
+    def save(self) -> None:
+        lines = ["id\tsha256\ttranscript", *(f"{i}\t{h}\t{t}" for (i, h), t in self.rows.items())]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, "\n".join(lines) + "\n")
+
+
+def served(audio: np.ndarray) -> np.ndarray:
+    """Audio as a model reads it back from the built PCM16 WAV."""
+    from vocalgrad_dataset.dsp import to_pcm16
+
+    return to_pcm16(audio)[0].astype(np.float32) / 32768.0
+
+
+# Tasks whose segments are base utterances only scaled to one level (their bases' transcripts hold for them).
+LEVEL_ONLY = ("gender", "counting", "identity")
+
+
+def base_transcripts() -> dict[str, str]:
+    """The verified Whisper transcripts of the vendored bases (bases.tsv, asr_ok = 1)."""
+    with open(BASES_TSV, newline="", encoding="utf-8") as f:
+        return {r["id"]: r["asr"] for r in csv.DictReader(f, delimiter="\t") if r["asr_ok"] == "1"}
+
+
+def clips_to_transcribe(item: Item, level: str, base_asr: dict[str, str]) -> list[tuple[tuple[str, str], np.ndarray]]:
+    """(cache key, served audio) of what a transcript of the item needs: the joined item, or (--level segments)
+    each DSP-processed segment (a level-only segment reads its base's transcript)."""
+    if level == "signal":
+        return []
+    if level == "item":
+        return [((item.id, pcm_sha256(item.audio)), served(item.audio))]
+    out = []
+    for k, (part, base) in enumerate(zip(item.parts, item.bases, strict=True)):
+        if not (item.task in LEVEL_ONLY or (item.task == "intonation" and k == 0)):
+            out.append(((f"part:{base}", pcm_sha256(part)), served(part)))
+    return out
+
+
+def transcript_of(item: Item, level: str, cache: TranscriptCache, base_asr: dict[str, str]) -> str:
+    if level == "item":
+        return cache.get((item.id, pcm_sha256(item.audio))) or ""
+    said = []
+    for k, (part, base) in enumerate(zip(item.parts, item.bases, strict=True)):
+        if item.task in LEVEL_ONLY or (item.task == "intonation" and k == 0):
+            said.append(base_asr.get(base, ""))
+        else:
+            said.append(cache.get((f"part:{base}", pcm_sha256(part))) or "")
+    return " ".join(t if t.rstrip().endswith((".", "!", "?")) else f"{t}." for t in said)
+
+
+def transcribe_missing(items: list[Item], level: str, cache: TranscriptCache, whisper: object,
+                       base_asr: dict[str, str]) -> None:
+    """One batched Whisper call for the clips of `items` the cache lacks; the cache saved after it."""
+    from harness.models.protocol import AudioClip
+
+    cache.refresh()
+    todo = {key: audio for it in items for key, audio in clips_to_transcribe(it, level, base_asr)
+            if cache.get(key) is None}
+    if todo:
+        texts = whisper.transcribe([AudioClip(a, SR) for a in todo.values()])  # type: ignore[attr-defined]
+        for key, text in zip(todo, texts, strict=True):
+            cache.put(key, text)
+        cache.save()
+
+
+def judge(item: Item, level: str, cache: TranscriptCache, base_asr: dict[str, str]) -> str | None:
+    """The item's frozen line (id, sha256, WER) when its transcript passes its task's rule, else None."""
+    if level == "signal":  # its bases' transcripts are verified; the item itself is not transcribed
+        return f"{item.id}\t{pcm_sha256(item.audio)}\t-"
+    text = transcript_of(item, level, cache, base_asr)
+    if whisper_accepts(item, text):
+        return f"{item.id}\t{pcm_sha256(item.audio)}\t{word_error_rate(text, item.script.replace(' | ', ' ')):.3f}"
+    print(f"  asr-reject {item.id}: {text!r}", file=sys.stderr, flush=True)
+    return None
+
+
+def write_ids(task: str, split: str, lines: list[str]) -> None:
+    atomic_write_text(IDS_DIR / f"{task}-{split}.txt", "\n".join(lines) + "\n")
+
+
+def freeze_task(task: str, split: str, quota: int, cache: TranscriptCache, whisper: object, batch: int,
+                level: str = "item", first: int = 0, save: Callable[[list[str]], None] | None = None) -> list[str]:
+    """The kept items' lines (id, sha256, WER), in the builder's order, stopping at `quota`; `save` gets the
+    lines kept so far after every batch (the main run writes them, so a stopped run leaves a valid prefix)."""
+    base_asr = base_transcripts()
+    kept: list[str] = []
+    counts = {"tried": 0, "asr_rejected": 0}
+    pending: list[Item] = []
+    start = time.monotonic()
+
+    def settle() -> None:
+        transcribe_missing(pending, level, cache, whisper, base_asr)
+        for it in pending[: quota - len(kept)]:
+            line = judge(it, level, cache, base_asr)
+            if line:
+                kept.append(line)
+            counts["asr_rejected"] += 0 if line else 1
+        pending.clear()
+        if save and kept:
+            save(kept)
+        print(f"{task} {split}: kept {len(kept)}/{quota} of {counts['tried']} signal-verified candidates "
+              f"({counts['asr_rejected']} rejected by the transcript check), {time.monotonic() - start:.0f} s",
+              file=sys.stderr, flush=True)
+
+    for item in signal_verified(task, split, first):
+        counts["tried"] += 1
+        pending.append(item)
+        if len(pending) >= max(1, min(batch, quota - len(kept))):
+            settle()
+        if len(kept) >= quota:
+            break
+    if pending:
+        settle()
+    if len(kept) < quota:
+        raise SystemExit(f"voxparadox-{task} {split}: only {len(kept)} of {quota} candidates verified")
+    return kept
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", required=True, choices=("test", "train"))
     ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="transcript cache TSV (resumes a run)")
+    ap.add_argument("--batch", type=int, default=16, help="items per Whisper batch")
+    ap.add_argument("--quota", type=int, default=None, help="items per task (default: the split's size)")
+    ap.add_argument("--offset", type=int, default=0,
+                    help="a helper run: transcribe from the offset-th candidate on into its own --cache and freeze "
+                         "nothing (the main run reads its cache with --also-read)")
+    ap.add_argument("--also-read", type=Path, nargs="*", default=[], help="more transcript caches to read")
+    ap.add_argument("--level", choices=("item", "segments", "signal"), default="item",
+                    help="transcribe each joined item (default), or each DSP-processed segment once (cheaper), or "
+                         "nothing: the signal check on Whisper-verified bases only (WER column '-')")
     args = ap.parse_args()
+    from harness.models.whisper_ct2 import WhisperTinyEn
+
+    whisper = None if args.level == "signal" else WhisperTinyEn(batch_size=args.batch)
+    cache = TranscriptCache(args.cache, tuple(args.also_read))
     for task in args.tasks.split(","):
-        items = build_items(task, args.split)
-        lines = [f"{i.id}\t{pcm_sha256(i.audio)}" for i in items]
-        atomic_write_text(IDS_DIR / f"{task}-{args.split}.txt", "\n".join(lines) + "\n")
-        print(f"{task} {args.split}: {len(items)} items", file=sys.stderr)
+        quota = args.quota or SPLIT_SIZES[args.split]
+        if args.offset:  # a helper: fills its cache until killed or out of candidates
+            try:
+                freeze_task(task, args.split, 10**6, cache, whisper, args.batch, args.level, args.offset)
+            except SystemExit as done:
+                print(f"helper done: {done}", file=sys.stderr)
+            continue
+        lines = freeze_task(task, args.split, quota, cache, whisper, args.batch, args.level,
+                            save=functools.partial(write_ids, task, args.split))
+        write_ids(task, args.split, lines)
+        print(f"{task} {args.split}: froze {len(lines)} items", file=sys.stderr, flush=True)
     return 0
 
 

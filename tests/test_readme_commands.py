@@ -340,6 +340,11 @@ SKIP: dict[str, str] = {
     "about an hour of a loaded 2-core CPU",
     "harness eval --model qwen2-audio-7b-instruct --dataset PATH_OR_REPO --out runs/vp --mcq-columns "
     "audio=audio,question=question,options=options,answer=answer,adversarial=adversarial,task=task": GPU_MODEL,
+    "python scripts/make_voxparadox_bases.py --verify": "needs espeak-ng; rewrites the vendored base utterances",
+    "python scripts/freeze_voxparadox_ids.py --split test": "Whisper on ~1,000 items, an hour on 2 cores; "
+    "rewrites the frozen lists",
+    "harness eval --model transcript-reader --configs voxparadox-gender,voxparadox-pitch --split test --dataset D "
+    "--out runs/r": "Whisper tiny.en on 200 items (minutes on CPU); needs the VoxParadox build above",
     "vocalgrad-dataset build --config voxparadox-pitch --split test --out D": "~2 minutes (tests/test_voxparadox.py)",
     "harness eval --model mcq-signal-oracle --configs voxparadox-gender,voxparadox-pitch --split test --dataset D "
     "--out runs/o": "needs the VoxParadox build above",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 import soundfile as sf
 
 from vocalgrad_dataset import voxparadox as vp
-from vocalgrad_dataset.voxparadox_items import build_items, measure
+from vocalgrad_dataset.voxparadox_items import build_items, measure, signal_verified
 
 SR = 16000
 
@@ -25,9 +26,13 @@ def _tone(f0: float, sec: float, amp: float = 0.3, end_f0: float | None = None) 
     return (amp * sum(np.sin(k * phase) / k for k in range(1, 6)) / 2).astype(np.float32)
 
 
-def test_vendored_bases_match_their_hashes_and_budget() -> None:
+def _base_rows() -> list[dict[str, str]]:
     with open(vp.BASES_TSV, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def test_vendored_bases_match_their_hashes_and_budget() -> None:
+    rows = _base_rows()
     total = 0
     for r in rows:
         data = (vp.BASES_DIR / f"{r['id']}.wav").read_bytes()
@@ -38,12 +43,23 @@ def test_vendored_bases_match_their_hashes_and_budget() -> None:
     assert total <= 30e6 and len(rows) == len(list(vp.BASES_DIR.glob("*.wav")))
 
 
-def test_test_voices_and_wordings_are_held_out() -> None:
-    split_of = {s: {b.voice.variant for b in vp.bases().values() if b.voice.split == s} for s in ("test", "train")}
-    assert split_of["test"] == {"m7", "m8", "f5"} and not split_of["test"] & split_of["train"]
-    texts = {s: {b.script.text for b in vp.bases().values() if b.script.split == s} for s in ("test", "train")}
-    assert not texts["test"] & texts["train"]
-    assert all(b.voice.split == b.script.split for b in vp.bases().values())
+def test_every_base_was_heard_right_by_whisper() -> None:
+    """bases.tsv holds each base's Whisper tiny.en transcript, and it equals the script after normalisation."""
+    scripts = {s.id: s.text for s in vp.SCRIPTS}
+    rows = _base_rows()
+    assert len(rows) >= 300
+    for r in rows:
+        assert r["text"] == scripts[r["script"]], r["id"]
+        assert r["asr"] and vp.normalize_text(r["asr"]) == vp.normalize_text(r["text"]), (r["id"], r["asr"])
+        assert (r["asr_ok"], float(r["wer"])) == ("1", 0.0), r["id"]
+
+
+def test_normalisation_and_word_error_rate() -> None:
+    assert vp.normalize_text("I'm speaking QUICKLY!") == vp.normalize_text("I am speaking quickly.") == "i am speaking quickly"
+    assert vp.normalize_text("We are 4 people.") == "we are four people"
+    assert vp.word_error_rate("I talk first.", "I speak quickly.") == pytest.approx(2 / 3)
+    assert vp.word_error_rate("I'm a man", "I am a man.") == 0.0
+    assert vp.word_error_rate("", "I am a man.") == 1.0
 
 
 @pytest.mark.parametrize(("task", "audio", "expected"), [
@@ -62,9 +78,10 @@ def test_measurements_read_known_signals(task: str, audio: np.ndarray, expected:
 
 
 def _claims(item: vp.Item) -> list[str]:
-    """The label each segment's words assert, read from the script table (what is said)."""
-    said = {s.text: s for s in vp.SCRIPTS}
-    return [said[t].label for t in item.script.split(" | ") if t in said]
+    """The label each segment's words assert, read from the script table (what is said; the item's task's
+    sentences first, as two tasks may share a sentence)."""
+    said = {s.text: s.label for s in vp.SCRIPTS} | {s.text: s.label for s in vp.SCRIPTS if s.task == item.task}
+    return [said[t] for t in item.script.split(" | ")]
 
 
 @pytest.mark.parametrize("task", vp.TASKS)
@@ -97,13 +114,53 @@ def test_reversed_control_reverses_audio_and_order() -> None:
         vp.reverse_item(build_items("identity", "test", 1)[0])
 
 
-def test_frozen_ids_match_a_fresh_build_prefix() -> None:
-    for task in vp.TASKS:
-        frozen = vp.frozen_ids(task, "test")
-        if frozen is None:
-            continue
-        assert len(frozen) == vp.SPLIT_SIZES["test"] >= 100
-        assert [i.id for i in build_items(task, "test", 2)] == frozen[:2]
+@pytest.mark.parametrize("split", ["test", "train"])
+def test_frozen_lists_and_a_fresh_build_agree(split: str) -> None:
+    """Every task has its frozen list (>= the split's size, distinct ids, a Whisper WER per item); the first
+    items built now have the frozen PCM sha256s, and they use only their split's voices and wordings."""
+    frozen = [t for t in vp.TASKS if (vp.IDS_DIR / f"{t}-{split}.txt").is_file()]
+    if split == "train" and not frozen:
+        pytest.skip("no train ids frozen yet (scripts/freeze_voxparadox_ids.py --split train)")
+    assert split == "train" or frozen == list(vp.TASKS)
+    short = []  # lists a stopped freeze left below the split's size (a valid prefix; resumable)
+    for task in frozen:
+        lines = (vp.IDS_DIR / f"{task}-{split}.txt").read_text(encoding="utf-8").splitlines()
+        entries = [line.split("\t") for line in lines]
+        assert len({e[0] for e in entries}) == len(entries) >= 2
+        short += [f"{task} ({len(entries)})"] if len(entries) < vp.SPLIT_SIZES[split] else []
+        # test items: the WER of Whisper's transcript of the item; train items may be frozen on the signal
+        # check over Whisper-verified bases alone ("-": the item itself not transcribed)
+        assert all(len(e) == 3 and len(e[1]) == 64 for e in entries)
+        assert all((split == "train" and e[2] == "-") or 0.0 <= float(e[2]) < 1.0 for e in entries)
+        built = build_items(task, split, 2)
+        assert [(i.id, vp.pcm_sha256(i.audio)) for i in built] == [tuple(e[:2]) for e in entries[:2]]
+        for item in built:
+            assert {vp.bases()[b].voice.split for b in item.bases} == {vp.bases()[b].script.split for b in item.bases} == {split}
+    if short or len(frozen) < len(vp.TASKS):
+        pytest.xfail(f"{split}: freeze not finished for {', '.join(short) or 'some tasks'} "
+                     f"(resume: scripts/freeze_voxparadox_ids.py --split {split})")
+
+
+def test_train_and_test_are_disjoint_in_ids_voices_and_wordings() -> None:
+    def used(split: str) -> tuple[set[str], set[str]]:
+        ids = {i for t in vp.TASKS for i in vp.frozen_ids(t, split) or []}
+        return ids, {i.split("-")[2] for i in ids}
+
+    test_ids, test_splits = used("test")
+    train_ids, train_splits = used("train")
+    assert not test_ids & train_ids and test_splits == {"test"} and train_splits <= {"train"}
+    voices = {s: {v.variant for v in vp.voices_of(s)} for s in ("test", "train")}
+    assert not voices["test"] & voices["train"]
+    texts = {s: {sc.text for sc in vp.SCRIPTS if sc.split == s} for s in ("test", "train")}
+    assert not texts["test"] & texts["train"]
+
+
+def test_a_whole_frozen_task_rebuilds_exactly() -> None:
+    from vocalgrad_dataset.voxparadox_export import config_items
+
+    items = config_items("voxparadox-gender", "test")  # raises when an id or a sha256 differs from the list
+    assert [i.id for i in items] == vp.frozen_ids("gender", "test") and len(items) >= 100
+    assert all(i.measured == i.answer != i.adversarial for i in items)
 
 
 def test_build_load_and_eval_through_both_loaders(tmp_path: Path) -> None:
@@ -139,3 +196,77 @@ def test_what_the_words_claim_is_the_adversarial_label(task: str) -> None:
         transcript = ". ".join(item.script.split(" | ")) + "."  # what is said, as a transcript punctuates it
         assert vp.claimed_label(task, transcript) == item.adversarial
         assert TranscriptReader.read(transcript, f"voxparadox-{task}", item.options) == item.adversarial
+
+
+@pytest.mark.parametrize(("task", "transcript", "expected"), [
+    ("pitch", "My voice is high. My voice is low. My voice is medium.", "high-low-medium"),
+    ("pitch", "This part is low. This part is medium. This part is high.", "low-medium-high"),
+    ("pitch", "My voice is high. My voice is low.", None),  # two claims are no order
+    ("volume", "I speak loudly. I speak normally. I speak quietly.", "loud-medium-quiet"),
+    ("volume", "This part is quiet. This part is loud. This part is normal.", "quiet-loud-medium"),
+    ("speed", "I'm speaking quickly. I'm speaking slowly. I'm speaking normally.", "fast-slow-medium"),
+    ("speed", "I speak slowly. I speak quickly. I speak normally.", "slow-fast-medium"),
+    ("range", "I sound excited. I sound boring. I sound calm.", "wide-narrow-medium"),
+    ("range", "I speak in one tone. I speak with lots of melody. I speak with a bit of melody.", "narrow-wide-medium"),
+    ("gender", "I'm a man. My voice is low.", "male"),
+    ("gender", "This part is loud. I am a female speaker.", "female"),
+    ("intonation", "I spoke first. I go down now.", "falling"),
+    ("intonation", "This part is loud. My voice goes up now.", "rising"),
+    ("counting", "We are 4 people talking. We are 4 people talking.", "four"),  # Whisper writes digits
+    ("counting", "I am alone here. I'm alone here.", "one"),
+    ("identity", "My voice is medium. I never spoke before. I spoke first.", "segment 3"),
+    ("identity", "This part is medium. I was the first voice. I am a new speaker. This part is medium.", "segment 2"),
+    ("identity", "My voice is medium. I spoke first. I spoke first.", None),
+])  # fmt: skip
+def test_claimed_label_reads_the_new_wordings(task: str, transcript: str, expected: str | None) -> None:
+    from harness.models.baselines import TranscriptReader
+
+    assert vp.claimed_label(task, transcript) == expected
+    if expected is not None:  # the transcript reader answers what the words claim
+        options = [expected, "segment 4"] if task == "identity" else [expected, "other"]
+        assert TranscriptReader.read(transcript, f"voxparadox-{task}", options) == expected
+
+
+def test_whisper_rule_accepts_the_script_and_rejects_a_mishearing() -> None:
+    (item,) = build_items("gender", "test", 1)
+    said = ". ".join(item.script.split(" | ")) + "."
+    assert vp.whisper_accepts(item, said) and vp.whisper_accepts(item, said.replace("I am", "I'm"))
+    wrong_claim = "female" if item.adversarial == "male" else "male"
+    assert not vp.whisper_accepts(item, said.replace(item.adversarial, wrong_claim))
+    assert not vp.whisper_accepts(item, said + " Thanks.")  # the claim survives, the words do not
+
+
+def test_freeze_keeps_what_whisper_hears_right_and_resumes_from_its_cache(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("freeze", Path(__file__).parents[1] / "scripts" / "freeze_voxparadox_ids.py")
+    freeze = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(freeze)  # type: ignore[union-attr]
+
+    candidates = list(itertools.islice(signal_verified("gender", "test"), 6))
+    heard_right = {hashlib.sha256(freeze.served(i.audio).tobytes()).hexdigest(): ". ".join(i.script.split(" | "))
+                   for i in candidates[::2]}
+
+    class Ear:  # hears every other candidate right, mishears the rest
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def transcribe(self, clips: list) -> list[str]:
+            self.calls += 1
+            return [heard_right.get(hashlib.sha256(c.array.tobytes()).hexdigest(), "I talk first.") for c in clips]
+
+    cache = freeze.TranscriptCache(tmp_path / "t.tsv")
+    lines = freeze.freeze_task("gender", "test", 3, cache, Ear(), batch=6)
+    assert [line.split("\t")[0] for line in lines] == [i.id for i in candidates[::2]]
+    assert all(line.endswith("\t0.000") for line in lines)
+    again = Ear()
+    resumed = freeze.freeze_task("gender", "test", 3, freeze.TranscriptCache(tmp_path / "t.tsv"), again, batch=6)
+    assert resumed == lines and again.calls == 0
+
+
+@pytest.mark.parametrize("task", ["identity", "counting", "pitch"])
+def test_candidate_ids_are_unique(task: str) -> None:
+    from vocalgrad_dataset.voxparadox_items import candidates
+
+    ids = [c.id for c in candidates(task, "test")]
+    assert len(ids) == len(set(ids)) > 100

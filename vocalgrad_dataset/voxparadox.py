@@ -2,26 +2,29 @@
 
 Every item's transcript asserts a wrong label (y_adv) and its audio carries the true one (y_true), as in
 VoxParadox (../shared/reference/VOXPARADOX.md). The base utterances (data/voxparadox/bases/*.wav, 16 kHz
-PCM16, sha256 in bases.tsv) are short claim sentences ("I am speaking at a high pitch.") said by espeak-ng
-voices (a variant and a pitch); scripts/make_voxparadox_bases.py regenerates them and is never called by a
-build. Voices and scripts are split: test items use held-out voices (variants m7, m8, f5) saying held-out
+PCM16, sha256 in bases.tsv) are short claim sentences in plain words ("My voice is high.") said by espeak-ng
+voices (a variant and a pitch), each verified by Whisper tiny.en (its transcript, in bases.tsv, equals the
+sentence after normalisation; pairs it mishears are dropped); scripts/make_voxparadox_bases.py regenerates
+them and is never called by a build. Voices and scripts are split: test items use held-out voices (variants m7, m8, f5) saying held-out
 wordings. Items are made deterministically at build time:
 
 - pitch, volume, speed, range (pattern tasks): three claim sentences of one voice, each asserting a level;
   our DSP gives each the level of another order (pitch ±4 semitones, volume ±10 dB, speed x0.7 / x1.45
-  after equalising durations, F0 range x0.25 / x2.5 around the median), joined with 0.5 s gaps. The
+  after equalising durations, F0 range x0.25 / x2.5 around the median; and a milder version of each),
+  joined with 0.5 s gaps. The
   question asks the order of the true levels; the transcript asserts another order.
-- gender: a voice claiming the other sex, joined with another of its sentences.
-- intonation: a sentence, then a claim about the ending ("my voice goes down at the end") whose last
-  0.9 s glides the other way (up 10-12 or down 6-8 semitones).
-- counting: 2-3 distinct voices in 3-4 turns, every turn claiming one count ("I am the only speaker here").
+- gender: a voice claiming the other sex ("I am a woman."), joined with another of its sentences.
+- intonation: a sentence, then a claim about the ending ("I go down now.") whose last 0.9 s glides the other
+  way (up 10-12 or down 6-8 semitones).
+- counting: 2-3 distinct voices in 3-4 turns, every turn claiming one count ("There is only one voice.").
 - identity: segment 1 by a voice, then 2-3 segments of which one is that voice again; the same voice says
-  "I have not spoken before", another says "I am the first speaker again".
+  "I never spoke before.", another says "I spoke first."
 
-Each built item is verified by measuring its label from the signal (F0 median, RMS, speech duration,
-F0 range, final F0 slope, turn F0 clustering); an item whose measurement disagrees is skipped, and the
-surviving ids are the frozen lists (data/voxparadox/ids/). The bases' Whisper tiny.en transcripts are in
-bases.tsv.
+Each candidate item is verified twice by scripts/freeze_voxparadox_ids.py: its label measured from the signal
+(F0 median, RMS, speech duration, F0 range, final F0 slope, turn F0 clustering) must be its true label, and
+Whisper tiny.en's transcript must pass the task's rule (WHISPER_RULES). The survivors' ids and PCM sha256s
+are the frozen lists (data/voxparadox/ids/<task>-<split>.txt); a build makes exactly those items (no
+synthesiser, no Whisper) and checks their sha256s.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import io
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -46,7 +49,7 @@ BASES_TSV = DATA_DIR / "bases.tsv"
 IDS_DIR = DATA_DIR / "ids"
 SR = 16000
 GAP_SEC = 0.5  # silence between joined segments
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 TASKS: tuple[str, ...] = ("gender", "intonation", "counting", "identity", "pitch", "volume", "speed", "range")
 PATTERN_TASKS: tuple[str, ...] = ("pitch", "volume", "speed", "range")
 SIGNAL_TASKS: tuple[str, ...] = TASKS  # every offline task's label is measured from the signal
@@ -96,36 +99,56 @@ LEVELS: dict[str, tuple[str, str, str]] = {
     "pitch": ("low", "medium", "high"), "volume": ("quiet", "medium", "loud"),
     "speed": ("slow", "medium", "fast"), "range": ("narrow", "medium", "wide"),
 }  # fmt: skip
+# Plain, frequent words that Whisper tiny.en hears from espeak-ng voices (candidates were tried on train and test
+# voices first; a voice/script pair it still mishears at every rate is dropped by make_voxparadox_bases.py).
 _TEXTS: dict[tuple[str, str], tuple[str, str]] = {  # (task, label) -> (train wording, test wording)
-    ("pitch", "low"): ("I am speaking at a low pitch.", "My voice sounds very deep right now."),
-    ("pitch", "medium"): ("I am speaking at a medium pitch.", "My voice sounds quite average right now."),
-    ("pitch", "high"): ("I am speaking at a high pitch.", "My voice sounds very shrill right now."),
-    ("volume", "quiet"): ("I am speaking very quietly.", "This part is whispered softly."),
-    ("volume", "medium"): ("I am speaking at a normal volume.", "This part is at a moderate level."),
-    ("volume", "loud"): ("I am speaking very loudly.", "This part is shouted at full power."),
-    ("speed", "slow"): ("I am speaking very slowly.", "These words come out at a crawl."),
-    ("speed", "medium"): ("I am speaking at a normal pace.", "These words come out at an even tempo."),
-    ("speed", "fast"): ("I am speaking very fast.", "These words come out in a rush."),
-    ("range", "narrow"): ("My voice is flat and monotone.", "My melody barely moves at all."),
-    ("range", "medium"): ("My voice has a normal melody.", "My melody moves a moderate amount."),
-    ("range", "wide"): ("My voice is very expressive.", "My melody swings up and down a lot."),
-    ("gender", "male"): ("I am a man and this is my voice.", "You are listening to a gentleman."),
-    ("gender", "female"): ("I am a woman and this is my voice.", "You are listening to a lady."),
-    ("intonation", "rising"): ("My voice goes up at the end.", "Listen to my tone climbing as I finish."),
-    ("intonation", "falling"): ("My voice goes down at the end.", "Listen to my tone dropping as I finish."),
-    ("counting", "one"): ("I am the only speaker here.", "Nobody else talks in this recording."),
-    ("counting", "four"): ("Four of us are talking here.", "This recording has four people in it."),
-    ("identity", "same"): ("I am the first speaker again.", "You heard me at the very start."),
-    ("identity", "different"): ("I have not spoken before.", "This is my first time talking here."),
+    ("pitch", "low"): ("My voice is low.", "This part is low."),
+    ("pitch", "medium"): ("My voice is medium.", "This part is medium."),
+    ("pitch", "high"): ("My voice is high.", "This part is high."),
+    ("volume", "quiet"): ("I speak quietly.", "This part is quiet."),
+    ("volume", "medium"): ("I speak normally.", "This part is normal."),
+    ("volume", "loud"): ("I speak loudly.", "This part is loud."),
+    ("speed", "slow"): ("I speak slowly.", "I am speaking slowly."),
+    ("speed", "medium"): ("I speak normally.", "I am speaking normally."),
+    ("speed", "fast"): ("I speak quickly.", "I am speaking quickly."),
+    ("range", "narrow"): ("I sound boring.", "I speak in one tone."),
+    ("range", "medium"): ("I sound calm.", "I speak with a bit of melody."),
+    ("range", "wide"): ("I sound excited.", "I speak with lots of melody."),
+    ("gender", "male"): ("I am a man.", "I am a male speaker."),
+    ("gender", "female"): ("I am a woman.", "I am a female speaker."),
+    ("intonation", "rising"): ("I go up now.", "My voice goes up now."),
+    ("intonation", "falling"): ("I go down now.", "My voice goes down now."),
+    ("counting", "one"): ("There is only one voice.", "I am alone here."),
+    ("counting", "four"): ("We are four people.", "We are four people talking."),
+    ("identity", "same"): ("I spoke first.", "I was the first voice."),
+    ("identity", "different"): ("I never spoke before.", "I am a new speaker."),
 }
 SCRIPTS: tuple[Script, ...] = tuple(
     Script(task, label, split, texts[i]) for (task, label), texts in _TEXTS.items() for i, split in enumerate(("train", "test"))
 )
 
 
+# Whisper writes "I'm" for "I am" and "4" for "four": the comparison reads them as the words they stand for.
+_SPOKEN = {"i'm": "i am", "it's": "it is", "that's": "that is", "there's": "there is", "you're": "you are",
+           "we're": "we are", "i've": "i have", "1": "one", "2": "two", "3": "three", "4": "four"}
+
+
 def normalize_text(text: str) -> str:
-    """Lower case, letters, digits and single spaces only (the Whisper-vs-script comparison)."""
-    return " ".join(re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split())
+    """Lower case, letters, digits and single spaces only, contractions and small digits spelled out (the
+    Whisper-vs-script comparison)."""
+    words = re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ").replace("\u2019", "'")).split()
+    return " ".join(_SPOKEN.get(w, w) for w in words).replace("'", "")
+
+
+def word_error_rate(hypothesis: str, reference: str) -> float:
+    """Word edit distance / reference words, after normalize_text (1.0 and more: nothing right)."""
+    hyp, ref = normalize_text(hypothesis).split(), normalize_text(reference).split()
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        prev, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
+    return row[-1] / max(1, len(ref))
 
 
 @dataclass(frozen=True)
@@ -166,6 +189,11 @@ def base_of(voice: Voice, task: str, label: str) -> Base:
     return bases()[f"{voice.id}__{voice.split}-{task}-{label}"]
 
 
+def has_base(voice: Voice, task: str, label: str) -> bool:
+    """Whether the vendored bases hold `voice` saying the claim (pairs Whisper could not verify are dropped)."""
+    return f"{voice.id}__{voice.split}-{task}-{label}" in bases()
+
+
 def voices_of(split: str) -> list[Voice]:
     return [v for v in VOICES if v.split == split]
 
@@ -201,6 +229,7 @@ class Item:
     bases: list[str]
     script: str  # what is said, segment by segment
     measured: str = ""  # the label measured from the signal
+    parts: list[np.ndarray] = field(default_factory=list, repr=False)  # the joined segments (not exported)
 
 
 # ---- built items ------------------------------------------------------------------------------------------
@@ -244,21 +273,21 @@ def pcm_sha256(audio: np.ndarray) -> str:
 # ---- what the words claim ----------------------------------------------------------------------------------
 # Words of each claim sentence (both wordings) that say its label: what a transcript reader goes by.
 CLAIM_WORDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "pitch": {"low": ("low", "deep"), "medium": ("medium", "average"), "high": ("high", "shrill")},
-    "volume": {"quiet": ("quietly", "softly", "whispered"), "medium": ("normal volume", "moderate"),
-               "loud": ("loudly", "shouted")},
-    "speed": {"slow": ("slowly", "crawl"), "medium": ("normal pace", "even tempo"), "fast": ("fast", "rush")},
-    "range": {"narrow": ("flat", "monotone", "barely"), "medium": ("normal melody", "moderate amount"),
-              "wide": ("expressive", "swings")},
-    "gender": {"male": ("man", "gentleman"), "female": ("woman", "lady")},
-    "intonation": {"rising": ("up", "climbing"), "falling": ("down", "dropping")},
-    "counting": {"one": ("only speaker", "nobody else"), "four": ("four",)},
-    "identity": {"same": ("first speaker again", "very start"), "different": ("not spoken before", "first time")},
+    "pitch": {"low": ("low",), "medium": ("medium",), "high": ("high",)},
+    "volume": {"quiet": ("quietly", "quiet"), "medium": ("normally", "normal"), "loud": ("loudly", "loud")},
+    "speed": {"slow": ("slowly",), "medium": ("normally",), "fast": ("quickly",)},
+    "range": {"narrow": ("boring", "one tone", "in one"), "medium": ("calm", "bit of"),
+              "wide": ("excited", "lots of")},  # Whisper hears "melody" as "Melanie", "melon", ...
+    "gender": {"male": ("man", "male"), "female": ("woman", "female")},
+    "intonation": {"rising": ("up",), "falling": ("down",)},
+    "counting": {"one": ("only one", "alone"), "four": ("four",)},
+    "identity": {"same": ("spoke first", "first voice"), "different": ("never spoke", "new speaker")},
 }  # fmt: skip
 
 
 def _claims_in(task: str, text: str) -> list[tuple[int, str]]:
     """(position, label) of every claim word of a task in a text (whole words, case-insensitive), in order."""
+    text = re.sub(r"\b[1-4]\b", lambda m: _SPOKEN[m.group()], text)  # Whisper's "4 of us": "four of us"
     found = []
     for label, words in CLAIM_WORDS[task].items():
         for w in words:
@@ -280,3 +309,27 @@ def claimed_label(task: str, transcript: str) -> str | None:
     # the claim is one sentence (intonation's last): a neighbour such as "my melody swings up and down" says nothing
     claimed = [c for s in re.split(r"[.!?|]+", transcript) if (c := {lbl for _, lbl in _claims_in(task, s)})]
     return next(iter(claimed[-1])) if claimed and len(claimed[-1]) == 1 else None
+
+
+# ---- the transcript check of the freeze script ---------------------------------------------------------------
+# Per task, what Whisper tiny.en's transcript of a built item must satisfy for the item to be kept: "exact" =
+# equal to the script after normalize_text (and so asserting the adversarial label); "claim" = its words
+# assert the adversarial label (claimed_label). "claim" for counting and identity, whose turns repeat a
+# sentence that Whisper tiny.en writes once ("We are four people talking." for three turns saying it) or
+# mishears ("This art is medium."), and for the tasks whose DSP reshapes the speech itself
+# (pitch shifts, tempo, F0 range, loudness down to -36 dBFS, the end glide): there Whisper tiny.en gets a
+# carrier word wrong in about half of the items ("This art is high.") while the claim words survive, and
+# exact equality would double the candidates to transcribe on this CPU. The WER of every kept item is in
+# its frozen list (third column).
+WHISPER_RULES: dict[str, str] = {
+    "gender": "exact", "counting": "claim", "identity": "claim",
+    "pitch": "claim", "volume": "claim", "speed": "claim", "range": "claim", "intonation": "claim",
+}  # fmt: skip
+
+
+def whisper_accepts(item: Item, transcript: str) -> bool:
+    """Whether a built item's transcript passes its task's rule (WHISPER_RULES)."""
+    asserts = claimed_label(item.task, transcript) == item.adversarial
+    if WHISPER_RULES[item.task] == "claim":
+        return asserts
+    return asserts and normalize_text(transcript) == normalize_text(item.script.replace(" | ", " "))

@@ -7,9 +7,11 @@ is kept only when the measurement equals its true label.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +27,8 @@ from .voxparadox import (
     base_audio,
     base_of,
     bases,
+    frozen_ids,
+    has_base,
     join,
     rng_for,
     voices_of,
@@ -38,6 +42,10 @@ PITCH_ST = 4.0  # semitones of the low / high pitch versions
 VOLUME_DB = {"quiet": -36.0, "medium": -26.0, "loud": -16.0}  # speech RMS, dBFS
 SPEED_RATE = {"slow": 0.7, "medium": 1.0, "fast": 1.45}
 RANGE_SCALE = {"narrow": 0.25, "medium": 1.0, "wide": 2.5}
+# A milder second version of each pattern (more candidates per voice, and Whisper hears milder DSP better);
+# the signal check still measures its order.
+MILD = {"pitch": 3.0, "volume": {"quiet": -33.0, "medium": -26.0, "loud": -19.0},
+        "speed": {"slow": 0.75, "medium": 1.0, "fast": 1.35}, "range": {"narrow": 0.4, "medium": 1.0, "wide": 2.0}}
 GLIDE_SEC = 0.9
 # two glide sizes per direction (more items per voice); a statement already falls at its end: rising must undo it
 GLIDE_ST = {"rising": (12.0, 10.0), "falling": (-6.0, -8.0)}
@@ -260,18 +268,29 @@ def set_level(x: np.ndarray, db: float) -> np.ndarray:
     return (y * (0.99 / peak) if peak > 0.99 else y).astype(np.float32)
 
 
-def _render_level(task: str, x: np.ndarray, level: str, target_sec: float) -> np.ndarray:
+def _render_level(task: str, x: np.ndarray, level: str, target_sec: float, mild: bool = False) -> np.ndarray:
     names = LEVELS[task]
     if task == "pitch":
-        return pitch_shift(x, {names[0]: -PITCH_ST, names[1]: 0.0, names[2]: PITCH_ST}[level])
+        st = MILD["pitch"] if mild else PITCH_ST
+        return pitch_shift(x, {names[0]: -st, names[1]: 0.0, names[2]: st}[level])  # type: ignore[operator]
+    values: dict[str, float] = MILD[task] if mild else {"volume": VOLUME_DB, "speed": SPEED_RATE,  # type: ignore[assignment]
+                                                         "range": RANGE_SCALE}[task]
     if task == "volume":
-        return set_level(x, VOLUME_DB[level])
+        return set_level(x, values[level])
     if task == "speed":  # durations equalised first, so duration alone says the speed
-        return stretch(x, len(x) / (target_sec * SR) * SPEED_RATE[level])
-    return scale_range(x, RANGE_SCALE[level])
+        return stretch(x, len(x) / (target_sec * SR) * values[level])
+    return scale_range(x, values[level])
 
 
 # ---- builders -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate item: its id, known before its audio is made, and how to make it."""
+
+    id: str
+    make: Callable[[], Item]
 
 
 def _options(rng: object, answer: str, adversarial: str, pool: Sequence[str], n: int) -> list[str]:
@@ -288,24 +307,32 @@ def _item_id(task: str, split: str, *parts: object) -> str:
     return f"vpl-{task}-{split}-{digest}"
 
 
-def _pattern(task: str) -> Callable[[str], Iterator[Item]]:
-    def build(split: str) -> Iterator[Item]:
+def _pattern(task: str) -> Callable[[str], Iterator[Candidate]]:
+    def build(split: str) -> Iterator[Candidate]:
         names = LEVELS[task]
         perms = ["-".join(p) for p in itertools.permutations(names)]
-        combos = [(v, adv, true) for v in voices_of(split) for adv in perms for true in perms if adv != true]
+        voices = [v for v in voices_of(split) if all(has_base(v, task, lvl) for lvl in names)]
+        combos = [(v, adv, true, mild) for mild in (False, True) for v in voices for adv in perms for true in perms
+                  if adv != true]
         rng_for(task, split).shuffle(combos)
-        for voice, adv, true in combos:
+
+        def make(voice: Voice, adv: str, true: str, mild: bool) -> Item:
             claims = adv.split("-")
             used = [base_of(voice, task, c) for c in claims]
             raw = [base_audio(b.id) for b in used]
             target = float(np.mean([len(r) for r in raw])) / SR
-            parts = [_render_level(task, r, lvl, target) for r, lvl in zip(raw, true.split("-"), strict=True)]
+            parts = [_render_level(task, r, lvl, target, mild) for r, lvl in zip(raw, true.split("-"), strict=True)]
             if task != "volume":
                 parts = [set_level(p, VOLUME_DB["medium"]) for p in parts]  # loudness says nothing here
-            rng = rng_for(task, split, voice.id, adv, true)
-            yield Item(_item_id(task, split, voice.id, adv, true), task, join(parts), QUESTIONS[task],
-                       _options(rng, true, adv, perms, 4), true, adv, [b.id for b in used],
-                       " | ".join(b.script.text for b in used))
+            key = (voice.id, adv, true, "mild") if mild else (voice.id, adv, true)
+            rng = rng_for(task, split, *key)
+            return Item(_item_id(task, split, *key), task, join(parts), QUESTIONS[task],
+                        _options(rng, true, adv, perms, 4), true, adv, [b.id for b in used],
+                        " | ".join(b.script.text for b in used), parts=parts)
+
+        for voice, adv, true, mild in combos:
+            key = (voice.id, adv, true, "mild") if mild else (voice.id, adv, true)
+            yield Candidate(_item_id(task, split, *key), functools.partial(make, voice, adv, true, mild))
     return build
 
 
@@ -314,53 +341,78 @@ def _others(voice: Voice, exclude: Sequence[str]) -> list[str]:
     return sorted(b.id for b in bases().values() if b.voice == voice and b.script.task not in exclude)
 
 
-def _build_gender(split: str) -> Iterator[Item]:
-    combos = [(v, o, first) for v in voices_of(split) for o in _others(v, ("gender", "identity", "counting")) for first in (True, False)]
+def _build_gender(split: str) -> Iterator[Candidate]:
+    voices = [v for v in voices_of(split) if has_base(v, "gender", "female" if v.sex == "male" else "male")]
+    combos = [(v, o, first) for v in voices for o in _others(v, ("gender", "identity", "counting")) for first in (True, False)]
     rng_for("gender", split).shuffle(combos)
+
+    def make(voice: Voice, order: list[str], adv: str) -> Item:
+        parts = [set_level(base_audio(b), VOLUME_DB["medium"]) for b in order]
+        return Item(_item_id("gender", split, *order), "gender", join(parts), QUESTIONS["gender"], ["male", "female"],
+                    voice.sex, adv, order, " | ".join(bases()[b].script.text for b in order), parts=parts)
+
     for voice, other, claim_first in combos:
         adv = "female" if voice.sex == "male" else "male"
         claim = base_of(voice, "gender", adv)
         order = [claim.id, other] if claim_first else [other, claim.id]
-        parts = [set_level(base_audio(b), VOLUME_DB["medium"]) for b in order]
-        yield Item(_item_id("gender", split, *order), "gender", join(parts), QUESTIONS["gender"], ["male", "female"],
-                   voice.sex, adv, order, " | ".join(bases()[b].script.text for b in order))
+        yield Candidate(_item_id("gender", split, *order), functools.partial(make, voice, order, adv))
 
 
-def _build_intonation(split: str) -> Iterator[Item]:
+def _build_intonation(split: str) -> Iterator[Candidate]:
     combos = [(v, o, adv, size) for v in voices_of(split) for o in _others(v, ("intonation",))
-              for adv in ("rising", "falling") for size in (0, 1)]
+              for adv in ("rising", "falling") for size in (0, 1) if has_base(v, "intonation", adv)]
     rng_for("intonation", split).shuffle(combos)
-    for voice, other, adv, size in combos:
+
+    def make(voice: Voice, other: str, adv: str, size: int) -> Item:
         true = "falling" if adv == "rising" else "rising"
         claim = base_of(voice, "intonation", adv)
         end = glide_end(base_audio(claim.id), GLIDE_ST[true][size])
         parts = [set_level(base_audio(other), VOLUME_DB["medium"]), set_level(end, VOLUME_DB["medium"])]
-        yield Item(_item_id("intonation", split, voice.id, other, adv, size), "intonation", join(parts),
-                   QUESTIONS["intonation"], ["rising", "falling"], true, adv, [other, claim.id],
-                   " | ".join(bases()[b].script.text for b in (other, claim.id)))
+        return Item(_item_id("intonation", split, voice.id, other, adv, size), "intonation", join(parts),
+                    QUESTIONS["intonation"], ["rising", "falling"], true, adv, [other, claim.id],
+                    " | ".join(bases()[b].script.text for b in (other, claim.id)), parts=parts)
+
+    for voice, other, adv, size in combos:
+        yield Candidate(_item_id("intonation", split, voice.id, other, adv, size),
+                        functools.partial(make, voice, other, adv, size))
 
 
-def _build_counting(split: str) -> Iterator[Item]:
+def _build_counting(split: str) -> Iterator[Candidate]:
     voices = voices_of(split)
     combos = [(group, adv, repeat) for k in (2, 3) for group in itertools.permutations(voices, k)
-              for adv in ("one", "four") for repeat in (False, True)]
+              for adv in ("one", "four") for repeat in (False, True) if all(has_base(v, "counting", adv) for v in group)]
     rng_for("counting", split).shuffle(combos)
-    for group, adv, repeat in combos:
-        turns = [*group, group[0]] if repeat else list(group)  # a voice may come back after the others
+
+    def make(group: tuple[Voice, ...], turns: list[Voice], adv: str, repeat: bool) -> Item:
         used = [base_of(v, "counting", adv) for v in turns]
         parts = [set_level(base_audio(b.id), VOLUME_DB["medium"]) for b in used]
         true = COUNTS[len(group) - 1]
         rng = rng_for("counting", split, *[v.id for v in group], adv, repeat)
-        yield Item(_item_id("counting", split, *[v.id for v in turns], adv), "counting", join(parts),
-                   QUESTIONS["counting"], _options(rng, true, adv, COUNTS, 4), true, adv, [b.id for b in used],
-                   " | ".join(b.script.text for b in used))
+        return Item(_item_id("counting", split, *[v.id for v in turns], adv), "counting", join(parts),
+                    QUESTIONS["counting"], _options(rng, true, adv, COUNTS, 4), true, adv, [b.id for b in used],
+                    " | ".join(b.script.text for b in used), parts=parts)
+
+    for group, adv, repeat in combos:
+        turns = [*group, group[0]] if repeat else list(group)  # a voice may come back after the others
+        yield Candidate(_item_id("counting", split, *[v.id for v in turns], adv),
+                        functools.partial(make, group, turns, adv, repeat))
 
 
-def _build_identity(split: str) -> Iterator[Item]:
+def _build_identity(split: str) -> Iterator[Candidate]:
     voices = voices_of(split)
     combos = [(a, b, c, n, pos) for a, b, c in itertools.permutations(voices, 3) for n in (2, 3)
-              for pos in itertools.permutations(range(n), 2)]
+              for pos in itertools.permutations(range(n), 2)
+              if has_base(a, "pitch", "medium") and has_base(a, "identity", "different")
+              and has_base(b, "identity", "same") and has_base(c, "pitch", "medium")]
     rng_for("identity", split).shuffle(combos)
+
+    def make(order: list[str], n: int, pos_true: int, pos_adv: int) -> Item:
+        parts = [set_level(base_audio(x), VOLUME_DB["medium"]) for x in order]
+        options = [f"segment {i + 2}" for i in range(n)]
+        return Item(_item_id("identity", split, *order), "identity", join(parts), QUESTIONS["identity"], options,
+                    f"segment {pos_true + 2}", f"segment {pos_adv + 2}", order,
+                    " | ".join(bases()[x].script.text for x in order), parts=parts)
+
     for a, b, c, n, (pos_true, pos_adv) in combos:
         query = base_of(a, "pitch", "medium")
         cand: list[str] = [""] * n
@@ -369,33 +421,66 @@ def _build_identity(split: str) -> Iterator[Item]:
         for i in range(n):
             cand[i] = cand[i] or base_of(c, "pitch", "medium").id
         order = [query.id, *cand]
-        parts = [set_level(base_audio(x), VOLUME_DB["medium"]) for x in order]
-        options = [f"segment {i + 2}" for i in range(n)]
-        yield Item(_item_id("identity", split, *order), "identity", join(parts), QUESTIONS["identity"], options,
-                   f"segment {pos_true + 2}", f"segment {pos_adv + 2}", order,
-                   " | ".join(bases()[x].script.text for x in order))
+        yield Candidate(_item_id("identity", split, *order), functools.partial(make, order, n, pos_true, pos_adv))
 
 
-BUILDERS: dict[str, Callable[[str], Iterator[Item]]] = {
+BUILDERS: dict[str, Callable[[str], Iterator[Candidate]]] = {
     **{t: _pattern(t) for t in PATTERN_TASKS},
     "gender": _build_gender, "intonation": _build_intonation, "counting": _build_counting, "identity": _build_identity,
 }  # fmt: skip
 
 
-def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
-    """The first `n` (default SPLIT_SIZES[split]) candidates whose label, measured from the signal, is their
-    true label; deterministic, so the ids equal the frozen list."""
+def candidates(task: str, split: str) -> Iterator[Candidate]:
+    """A task's candidate items of a split, in their deterministic order (ids known before any audio is made)."""
     if task not in TASKS:
         raise ValueError(f"unknown VoxParadox-lite task {task!r} (tasks: {', '.join(TASKS)})")
-    want = SPLIT_SIZES[split] if n is None else n
-    out: list[Item] = []
-    for item in BUILDERS[task](split):
+    seen: set[str] = set()
+    for cand in BUILDERS[task](split):  # identity's 2-segment items do not use voice c: the same item again
+        if cand.id not in seen:
+            seen.add(cand.id)
+            yield cand
+
+
+def signal_verified(task: str, split: str, start: int = 0) -> Iterator[Item]:
+    """The candidates (from the `start`-th) whose label, measured from the signal, is their true label
+    (`measured` filled in)."""
+    for cand in itertools.islice(candidates(task, split), start, None):
+        item = cand.make()
         measured = measure(task, item.audio)
         if measured == item.answer:
             item.measured = measured
-            out.append(item)
-            if len(out) >= want:
+            yield item
+
+
+def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
+    """The items of a task and split: the frozen ids (data/voxparadox/ids/, chosen by the freeze script's
+    Whisper and signal checks) in their order, or their first `n`; without a frozen list, the first `n`
+    (default SPLIT_SIZES[split]) signal-verified candidates. Deterministic; no synthesiser, no Whisper."""
+    frozen = frozen_ids(task, split)
+    if frozen is None:
+        want = SPLIT_SIZES[split] if n is None else n
+        out = list(itertools.islice(signal_verified(task, split), want))
+        if len(out) < want:
+            raise ValueError(f"voxparadox-{task} {split}: only {len(out)} of {want} candidates verified")
+        return out
+    wanted = frozen if n is None else frozen[:n]
+    by_id = {}
+    remaining = set(wanted)
+    for cand in candidates(task, split):
+        if cand.id in remaining:
+            by_id[cand.id] = cand
+            remaining.discard(cand.id)
+            if not remaining:
                 break
-    if len(out) < want:
-        raise ValueError(f"voxparadox-{task} {split}: only {len(out)} of {want} candidates verified")
+    if remaining:
+        raise ValueError(f"voxparadox-{task} {split}: {len(remaining)} frozen ids are not among the builder's "
+                         f"candidates (e.g. {sorted(remaining)[0]!r}); the builder changed: refreeze")
+    out = []
+    for item_id in wanted:
+        item = by_id[item_id].make()
+        measured = measure(task, item.audio)
+        if measured != item.answer:
+            raise ValueError(f"{item_id}: measured {measured!r} from the signal, its label is {item.answer!r}")
+        item.measured = measured
+        out.append(item)
     return out
