@@ -187,6 +187,19 @@ def freeze_task(task: str, split: str, quota: int, cache: TranscriptCache, whisp
     return kept
 
 
+def rehash_task(task: str, split: str) -> list[str]:
+    """The frozen lines of a task and split with each item's sha256 recomputed by the current builder (after a
+    change that keeps the selection, e.g. BUILDER_VERSION 3's C-library log2/log10/pow): the ids and WER stay,
+    and every item is built and its signal measurement checked again (build_items raises on a flip)."""
+    from vocalgrad_dataset.voxparadox_items import build_items
+
+    path = IDS_DIR / f"{task}-{split}.txt"
+    old = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = build_items(task, split)
+    assert [i.id for i in items] == [row[0] for row in old]
+    return ["\t".join([row[0], pcm_sha256(item.audio), *row[2:]]) for row, item in zip(old, items, strict=True)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", required=True, choices=("test", "train"))
@@ -201,7 +214,15 @@ def main() -> int:
     ap.add_argument("--level", choices=("item", "segments", "signal"), default="item",
                     help="transcribe each joined item (default), or each DSP-processed segment once (cheaper), or "
                          "nothing: the signal check on Whisper-verified bases only (WER column '-')")
+    ap.add_argument("--rehash", action="store_true",
+                    help="keep the frozen ids; recompute their sha256 with the current builder (no Whisper)")
     args = ap.parse_args()
+    if args.rehash:
+        for task in args.tasks.split(","):
+            lines = rehash_task(task, args.split)
+            write_ids(task, args.split, lines)
+            print(f"{task} {args.split}: rehashed {len(lines)} items", file=sys.stderr, flush=True)
+        return 0
     from harness.models.whisper_ct2 import WhisperTinyEn
 
     whisper = None if args.level == "signal" else WhisperTinyEn(batch_size=args.batch)

@@ -22,7 +22,7 @@ from harness.parsing import OptionParser
 RUN = ["--model", "tiny-qwen2-audio", "--category", "voxparadox-pitch", "--scope", "all_linear",
        "--num-workers", "0", "--no-progress", "--val-limit", "2", "--train-limit", "4", "--grad-accum", "2"]
 # The first items of the pitch task's train split, in build order (a seeded shuffle of voice x order pairs).
-FIRST_PITCH_TRAIN = "vpl-pitch-train-28556fd526"
+FIRST_PITCH_TRAIN = "vpl-pitch-train-c7b956144c"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,19 +47,19 @@ def test_item_rows_are_asked_with_lettered_options_and_reject_the_adversarial_on
     assert data.train_ids[0] == FIRST_PITCH_TRAIN and len(data.train_ids) == 4
     assert not set(data.train_ids) & set(data.split.val)
     row = data.renderer.row(FIRST_PITCH_TRAIN)
-    assert row["options"] == ["low-medium-high", "medium-high-low", "high-medium-low", "high-low-medium"]
-    assert (row["answer"], row["adversarial"], row["kind"]) == ("medium-high-low", "high-low-medium", "mcq")
-    assert row["audio"]["sampling_rate"] == 16000 and row["audio"]["array"].shape == (86720,)  # 5.42 s
+    assert row["options"] == ["medium-low-high", "medium-high-low", "high-low-medium", "high-medium-low"]
+    assert (row["answer"], row["adversarial"], row["kind"]) == ("high-medium-low", "medium-high-low", "mcq")
+    assert row["audio"]["sampling_rate"] == 16000 and row["audio"]["array"].shape == (72160,)  # 4.51 s
     task = AnswerTask.of("default", "voxparadox-pitch")
     prompt = task.prompts([row])[0]
     assert prompt.segments[0] == mcq_text(row["question"], row["options"])  # the harness' own MCQ prompt
-    assert prompt.segments[0].splitlines()[2:4] == ["A. low-medium-high", "B. medium-high-low"]
+    assert prompt.segments[0].splitlines()[2:4] == ["A. medium-low-high", "B. medium-high-low"]
     opts = answer_options(row, task.vocabulary)
-    assert (opts.answer, opts.wrong, opts.claim) == ("B", ("A", "C", "D"), "D")
+    assert (opts.answer, opts.wrong, opts.claim) == ("D", ("A", "B", "C"), "B")
     assert OptionParser(tuple(row["options"])).parse(opts.answer) == row["answer"]  # the parser reads it back
-    assert opts.pair("claim", seed=1, key=FIRST_PITCH_TRAIN) == ("B", "D")  # DPO's rejected: y_adv
+    assert opts.pair("claim", seed=1, key=FIRST_PITCH_TRAIN) == ("D", "B")  # DPO's rejected: y_adv
     drawn = {opts.pair("random", seed=s, key=FIRST_PITCH_TRAIN)[1] for s in range(30)}
-    assert drawn == {"A", "C", "D"}  # --dpo-rejected random: any wrong option, never the answer
+    assert drawn == {"A", "B", "C"}  # --dpo-rejected random: any wrong option, never the answer
 
 
 def test_item_split_is_decided_per_item_so_a_limit_takes_a_prefix() -> None:

@@ -6,6 +6,9 @@ import csv
 import hashlib
 import itertools
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +17,8 @@ import soundfile as sf
 
 from vocalgrad_dataset import voxparadox as vp
 from vocalgrad_dataset.voxparadox_items import build_items, measure, signal_verified
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SR = 16000
 
@@ -116,29 +121,46 @@ def test_reversed_control_reverses_audio_and_order() -> None:
 
 @pytest.mark.parametrize("split", ["test", "train"])
 def test_frozen_lists_and_a_fresh_build_agree(split: str) -> None:
-    """Every task has its frozen list (>= the split's size, distinct ids, a Whisper WER per item); the first
+    """Every task has its frozen list (the split's size, distinct ids, a Whisper WER per item); the first
     items built now have the frozen PCM sha256s, and they use only their split's voices and wordings."""
-    frozen = [t for t in vp.TASKS if (vp.IDS_DIR / f"{t}-{split}.txt").is_file()]
-    if split == "train" and not frozen:
-        pytest.skip("no train ids frozen yet (scripts/freeze_voxparadox_ids.py --split train)")
-    assert split == "train" or frozen == list(vp.TASKS)
-    short = []  # lists a stopped freeze left below the split's size (a valid prefix; resumable)
-    for task in frozen:
+    for task in vp.TASKS:
         lines = (vp.IDS_DIR / f"{task}-{split}.txt").read_text(encoding="utf-8").splitlines()
         entries = [line.split("\t") for line in lines]
-        assert len({e[0] for e in entries}) == len(entries) >= 2
-        short += [f"{task} ({len(entries)})"] if len(entries) < vp.SPLIT_SIZES[split] else []
-        # test items: the WER of Whisper's transcript of the item; train items may be frozen on the signal
-        # check over Whisper-verified bases alone ("-": the item itself not transcribed)
+        assert len({e[0] for e in entries}) == len(entries) == vp.SPLIT_SIZES[split], task
+        # test items: the WER of Whisper's transcript of the item; train items are frozen on the signal check
+        # over Whisper-verified bases ("-": the item itself not transcribed)
         assert all(len(e) == 3 and len(e[1]) == 64 for e in entries)
         assert all((split == "train" and e[2] == "-") or 0.0 <= float(e[2]) < 1.0 for e in entries)
         built = build_items(task, split, 2)
         assert [(i.id, vp.pcm_sha256(i.audio)) for i in built] == [tuple(e[:2]) for e in entries[:2]]
         for item in built:
             assert {vp.bases()[b].voice.split for b in item.bases} == {vp.bases()[b].script.split for b in item.bases} == {split}
-    if short or len(frozen) < len(vp.TASKS):
-        pytest.xfail(f"{split}: freeze not finished for {', '.join(short) or 'some tasks'} "
-                     f"(resume: scripts/freeze_voxparadox_ids.py --split {split})")
+
+
+AVX512_CHECK = """
+import sys
+from vocalgrad_dataset import voxparadox as vp
+from vocalgrad_dataset.voxparadox_items import build_items
+for task in vp.TASKS:
+    for item in build_items(task, "test", 6):
+        print(task, item.id, vp.pcm_sha256(item.audio))
+"""
+
+
+def test_items_are_the_same_bits_without_numpys_avx512_kernels() -> None:
+    """numpy's float64 log2/log10/power take AVX-512 (SVML) kernels where the CPU has them, and their last bits
+    differ; the frozen sha256s must hold on CPUs with and without AVX-512 (CI's may lack it)."""
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    avx512 = [f for f, on in __cpu_features__.items() if on and f.startswith("AVX512")]
+    if not avx512:
+        pytest.skip("this CPU has no AVX-512: numpy already runs the kernels the frozen lists were checked with")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NPY_DISABLE_CPU_FEATURES": " ".join(avx512)}
+    proc = subprocess.run([sys.executable, "-c", AVX512_CHECK], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    got = [line.split() for line in proc.stdout.splitlines()]
+    assert got == [[t, *entry] for t in vp.TASKS for entry in vp.frozen_entries(t, "test")[:6]]
 
 
 def test_train_and_test_are_disjoint_in_ids_voices_and_wordings() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -89,7 +90,7 @@ def f0_track(x: np.ndarray, fmin: float = FMIN) -> np.ndarray:
                      center=False)
     rms = _rms_frames(x)[: len(f0)]
     f0 = f0[: len(rms)]
-    st = 12.0 * np.log2(f0 / 100.0)
+    st = 12.0 * libm_log2(f0 / 100.0)
     st[(rms < 0.1 * rms.max()) | (f0 <= fmin * 1.02) | (f0 >= FMAX * 0.98)] = np.nan
     return _without_jumps(st)
 
@@ -144,7 +145,7 @@ def _range_st(x: np.ndarray) -> float:
 def _level_db(x: np.ndarray) -> float:
     rms = _rms_frames(x)
     speech = rms[rms > 0.1 * rms.max()]
-    return float(20 * np.log10(np.sqrt(np.mean(speech**2)) + 1e-12))
+    return 20 * math.log10(float(np.sqrt(np.mean(speech**2))) + 1e-12)
 
 
 def _duration(x: np.ndarray) -> float:
@@ -201,7 +202,7 @@ def _intonation(x: np.ndarray) -> str | None:
 
 def _gender(x: np.ndarray) -> str | None:
     m = _median_st(x)
-    return None if not np.isfinite(m) else "male" if 100.0 * 2 ** (m / 12) < GENDER_F0_HZ else "female"
+    return None if not np.isfinite(m) else "male" if 100.0 * math.pow(2.0, float(m) / 12) < GENDER_F0_HZ else "female"
 
 
 def measure(task: str, audio: np.ndarray) -> str | None:
@@ -209,6 +210,17 @@ def measure(task: str, audio: np.ndarray) -> str | None:
     if task in PATTERN_TASKS:
         return _order(task, audio)
     return {"gender": _gender, "intonation": _intonation, "counting": _count, "identity": _identity}[task](audio)
+
+
+def libm_log2(x: np.ndarray) -> np.ndarray:
+    """Element-wise log2 by the C library (NaN where x is NaN or not positive).
+
+    numpy's float64 log2/log10/power switch to AVX-512 (SVML) kernels whose last bits differ from the C
+    library's; an item's audio depends on these values (pitch-range shifts, levels), so they are computed
+    the same way on every x86-64 CPU and the frozen sha256s hold everywhere."""
+    flat = np.asarray(x, np.float64).ravel()
+    out = np.array([math.log2(v) if v > 0 else math.nan for v in flat.tolist()], np.float64)
+    return out.reshape(np.shape(x))
 
 
 # ---- our DSP --------------------------------------------------------------------------------------------
@@ -263,7 +275,7 @@ def glide_end(x: np.ndarray, semitones: float) -> np.ndarray:
 
 def set_level(x: np.ndarray, db: float) -> np.ndarray:
     """Scaled so its speech RMS is `db` dBFS (peaks kept below full scale)."""
-    y = x * 10 ** ((db - _level_db(x)) / 20)
+    y = x * math.pow(10.0, (db - _level_db(x)) / 20)
     peak = np.max(np.abs(y))
     return (y * (0.99 / peak) if peak > 0.99 else y).astype(np.float32)
 
