@@ -28,3 +28,15 @@ def demo_clip() -> tuple[np.ndarray, np.ndarray, int, int, int]:
     pcm = src.read(clip)
     onset, offset = speech_span(clip, pcm.samples, pcm.sample_rate)
     return pcm.samples, pcm.float32, pcm.sample_rate, onset, offset
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module's tiny-model training: it gains nothing from more on a shared CI box.
+    Use with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -21,13 +21,7 @@ ACCEPTANCE = ["--model", "tiny-qwen2-audio", "--category", "volume", "--source",
 FAST = ["--num-workers", "0", "--no-progress", "--val-limit", "2", "--train-limit", "4", "--grad-accum", "2"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: the tiny model gains nothing from more on a shared CI box."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _logps(n: int = 6, seed: int = 0) -> tuple[torch.Tensor, ...]:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from finetune.items import item_split, run_training_data
 from finetune.objective import AnswerTask, answer_options
@@ -25,13 +24,7 @@ RUN = ["--model", "tiny-qwen2-audio", "--category", "voxparadox-pitch", "--scope
 FIRST_PITCH_TRAIN = "vpl-pitch-train-c7b956144c"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: the tiny model gains nothing from more on a shared CI box."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _settings(**kw: object) -> TrainSettings:

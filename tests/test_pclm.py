@@ -27,13 +27,7 @@ FAST = ["--num-workers", "0", "--no-progress", "--val-limit", "2", "--train-limi
         "--lr", "1e-2"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: the tiny model gains nothing from more on a shared CI box."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _clip(seed: int, seconds: float = 1.5) -> AudioClip:

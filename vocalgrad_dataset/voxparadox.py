@@ -142,13 +142,9 @@ def normalize_text(text: str) -> str:
 
 def word_error_rate(hypothesis: str, reference: str) -> float:
     """Word edit distance / reference words, after normalize_text (1.0 and more: nothing right)."""
-    hyp, ref = normalize_text(hypothesis).split(), normalize_text(reference).split()
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1] / max(1, len(ref))
+    from .wer import words_error_rate
+
+    return words_error_rate(normalize_text(reference).split(), normalize_text(hypothesis).split())
 
 
 @dataclass(frozen=True)

@@ -95,13 +95,9 @@ def claim_of_text(text: str, category: str) -> str | None:
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
     """Word-level Levenshtein distance / reference length, on normalised words."""
-    ref, hyp = normalise_text(reference), normalise_text(hypothesis)
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1] / max(1, len(ref))
+    from ..wer import words_error_rate
+
+    return words_error_rate(normalise_text(reference), normalise_text(hypothesis))
 
 
 @dataclass(frozen=True)
