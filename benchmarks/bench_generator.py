@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import os
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # one core: no helper threads on either side
+if __name__ == "__main__":  # run as the benchmark, not imported (a test reads its parser): leave the importer's env
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")  # one core: no helper threads on either side
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
