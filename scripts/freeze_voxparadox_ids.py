@@ -196,7 +196,13 @@ def rehash_task(task: str, split: str) -> list[str]:
     path = IDS_DIR / f"{task}-{split}.txt"
     old = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     items = build_items(task, split)
-    assert [i.id for i in items] == [row[0] for row in old]
+    built_ids, frozen_ids = [i.id for i in items], [row[0] for row in old]
+    if built_ids != frozen_ids:  # a rehash keeps the selection; a changed one needs a full freeze
+        pairs = enumerate(zip(built_ids, frozen_ids, strict=False))
+        first = next((k for k, (b, f) in pairs if b != f), min(len(built_ids), len(frozen_ids)))
+        raise ValueError(f"voxparadox-{task} {split}: the builder's items differ from {path} from item {first} on "
+                         f"({len(built_ids)} built, {len(frozen_ids)} frozen); --rehash only recomputes sha256s, "
+                         "run the freeze without --rehash")
     return ["\t".join([row[0], pcm_sha256(item.audio), *row[2:]]) for row, item in zip(old, items, strict=True)]
 
 

@@ -292,3 +292,26 @@ def test_candidate_ids_are_unique(task: str) -> None:
 
     ids = [c.id for c in candidates(task, "test")]
     assert len(ids) == len(set(ids)) > 100
+
+
+def test_rehash_refuses_a_builder_whose_items_are_not_the_frozen_ones(tmp_path: Path, monkeypatch) -> None:
+    import importlib.util
+    from types import SimpleNamespace
+
+    import vocalgrad_dataset.voxparadox_items as items_module
+
+    spec = importlib.util.spec_from_file_location("freeze", Path(__file__).parents[1] / "scripts" / "freeze_voxparadox_ids.py")
+    freeze = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(freeze)  # type: ignore[union-attr]
+    monkeypatch.setattr(freeze, "IDS_DIR", tmp_path)
+    (tmp_path / "pitch-test.txt").write_text("a\told\t0.000\nb\told\t0.250\n", encoding="utf-8")
+    audio = np.zeros(8, dtype=np.float32)
+
+    monkeypatch.setattr(items_module, "build_items", lambda task, split: [SimpleNamespace(id=i, audio=audio) for i in "ab"])
+    rows = [line.split("\t") for line in freeze.rehash_task("pitch", "test")]
+    assert [(r[0], r[2]) for r in rows] == [("a", "0.000"), ("b", "0.250")]
+    assert rows[0][1] == freeze.pcm_sha256(audio) != "old"
+
+    monkeypatch.setattr(items_module, "build_items", lambda task, split: [SimpleNamespace(id=i, audio=audio) for i in "ac"])
+    with pytest.raises(ValueError, match=r"voxparadox-pitch test: .*pitch-test.txt from item 1 on"):
+        freeze.rehash_task("pitch", "test")
