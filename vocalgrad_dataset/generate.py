@@ -16,6 +16,8 @@ import difflib
 import hashlib
 import io
 import json
+import struct
+import sys
 import warnings
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
 from .categories import CATEGORY_NAMES, Category, get_category
 from .categories.base import REGISTRY as CATEGORY_REGISTRY
@@ -238,8 +239,23 @@ def speech_span(clip: SourceClip, samples: np.ndarray, sr: int) -> tuple[int, in
     return span_samples(onset_sec, offset_sec, sr, len(samples), clip_name=clip.source_clip_id)
 
 
+WAV_HEADER_BYTES = 44
+_MAX_WAV_DATA = 2**32 - 1 - (WAV_HEADER_BYTES - 8)  # the RIFF size field is 32 bits
+
+
 def wav_bytes(pcm: np.ndarray, sr: int) -> bytes:
-    """PCM16 WAV bytes (soundfile; no FFmpeg)."""
+    """PCM16 WAV bytes (no FFmpeg). Mono int16, what every row is: the 44-byte RIFF header libsndfile writes for
+    PCM_16 WAV, then the samples (one copy, ~10x faster than a soundfile round trip; tests compare the bytes
+    with soundfile's). Anything else (stereo, floats) goes through soundfile."""
+    if pcm.dtype == np.int16 and pcm.ndim == 1 and sys.byteorder == "little":
+        size = 2 * len(pcm)
+        if size > _MAX_WAV_DATA:
+            raise ValueError(f"{len(pcm)} samples do not fit a WAV file (at most {_MAX_WAV_DATA // 2})")
+        header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", size + WAV_HEADER_BYTES - 8, b"WAVE", b"fmt ", 16, 1, 1, sr,
+                             2 * sr, 2, 16, b"data", size)  # fmt: skip
+        return header + memoryview(np.ascontiguousarray(pcm)).cast("B")
+    import soundfile as sf
+
     buf = io.BytesIO()
     sf.write(buf, pcm, sr, subtype="PCM_16", format="WAV")
     return buf.getvalue()
