@@ -49,7 +49,8 @@ def main() -> int:
     base.Category.render_clip = timed
     from vocalgrad_dataset import cli
 
-    return cli.main(argv)
+    sys.argv = ["vocalgrad-dataset", *argv]
+    return cli.main()  # as the console script calls it (no argv: the process is the CLI)
 
 
 if __name__ == "__main__":
