@@ -3,18 +3,20 @@
 What `datasets` + `pa.Table.from_pylist` gave before (the same Parquet bytes), without importing `datasets` or
 pandas: `pa.array` on a Python list imports pandas to ask whether the list is a pandas object (~0.2 s of CPU
 per process), so each column is made with `pa.Array.from_buffers` from numpy arrays and joined bytes. The
-audio column is already WAV bytes (no encoder, no FFmpeg) and the label is the ClassLabel's index.
+build hands the audio over as int16 samples, whose WAV headers and samples are written straight into the
+column's buffer (no encoder, no FFmpeg, one copy); the label is the ClassLabel's index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from .features import arrow_schema, columns, label_names
+from .generate import WAV_HEADER_BYTES, wav_header
 
 # binary and string arrays have int32 offsets: a longer column is split into chunks (a long source's shard)
 MAX_CHUNK_BYTES = 2**31 - 1
@@ -29,23 +31,61 @@ def _validity(values: Sequence[Any]) -> tuple[pa.Buffer | None, int, np.ndarray 
     return pa.py_buffer(np.packbits(~nulls, bitorder="little")), count, nulls
 
 
-def _bytes_array(values: Sequence[bytes | None], typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
-    """A binary or string array of bytes values (None = null), in chunks of at most MAX_CHUNK_BYTES."""
-    lengths = np.fromiter((0 if v is None else len(v) for v in values), dtype=np.int64, count=len(values))
+def _chunks(lengths: np.ndarray) -> list[tuple[int, int]]:
+    """Index ranges of consecutive values whose total length stays within MAX_CHUNK_BYTES (one range if all do)."""
+    if len(lengths) and lengths.max() > MAX_CHUNK_BYTES:
+        raise ValueError(f"a value of {int(lengths.max())} bytes does not fit an Arrow binary array "
+                         f"(at most {MAX_CHUNK_BYTES})")  # fmt: skip
     ends = np.cumsum(lengths)
-    if len(values) and ends[-1] > MAX_CHUNK_BYTES:
-        cuts, start = [], 0
-        for i, end in enumerate(ends):  # greedy: each chunk as many values as fit
-            if end - (ends[start - 1] if start else 0) > MAX_CHUNK_BYTES and i > start:
-                cuts.append((start, i))
-                start = i
-        cuts.append((start, len(values)))
-        return pa.chunked_array([_bytes_array(values[a:b], typ) for a, b in cuts], typ)
-    offsets = np.zeros(len(values) + 1, dtype=np.int32)
-    offsets[1:] = ends
-    validity, nulls, _ = _validity(values)
-    data = pa.py_buffer(b"".join(v for v in values if v is not None))
-    return pa.Array.from_buffers(typ, len(values), [validity, pa.py_buffer(offsets), data], null_count=nulls)
+    if not len(lengths) or ends[-1] <= MAX_CHUNK_BYTES:
+        return [(0, len(lengths))]
+    cuts, start, base = [], 0, 0
+    for i, end in enumerate(ends):  # greedy: each chunk as many values as fit (at least one)
+        if end - base > MAX_CHUNK_BYTES and i > start:
+            cuts.append((start, i))
+            start, base = i, ends[i - 1]
+    return [*cuts, (start, len(lengths))]
+
+
+def _from_ranges(typ: pa.DataType, values: Sequence[Any], lengths: np.ndarray,
+                 make: Callable[[int, int, np.ndarray], tuple[pa.Buffer, pa.Buffer | None, int]]) -> pa.Array | pa.ChunkedArray:
+    """A binary/string array of `values` with these byte lengths; make(a, b, offsets) gives the data buffer,
+    validity and null count of values[a:b]. Chunked when the values exceed int32 offsets."""
+    arrays = []
+    for a, b in _chunks(lengths):
+        offsets = np.zeros(b - a + 1, dtype=np.int32)
+        np.cumsum(lengths[a:b], out=offsets[1:])
+        data, validity, nulls = make(a, b, offsets)
+        arrays.append(pa.Array.from_buffers(typ, b - a, [validity, pa.py_buffer(offsets), data], null_count=nulls))
+    return arrays[0] if len(arrays) == 1 else pa.chunked_array(arrays, typ)
+
+
+def _bytes_array(values: Sequence[bytes | None], typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """A binary or string array of bytes values (None = null)."""
+    lengths = np.fromiter((0 if v is None else len(v) for v in values), dtype=np.int64, count=len(values))
+
+    def make(a: int, b: int, offsets: np.ndarray) -> tuple[pa.Buffer, pa.Buffer | None, int]:
+        part = values[a:b]
+        validity, nulls, _ = _validity(part)
+        return pa.py_buffer(b"".join(v for v in part if v is not None)), validity, nulls
+
+    return _from_ranges(typ, values, lengths, make)
+
+
+def _wav_array(audio: Sequence[dict[str, Any]]) -> pa.Array | pa.ChunkedArray:
+    """The WAV bytes of rows whose audio is {"pcm16": mono int16 samples, "sampling_rate"}: each header and its
+    samples written straight into the column's buffer (one copy, where WAV bytes objects joined were two)."""
+    lengths = np.fromiter((WAV_HEADER_BYTES + 2 * len(a["pcm16"]) for a in audio), dtype=np.int64, count=len(audio))
+
+    def make(a: int, b: int, offsets: np.ndarray) -> tuple[pa.Buffer, None, int]:
+        data = np.empty(int(offsets[-1]), dtype=np.uint8)
+        for start, value in zip(offsets[:-1].tolist(), audio[a:b], strict=True):
+            pcm = value["pcm16"]
+            data[start : start + WAV_HEADER_BYTES] = np.frombuffer(wav_header(len(pcm), value["sampling_rate"]), np.uint8)
+            data[start + WAV_HEADER_BYTES : start + WAV_HEADER_BYTES + 2 * len(pcm)].view("<i2")[:] = pcm
+        return pa.py_buffer(data), None, 0
+
+    return _from_ranges(pa.binary(), audio, lengths, make)
 
 
 def _column(values: Sequence[Any], typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
@@ -62,14 +102,17 @@ def _column(values: Sequence[Any], typ: pa.DataType) -> pa.Array | pa.ChunkedArr
 
 
 def rows_table(rows: Sequence[dict[str, Any]], fmt: str = "direction") -> pa.Table:
-    """A config's rows (audio as {"bytes", "path"}) as the Arrow table of a shard in problem format `fmt`."""
+    """A config's rows (audio as {"bytes", "path"}, or as {"pcm16", "sampling_rate", "path"}) as the Arrow table of a shard in problem format `fmt`."""
     schema = arrow_schema(fmt)
     index = {name: i for i, name in enumerate(label_names(fmt))}
     arrays = []
     for field, (name, kind) in zip(schema, columns(fmt), strict=True):
         if kind == "audio":
             audio = [r[name] for r in rows]
-            data = _bytes_array([a["bytes"] for a in audio], pa.binary())
+            pcm = [a for a in audio if "pcm16" in a]
+            if pcm and len(pcm) != len(audio):
+                raise ValueError("rows_table: audio must be all WAV bytes or all pcm16 samples")
+            data = _wav_array(audio) if pcm else _bytes_array([a["bytes"] for a in audio], pa.binary())
             paths = _bytes_array([a["path"].encode("utf-8") for a in audio], pa.string())
             if isinstance(data, pa.ChunkedArray):  # the paths follow the WAV bytes' chunks
                 ends = np.cumsum([len(c) for c in data.chunks])

@@ -99,7 +99,8 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
         pcm = src.read(clip)
         if pcm.source_format != "PCM_16":
             formats[clip.source_clip_id] = pcm.source_format
-        rendered = iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav")  # streamed
+        # streamed; the WAV bytes are made in the table's own buffer
+        rendered = iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="pcm16")
         rows += rendered
     table = rows_table(rows, spec.format)
     if formats:
