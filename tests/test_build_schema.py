@@ -84,13 +84,17 @@ def test_card_metadata_equals_datasets_serialiser(tmp_path: Path, monkeypatch: p
     assert ternary["splits"] == [{"name": "test", "num_bytes": ternary["dataset_size"], "num_examples": 75}]
 
 
-@pytest.mark.parametrize("name", ["default", "pitch"])
-def test_single_config_dataset_info_is_a_mapping_as_datasets_writes_it(name: str) -> None:
-    info = datasets.DatasetInfo(features=vocalgrad_features("yesno"), download_size=7, dataset_size=5)
-    ours = {"features": yaml_features("yesno"), "splits": [], "download_size": 7, "dataset_size": 5}
-    theirs = _old_yaml({name: info})
-    theirs.setdefault("splits", [])  # datasets leaves out an empty SplitDict
-    assert card._dataset_info_yaml({name: ours}) == theirs
+@pytest.mark.parametrize("names", [("default",), ("pitch",), ("voice_pitch", "pitch", "all")])
+def test_dataset_info_yaml_as_datasets_writes_it(names: tuple[str, ...]) -> None:
+    # one config: a mapping (config_name first unless "default"); several: a list sorted by config name
+    infos = {n: datasets.DatasetInfo(features=vocalgrad_features("yesno"), download_size=7 + i, dataset_size=5)
+             for i, n in enumerate(names)}  # fmt: skip
+    ours = {n: {"features": yaml_features("yesno"), "splits": [], "download_size": 7 + i, "dataset_size": 5}
+            for i, n in enumerate(names)}  # fmt: skip
+    theirs = _old_yaml(infos)
+    for entry in [theirs] if isinstance(theirs, dict) else theirs:
+        entry.setdefault("splits", [])  # datasets leaves out an empty SplitDict
+    assert card._dataset_info_yaml(ours) == theirs
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 1000, 48001])
