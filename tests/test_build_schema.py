@@ -66,15 +66,25 @@ def _old_yaml(infos: dict[str, datasets.DatasetInfo]) -> object:
     return data["dataset_info"]
 
 
-def test_card_metadata_equals_datasets_serialiser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _hub_yaml(meta: dict) -> str:
+    """The card header as it was written before: huggingface_hub's DatasetCardData and its to_yaml()."""
+    data = DatasetCardData(**{k: v for k, v in meta.items() if k != "dataset_info"})
+    if "dataset_info" in meta:
+        data["dataset_info"] = meta["dataset_info"]
+    return data.to_yaml()
+
+
+@pytest.mark.parametrize("source", ["demo", "vctk", "commonvoice-spontaneous"])
+def test_card_metadata_equals_datasets_serialiser(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # two formats (ternary adds the source rows and a third label) and a config with its published long name
     for config in ("volume", "volume-ternary", "volume-source"):
         assert cli(["build", "--config", config, "--split", "test", "--source", "demo", "--out", str(tmp_path), "--quiet"]) == 0
-    ours = card.card_metadata(tmp_path, source="demo")
+    ours = card.card_metadata(tmp_path, source=source)  # the source names the licence tags only
     with monkeypatch.context() as m:
         m.setattr(card, "_dataset_info", _old_dataset_info)
         m.setattr(card, "_dataset_info_yaml", _old_yaml)
-        theirs = card.card_metadata(tmp_path, source="demo")
+        m.setattr(card, "card_yaml", _hub_yaml)
+        theirs = card.card_metadata(tmp_path, source=source)
     assert ours == theirs
     infos = yaml.safe_load(ours)["dataset_info"]
     assert [i["config_name"] for i in infos] == sorted(i["config_name"] for i in infos)
@@ -82,6 +92,14 @@ def test_card_metadata_equals_datasets_serialiser(tmp_path: Path, monkeypatch: p
     ternary = next(i for i in infos if i["config_name"] == "volume-ternary")
     assert ternary["features"][0] == {"name": "audio", "dtype": {"audio": {"sampling_rate": 48000}}}
     assert ternary["splits"] == [{"name": "test", "num_bytes": ternary["dataset_size"], "num_examples": 75}]
+
+
+def test_card_yaml_wraps_and_escapes_as_huggingface_hub() -> None:
+    long = "a long value with: colons, 'quotes', \u00e9 and more words " * 4  # wrapped past 80 columns
+    meta = {"language": ["en"], "license": "other", "pretty_name": long, "license_name": "x-y", "tags": ["a: b", "-c"],
+            "configs": [{"config_name": "p", "data_files": [{"split": "test", "path": ["p/test-*.parquet"]}]}],
+            "dataset_info": {"config_name": "p", "features": yaml_features("ternary", 16000)}}  # fmt: skip
+    assert card.card_yaml(meta) == _hub_yaml(meta)
 
 
 @pytest.mark.parametrize("names", [("default",), ("pitch",), ("voice_pitch", "pitch", "all")])
@@ -179,7 +197,7 @@ def test_rows_table_names_an_unknown_label() -> None:
         rows_table(rows, "yesno")
 
 
-def test_build_imports_neither_datasets_nor_pandas_and_freezes_only_as_the_program(tmp_path: Path) -> None:
+def test_build_imports_no_datasets_pandas_or_hub_and_freezes_only_as_the_program(tmp_path: Path) -> None:
     code = (
         "import gc, json, sys\n"
         "from vocalgrad_dataset import cli\n"
@@ -188,7 +206,7 @@ def test_build_imports_neither_datasets_nor_pandas_and_freezes_only_as_the_progr
         "first = gc.get_freeze_count()\n"
         "sys.argv = ['vocalgrad-dataset', *args, sys.argv[2]]\n"
         "cli.main()\n"  # as the console script calls it
-        "mods = sorted({m.split('.')[0] for m in sys.modules} & {'datasets', 'pandas'})\n"
+        "mods = sorted({m.split('.')[0] for m in sys.modules} & {'datasets', 'pandas', 'huggingface_hub'})\n"
         "print(json.dumps([first, gc.get_freeze_count() > 0, mods]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a"), str(tmp_path / "b")], cwd=REPO,

@@ -226,9 +226,7 @@ def _dataset_info_yaml(infos: dict[str, dict[str, Any]]) -> dict[str, Any] | lis
 def card_metadata(out_dir: Path, *, source: str) -> str:
     """The card's YAML header: tags, `configs:` (every config, again under its published long name, and
     `all` over the nine categories) and `dataset_info:` (features with the Audio sampling rate, splits with
-    num_examples), written by datasets' and huggingface_hub's own card serialisers."""
-    from huggingface_hub import DatasetCardData
-
+    num_examples), in the form datasets' and huggingface_hub's card serialisers write them."""
     configs: list[dict[str, Any]] = []
     infos: dict[str, dict[str, Any]] = {}
     main: dict[str, dict[str, list[Path]]] = {}
@@ -255,14 +253,25 @@ def card_metadata(out_dir: Path, *, source: str) -> str:
     # the Hub asks `license: other` to name the licence (license_name); the card's License section states it
     other = {"license_name": re.sub(r"[^a-z0-9-]+", "-", f"vocalgrad-{source}-sources".lower())} \
         if licence == "other" else {}
-    data = DatasetCardData(
-        license=licence, **other, pretty_name="VocalGrad",
-        task_categories=["audio-classification"], language=["en"],
-        tags=["audio", "speech", "benchmark", "audio-language-models"], configs=configs,
-    )
+    meta: dict[str, Any] = {
+        "language": ["en"], "license": licence, "task_categories": ["audio-classification"],
+        "pretty_name": "VocalGrad", **other, "tags": ["audio", "speech", "benchmark", "audio-language-models"],
+        "configs": configs,
+    }  # fmt: skip
     if infos:
-        data["dataset_info"] = _dataset_info_yaml(infos)
-    return data.to_yaml()
+        meta["dataset_info"] = _dataset_info_yaml(infos)
+    return card_yaml(meta)
+
+
+def card_yaml(meta: dict[str, Any]) -> str:
+    """YAML of the card header as huggingface_hub's DatasetCardData(...).to_yaml() writes it (keys in the order
+    its fields are set: language, license, task_categories, pretty_name, then the extra keys; no None values;
+    own copies, so no anchors), without importing huggingface_hub; libyaml's emitter when PyYAML has it (the
+    same text: tests/test_build_schema.py compares both with DatasetCardData's)."""
+    import yaml
+
+    data = copy.deepcopy({k: v for k, v in meta.items() if v is not None})
+    return yaml.dump(data, Dumper=getattr(yaml, "CDumper", yaml.Dumper), sort_keys=False, allow_unicode=True).strip()
 
 
 def licence_lines(source: str) -> str:

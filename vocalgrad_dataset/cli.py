@@ -37,6 +37,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     """Render a config's splits to Parquet + data card; optionally push every config to the Hub."""
     from .export import build, push_to_hub
 
+    if _AS_PROGRAM:
+        # What is loaded by now lives until the process ends: out of the collector's way, later collections
+        # (each full one walked these ~90,000 objects) cost ~0.05-0.1 s of CPU less per build.
+        gc.freeze()
     report = build(
         args.config, _splits(args.split, args.config, args.source), args.out, source=args.source, data_dir=args.data_dir,
         num_proc=args.num_proc, clips_per_shard=args.clips_per_shard, progress=not args.quiet,
