@@ -78,12 +78,15 @@ def _wav_array(audio: Sequence[dict[str, Any]]) -> pa.Array | pa.ChunkedArray:
     lengths = np.fromiter((WAV_HEADER_BYTES + 2 * len(a["pcm16"]) for a in audio), dtype=np.int64, count=len(audio))
 
     def make(a: int, b: int, offsets: np.ndarray) -> tuple[pa.Buffer, None, int]:
-        data = np.empty(int(offsets[-1]), dtype=np.uint8)
+        # from Arrow's pool (mimalloc), which keeps the pages of the last shard's column for the next one: fewer
+        # page faults than a fresh numpy array per shard
+        buffer = pa.allocate_buffer(int(offsets[-1]))
+        data = np.frombuffer(buffer, dtype=np.uint8)
         for start, value in zip(offsets[:-1].tolist(), audio[a:b], strict=True):
             pcm = value["pcm16"]
             data[start : start + WAV_HEADER_BYTES] = np.frombuffer(wav_header(len(pcm), value["sampling_rate"]), np.uint8)
             data[start + WAV_HEADER_BYTES : start + WAV_HEADER_BYTES + 2 * len(pcm)].view("<i2")[:] = pcm
-        return pa.py_buffer(data), None, 0
+        return buffer, None, 0
 
     return _from_ranges(pa.binary(), audio, lengths, make)
 
