@@ -2,8 +2,8 @@
 
     python benchmarks/bench_generator.py                      # all nine categories, 5 interleaved repeats
     python benchmarks/bench_generator.py --only pitch,volume --repeats 3
-    python benchmarks/bench_generator.py --build              # + CPU of `vocalgrad-dataset build --config all --source demo`
-    python benchmarks/bench_generator.py --memory             # + peak RSS of one clip of a 20-minute source
+    python benchmarks/bench_generator.py --build --build-against 483e520   # + the demo build's overhead vs that commit
+    python benchmarks/bench_generator.py --skip-categories --memory 20 --only vibration --memory-conditions 2
 
 Both sides render the same two real demo sources (4-5 s, 48 kHz), all 24 conditions each, in this one
 process pinned to one CPU (os.sched_setaffinity). The baseline, benchmarks/baseline_generator.py, follows
@@ -250,36 +250,65 @@ def build_report(repeats: int, against: str) -> bool:
     return ok
 
 
-MEMORY_CONDITIONS = {"speed": 2, "pitch": 2, "clarity": 2}  # the slow ones: enough to see whether memory grows
+MEMORY_CHILD = """
+import resource, sys
+import numpy as np
+from vocalgrad_dataset.generate import iter_rows
+from vocalgrad_dataset.grid import clip_id, conditions
+from vocalgrad_dataset.sources import PCM, SourceClip
+
+name, n, k = sys.argv[1], int(float(sys.argv[2]) * 60 * 48000), int(sys.argv[3])
+rng = np.random.default_rng(0)
+speech = np.empty(n, dtype=np.int16)
+for a in range(0, n, 2**20):  # in pieces: a whole-source float64 temporary would set the peak by itself
+    t = np.arange(a, min(n, a + 2**20))
+    speech[a : a + len(t)] = np.sin(t * 0.05) * 8000 + rng.normal(0, 300, len(t))
+del t
+
+class Synthetic:
+    def read(self, clip):
+        return PCM(speech, 48000)
+
+clip = SourceClip("long_01", "long", "spk", "", "long.wav", 1.0, n / 48000 - 1.0)
+ids = {clip_id("long_01", "long", c) for c in conditions()[:k]}  # linear low down first: a new value every step
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rows = 0
+for row in iter_rows(name, "test", Synthetic(), clips=[clip], audio_format="wav", ids=ids):
+    rows += 1
+    del row  # streamed as a writer would: the previous row is gone before the next is made
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(rows, base, peak)
+"""
 
 
-def memory_report(minutes: float, package: str | None) -> None:
-    """Peak RSS while streaming one category's rows of a long source (fresh child process per category)."""
-    code = (
-        "import resource, sys, numpy as np\n"
-        "from vocalgrad_dataset.generate import iter_rows\n"
-        "from vocalgrad_dataset.grid import conditions, clip_id\n"
-        "from vocalgrad_dataset.sources import SourceClip, PCM\n"
-        "n = int(float(sys.argv[2]) * 60 * 48000)\n"
-        "rng = np.random.default_rng(0)\n"
-        "speech = (np.sin(np.arange(n) * 0.05) * 8000 + rng.normal(0, 300, n)).astype(np.int16)\n"
-        "class Long:\n"
-        "    def read(self, clip): return PCM(speech, 48000)\n"
-        "clip = SourceClip('long_01', 'long', 'spk', '', 'long.wav', 1.0, n / 48000 - 1.0)\n"
-        "ids = {clip_id('long_01', 'long', c) for c in conditions()[: int(sys.argv[3])]}\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "rows = sum(1 for _ in iter_rows(sys.argv[1], 'test', Long(), clips=[clip], audio_format='wav', ids=ids))\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(f'{sys.argv[1]:11s} {rows:2d} rows  peak RSS {peak / 1024:6.0f} MB  (source loaded: {base / 1024:.0f} MB)', flush=True)\n"
-    )
+def memory_report(minutes: float, package: str | None, names: tuple[str, ...], conditions: int, timeout: float) -> None:
+    """Peak RSS while streaming `conditions` rows of each category from a synthetic `minutes`-long 48 kHz source,
+    one fresh child process per category (ru_maxrss only grows); working memory = peak - RSS before rendering
+    (imports and the int16 source), also per source sample."""
     roots = [package] if package else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    where = package or str(ROOT)
-    print(f"memory: one {minutes:g}-minute 48 kHz source ({minutes * 60 * 48000 * 2 / 2**20:.0f} MB as PCM16), rows streamed "
-          f"as WAV by iter_rows, package {where}:")  # fmt: skip
-    for name in CATEGORY_NAMES:
-        n = MEMORY_CONDITIONS.get(name, 24)
-        subprocess.run([sys.executable, "-c", code, name, str(minutes), str(n)], check=True, env=env)
+    n = int(minutes * 60 * 48000)
+    print(f"memory: one {minutes:g}-minute 48 kHz source ({n:,} samples, {2 * n / 2**20:.0f} MB as PCM16, made in "
+          f"pieces), {conditions} condition(s) per category streamed as WAV rows by iter_rows, package "
+          f"{package or ROOT}, a fresh process each:")  # fmt: skip
+    print(f"{'category':11s} {'rows':>4s} {'before MB':>9s} {'peak MB':>8s} {'working MB':>10s} {'B/sample':>8s} {'CPU s':>7s}")
+    for name in names:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            # cwd: not this checkout, whose vocalgrad_dataset `python -c` would put before --memory-package's
+            done = subprocess.run([sys.executable, "-c", MEMORY_CHILD, name, str(minutes), str(conditions)], env=env,
+                                  capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())  # fmt: skip
+        except subprocess.TimeoutExpired:
+            print(f"{name:11s} timed out after {timeout:g} s")
+            continue
+        if done.returncode:
+            print(f"{name:11s} failed (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}")
+            continue
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rows, base, peak = (int(x) for x in done.stdout.split()[-3:])
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(f"{name:11s} {rows:4d} {base / 2**20:9.0f} {peak / 2**20:8.0f} {(peak - base) / 2**20:10.0f} "
+              f"{(peak - base) / n:8.1f} {cpu:7.1f}", flush=True)  # fmt: skip
 
 
 def main() -> int:
@@ -293,6 +322,10 @@ def main() -> int:
                    help=f"the commit whose build overhead ours is compared with (default: {BUILD_AGAINST})")
     p.add_argument("--memory", type=float, default=None, metavar="MINUTES", nargs="?", const=20.0,
                    help="also measure the peak RSS of a long source (default 20 minutes)")  # fmt: skip
+    p.add_argument("--memory-conditions", type=int, default=1, metavar="N",
+                   help="--memory: conditions rendered per category (the first N of the grid; default 1)")
+    p.add_argument("--memory-timeout", type=float, default=1800.0, metavar="SECONDS",
+                   help="--memory: give up on a category after this long (default 1800)")
     p.add_argument("--memory-package", default=None, metavar="DIR",
                    help="--memory on the vocalgrad_dataset inside DIR (e.g. an older commit's, from git archive)")  # fmt: skip
     p.add_argument("--skip-categories", action="store_true", help="only --build / --memory")
@@ -303,6 +336,8 @@ def main() -> int:
         p.error(f"unknown categories: {', '.join(unknown)}")
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
+    if not 1 <= args.memory_conditions <= 24:
+        p.error("--memory-conditions must be 1 to 24")
     cpu = pin(args.cpu)
     print(f"machine: {machine()}; pinned to CPU {cpu}; numpy {np.__version__}; load average {os.getloadavg()[0]:.1f}")
     failed: list[str] = []
@@ -313,7 +348,7 @@ def main() -> int:
     if args.build and not build_report(args.repeats, args.build_against):
         failed.append("build overhead")
     if args.memory:
-        memory_report(args.memory, args.memory_package)
+        memory_report(args.memory, args.memory_package, names, args.memory_conditions, args.memory_timeout)
     if failed:
         print(f"below target or differing: {', '.join(failed)}")
     return 1 if failed else 0

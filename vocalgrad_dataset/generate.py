@@ -364,10 +364,19 @@ def iter_clip_rows(
         return
     _warn_noop(category, {c.tier for c in conds}, sr)
     onset, offset = speech_span(clip, samples, sr)
-    audio = samples.astype(np.float32) / np.float32(32768.0)
+    audio = samples.astype(np.float32)
+    audio /= np.float32(32768.0)  # in place: the same division, one float32 copy of the source instead of two
     ids = [clip_id(clip.source_item_id, clip.source_clip_id, c) for c in conds]
     drawn = [Condition(c.curve, c.tier, OPPOSITE[c.direction]) for c in conds] if reverse else conds
-    for cond, cid, (y, sched) in zip(conds, ids, category.render_clip(audio, sr, onset, offset, drawn, ids), strict=True):
+    rendered = category.render_clip(audio, sr, onset, offset, drawn, ids)
+    # Not zip(conds, ids, rendered): its reused result tuple would hold the previous condition's output and
+    # schedule while the next one renders; likewise each iteration drops its pcm and schedule before the next.
+    for cond, cid in zip(conds, ids, strict=True):
+        item = next(rendered, None)
+        if item is None:
+            raise ValueError(f"{category.name}: rendering gave fewer clips than the {len(conds)} conditions")
+        y, sched = item
+        del item
         pcm, clipped = to_pcm16(y)
         del y  # the float audio is not needed once converted
         # the span may change length (segment crossfades, time stretch); audio after it is never resized
@@ -388,6 +397,9 @@ def iter_clip_rows(
                 "clipped_ratio": clipped,
             }
         )
+        del pcm, sched
+    if next(rendered, None) is not None:
+        raise ValueError(f"{category.name}: rendering gave more clips than the {len(conds)} conditions")
 
 
 def claim_fields(clip: SourceClip, label: str) -> dict[str, Any]:
