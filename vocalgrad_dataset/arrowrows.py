@@ -47,10 +47,10 @@ def _chunks(lengths: np.ndarray) -> list[tuple[int, int]]:
     return [*cuts, (start, len(lengths))]
 
 
-def _from_ranges(typ: pa.DataType, values: Sequence[Any], lengths: np.ndarray,
+def _from_ranges(typ: pa.DataType, lengths: np.ndarray,
                  make: Callable[[int, int, np.ndarray], tuple[pa.Buffer, pa.Buffer | None, int]]) -> pa.Array | pa.ChunkedArray:
-    """A binary/string array of `values` with these byte lengths; make(a, b, offsets) gives the data buffer,
-    validity and null count of values[a:b]. Chunked when the values exceed int32 offsets."""
+    """A binary/string array of values with these byte lengths; make(a, b, offsets) gives the data buffer,
+    validity and null count of values a to b. Chunked when the values exceed int32 offsets."""
     arrays = []
     for a, b in _chunks(lengths):
         offsets = np.zeros(b - a + 1, dtype=np.int32)
@@ -69,7 +69,7 @@ def _bytes_array(values: Sequence[bytes | None], typ: pa.DataType) -> pa.Array |
         validity, nulls, _ = _validity(part)
         return pa.py_buffer(b"".join(v for v in part if v is not None)), validity, nulls
 
-    return _from_ranges(typ, values, lengths, make)
+    return _from_ranges(typ, lengths, make)
 
 
 def _wav_array(audio: Sequence[dict[str, Any]]) -> pa.Array | pa.ChunkedArray:
@@ -88,7 +88,7 @@ def _wav_array(audio: Sequence[dict[str, Any]]) -> pa.Array | pa.ChunkedArray:
             data[start + WAV_HEADER_BYTES : start + WAV_HEADER_BYTES + 2 * len(pcm)].view("<i2")[:] = pcm
         return buffer, None, 0
 
-    return _from_ranges(pa.binary(), audio, lengths, make)
+    return _from_ranges(pa.binary(), lengths, make)
 
 
 def _column(values: Sequence[Any], typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
