@@ -2,8 +2,8 @@
 
     python benchmarks/bench_generator.py                      # all nine categories, 5 interleaved repeats
     python benchmarks/bench_generator.py --only pitch,volume --repeats 3
-    python benchmarks/bench_generator.py --build              # + CPU of `vocalgrad-dataset build --config all --source demo`
-    python benchmarks/bench_generator.py --memory             # + peak RSS of one clip of a 20-minute source
+    python benchmarks/bench_generator.py --build --build-against 483e520   # + the demo build's overhead vs that commit
+    python benchmarks/bench_generator.py --skip-categories --memory 20 --only vibration --memory-conditions 2
 
 Both sides render the same two real demo sources (4-5 s, 48 kHz), all 24 conditions each, in this one
 process pinned to one CPU (os.sched_setaffinity). The baseline, benchmarks/baseline_generator.py, follows
@@ -167,84 +167,148 @@ def report(res: dict[str, dict]) -> list[str]:
     return failed
 
 
-def build_cpu(extra: list[str]) -> dict:
-    """CPU seconds and clips of `vocalgrad-dataset build --config all --source demo` in a child process."""
-    with tempfile.TemporaryDirectory() as out:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cmd = [sys.executable, "-m", "vocalgrad_dataset.cli", "build", "--config", "all", "--source", "demo",
-               "--out", out, "--quiet", *extra]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        clips = sum(1 for _ in Path(out).glob("*/*.parquet"))  # shards; rows counted below
-        import pyarrow.parquet as pq
+BUILD_AGAINST = "483e520"  # the tree at issue 24's filing: the build overhead is to be halved against it
+BUILD_TARGET = 0.5  # ours / theirs, overhead per clip (min over the repeats)
 
-        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in Path(out).glob("*/*.parquet"))
+
+def extract_tree(rev: str, dest: Path) -> Path:
+    """`git archive REV` of this repository unpacked into dest (tracked files only, as that commit had them)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def build_once(tree: Path, scratch: Path) -> dict:
+    """CPU of one `build --config all --source demo` of `tree` in a fresh child (benchmarks/build_runner.py), and
+    the CPU it spent inside Category.render_clip; the child's whole CPU time is its rusage (start-up and
+    interpreter shutdown included)."""
+    out, times = scratch / "out", scratch / "render.txt"
+    subprocess.run(["rm", "-rf", str(out), str(times)], check=True)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "build_runner.py"), str(tree), str(times),
+           "build", "--config", "all", "--source", "demo", "--out", str(out), "--quiet"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only `tree`'s vocalgrad_dataset
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=scratch)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    shards = sorted(out.glob("*/*.parquet"))
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in shards)
+    digest = hashlib.sha256()
+    for f in shards:
+        digest.update(f"{f.relative_to(out)}\0".encode() + hashlib.sha256(f.read_bytes()).digest())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"cpu_s": cpu, "clips": rows, "shards": clips}
+    render = float(times.read_text())
+    return {"cpu_s": cpu, "render_s": render, "clips": rows, "shards_sha256": digest.hexdigest()}
 
 
-def render_cpu() -> tuple[float, int]:
-    """CPU seconds of rendering alone (rows with audio arrays) for the same clips, after a warm-up."""
-    src = get_source("demo")
-    prepared = []
-    for clip in src.clips("test"):
-        pcm = src.read(clip)
-        onset, offset = detect_onset_offset(pcm.samples, pcm.sample_rate, clip_name=clip.source_clip_id)
-        prepared.append(Prepared(dataclasses.replace(clip, onset_sec=onset, offset_sec=offset), pcm.samples, pcm.sample_rate))
-    for name in CATEGORY_NAMES:
-        ours(name, prepared[0])
-    t = time.process_time()
-    n = sum(len(ours(name, p)) for name in CATEGORY_NAMES for p in prepared)
-    return time.process_time() - t, n
-
-
-def build_report(repeats: int) -> None:
-    """The build's CPU per clip against rendering alone, clips per CPU-second and the projected split times."""
-    runs = [build_cpu([]) for _ in range(repeats)]
-    best = min(runs, key=lambda r: r["cpu_s"])
-    render_s, n = min(render_cpu() for _ in range(repeats))
-    per_clip, render_per_clip = 1e3 * best["cpu_s"] / best["clips"], 1e3 * render_s / n
-    rate = best["clips"] / best["cpu_s"]
-    all_cpu = ", ".join(f"{r['cpu_s']:.2f}" for r in runs)
-    print(f"build --config all --source demo: {best['clips']} clips, CPU {best['cpu_s']:.2f} s (min of {repeats}: "
-          f"{all_cpu}) = {per_clip:.1f} ms/clip; rendering alone {render_per_clip:.1f} ms/clip; "
-          f"overhead {per_clip - render_per_clip:.1f} ms/clip")  # fmt: skip
-    print(f"  {rate:.1f} clips per CPU-second -> test split ({TEST_CLIPS:,} clips) {TEST_CLIPS / rate / 60:.1f} CPU-min, "
-          f"train split ({TRAIN_CLIPS:,}) {TRAIN_CLIPS / rate / 60:.1f} CPU-min on one core of this machine "
+def build_report(repeats: int, against: str) -> bool:
+    """Both trees' demo `build --config all`, interleaved in this run: CPU per clip, rendering (inside
+    render_clip) and everything else (overhead) per clip, min and median; whether ours / theirs of the
+    overhead minima meets BUILD_TARGET."""
+    with tempfile.TemporaryDirectory(prefix="vocalgrad-bench-") as tmp:
+        base = Path(tmp)
+        trees = {"ours": ROOT, against: extract_tree(against, base / "theirs")}
+        for name in trees:
+            (base / f"run-{name}").mkdir()
+        warm = {n: build_once(t, base / f"run-{n}") for n, t in trees.items()}  # numba caches, .pyc files
+        runs: dict[str, list[dict]] = {n: [] for n in trees}
+        for r in range(repeats):
+            order = list(trees) if r % 2 == 0 else list(trees)[::-1]
+            for name in order:
+                runs[name].append(build_once(trees[name], base / f"run-{name}"))
+    clips = {n: warm[n]["clips"] for n in trees}
+    same = warm["ours"]["shards_sha256"] == warm[against]["shards_sha256"]
+    print(f"build --config all --source demo: {clips['ours']} clips; ours = this tree, {against} = `git archive "
+          f"{against}`; {repeats} interleaved runs each after a warm-up, CPU of the whole child process "
+          f"(start-up and exit included), rendering = CPU inside Category.render_clip; Parquet shards "
+          f"{'byte-identical' if same else 'DIFFER'} between the two trees")  # fmt: skip
+    print(f"{'tree':9s} {'build min':>9s} {'build med':>9s} {'render min':>10s} {'render med':>10s} "
+          f"{'other min':>9s} {'other med':>9s}  ms/clip; runs (build CPU s)")  # fmt: skip
+    stats = {}
+    for name, rs in runs.items():
+        n = clips[name]
+        build = [1e3 * x["cpu_s"] / n for x in rs]
+        render = [1e3 * x["render_s"] / n for x in rs]
+        other = [b - x for b, x in zip(build, render, strict=True)]
+        stats[name] = {"build": build, "other": other}
+        shown = ", ".join(f"{x['cpu_s']:.2f}" for x in rs)
+        print(f"{name:9s} {min(build):9.2f} {statistics.median(build):9.2f} {min(render):10.2f} "
+              f"{statistics.median(render):10.2f} {min(other):9.2f} {statistics.median(other):9.2f}  {shown}")  # fmt: skip
+    o, t = stats["ours"]["other"], stats[against]["other"]
+    ratio_min, ratio_med = min(o) / min(t), statistics.median(o) / statistics.median(t)
+    ok = ratio_min <= BUILD_TARGET
+    print(f"overhead ours / {against}: {ratio_min:.2f} (min), {ratio_med:.2f} (median); target <= {BUILD_TARGET:g}: "
+          f"{'ok' if ok else 'MISSED'}")  # fmt: skip
+    rate = clips["ours"] / (min(stats["ours"]["build"]) * clips["ours"] / 1e3)
+    print(f"ours: {rate:.1f} clips per CPU-second -> test split ({TEST_CLIPS:,} clips) {TEST_CLIPS / rate / 60:.1f} "
+          f"CPU-min, train split ({TRAIN_CLIPS:,}) {TRAIN_CLIPS / rate / 60:.1f} CPU-min on one core of this machine "
           f"(demo clips are 2-5 s like VCTK's; --num-proc N divides the wall time by up to N)")  # fmt: skip
+    return ok
 
 
-MEMORY_CONDITIONS = {"speed": 2, "pitch": 2, "clarity": 2}  # the slow ones: enough to see whether memory grows
+MEMORY_CHILD = """
+import resource, sys
+import numpy as np
+from vocalgrad_dataset.generate import iter_rows
+from vocalgrad_dataset.grid import clip_id, conditions
+from vocalgrad_dataset.sources import PCM, SourceClip
+
+name, n, k = sys.argv[1], int(float(sys.argv[2]) * 60 * 48000), int(sys.argv[3])
+rng = np.random.default_rng(0)
+speech = np.empty(n, dtype=np.int16)
+for a in range(0, n, 2**20):  # in pieces: a whole-source float64 temporary would set the peak by itself
+    t = np.arange(a, min(n, a + 2**20))
+    speech[a : a + len(t)] = np.sin(t * 0.05) * 8000 + rng.normal(0, 300, len(t))
+del t
+
+class Synthetic:
+    def read(self, clip):
+        return PCM(speech, 48000)
+
+clip = SourceClip("long_01", "long", "spk", "", "long.wav", 1.0, n / 48000 - 1.0)
+ids = {clip_id("long_01", "long", c) for c in conditions()[:k]}  # linear low down first: a new value every step
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rows = 0
+for row in iter_rows(name, "test", Synthetic(), clips=[clip], audio_format="wav", ids=ids):
+    rows += 1
+    del row  # streamed as a writer would: the previous row is gone before the next is made
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(rows, base, peak)
+"""
 
 
-def memory_report(minutes: float, package: str | None) -> None:
-    """Peak RSS while streaming one category's rows of a long source (fresh child process per category)."""
-    code = (
-        "import resource, sys, numpy as np\n"
-        "from vocalgrad_dataset.generate import iter_rows\n"
-        "from vocalgrad_dataset.grid import conditions, clip_id\n"
-        "from vocalgrad_dataset.sources import SourceClip, PCM\n"
-        "n = int(float(sys.argv[2]) * 60 * 48000)\n"
-        "rng = np.random.default_rng(0)\n"
-        "speech = (np.sin(np.arange(n) * 0.05) * 8000 + rng.normal(0, 300, n)).astype(np.int16)\n"
-        "class Long:\n"
-        "    def read(self, clip): return PCM(speech, 48000)\n"
-        "clip = SourceClip('long_01', 'long', 'spk', '', 'long.wav', 1.0, n / 48000 - 1.0)\n"
-        "ids = {clip_id('long_01', 'long', c) for c in conditions()[: int(sys.argv[3])]}\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "rows = sum(1 for _ in iter_rows(sys.argv[1], 'test', Long(), clips=[clip], audio_format='wav', ids=ids))\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(f'{sys.argv[1]:11s} {rows:2d} rows  peak RSS {peak / 1024:6.0f} MB  (source loaded: {base / 1024:.0f} MB)', flush=True)\n"
-    )
+def memory_report(minutes: float, package: str | None, names: tuple[str, ...], conditions: int, timeout: float) -> None:
+    """Peak RSS while streaming `conditions` rows of each category from a synthetic `minutes`-long 48 kHz source,
+    one fresh child process per category (ru_maxrss only grows); working memory = peak - RSS before rendering
+    (imports and the int16 source), also per source sample."""
     roots = [package] if package else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    where = package or str(ROOT)
-    print(f"memory: one {minutes:g}-minute 48 kHz source ({minutes * 60 * 48000 * 2 / 2**20:.0f} MB as PCM16), rows streamed "
-          f"as WAV by iter_rows, package {where}:")  # fmt: skip
-    for name in CATEGORY_NAMES:
-        n = MEMORY_CONDITIONS.get(name, 24)
-        subprocess.run([sys.executable, "-c", code, name, str(minutes), str(n)], check=True, env=env)
+    n = int(minutes * 60 * 48000)
+    print(f"memory: one {minutes:g}-minute 48 kHz source ({n:,} samples, {2 * n / 2**20:.0f} MB as PCM16, made in "
+          f"pieces), {conditions} condition(s) per category streamed as WAV rows by iter_rows, package "
+          f"{package or ROOT}, a fresh process each:")  # fmt: skip
+    print(f"{'category':11s} {'rows':>4s} {'before MB':>9s} {'peak MB':>8s} {'working MB':>10s} {'B/sample':>8s} {'CPU s':>7s}")
+    for name in names:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            # cwd: not this checkout, whose vocalgrad_dataset `python -c` would put before --memory-package's
+            done = subprocess.run([sys.executable, "-c", MEMORY_CHILD, name, str(minutes), str(conditions)], env=env,
+                                  capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())  # fmt: skip
+        except subprocess.TimeoutExpired:
+            print(f"{name:11s} timed out after {timeout:g} s")
+            continue
+        if done.returncode:
+            print(f"{name:11s} failed (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}")
+            continue
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rows, base, peak = (int(x) for x in done.stdout.split()[-3:])
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(f"{name:11s} {rows:4d} {base / 2**20:9.0f} {peak / 2**20:8.0f} {(peak - base) / 2**20:10.0f} "
+              f"{(peak - base) / n:8.1f} {cpu:7.1f}", flush=True)  # fmt: skip
 
 
 def main() -> int:
@@ -252,9 +316,16 @@ def main() -> int:
     p.add_argument("--only", default=None, metavar="CATS", help="comma-separated categories (default: all nine)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats per side and category (default: 5)")
     p.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: the highest allowed)")
-    p.add_argument("--build", action="store_true", help="also measure the demo build's CPU per clip")
+    p.add_argument("--build", action="store_true",
+                   help="also measure the demo build's CPU per clip, ours and --build-against's, in this run")
+    p.add_argument("--build-against", default=BUILD_AGAINST, metavar="REV",
+                   help=f"the commit whose build overhead ours is compared with (default: {BUILD_AGAINST})")
     p.add_argument("--memory", type=float, default=None, metavar="MINUTES", nargs="?", const=20.0,
                    help="also measure the peak RSS of a long source (default 20 minutes)")  # fmt: skip
+    p.add_argument("--memory-conditions", type=int, default=1, metavar="N",
+                   help="--memory: conditions rendered per category (the first N of the grid; default 1)")
+    p.add_argument("--memory-timeout", type=float, default=1800.0, metavar="SECONDS",
+                   help="--memory: give up on a category after this long (default 1800)")
     p.add_argument("--memory-package", default=None, metavar="DIR",
                    help="--memory on the vocalgrad_dataset inside DIR (e.g. an older commit's, from git archive)")  # fmt: skip
     p.add_argument("--skip-categories", action="store_true", help="only --build / --memory")
@@ -265,6 +336,8 @@ def main() -> int:
         p.error(f"unknown categories: {', '.join(unknown)}")
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
+    if not 1 <= args.memory_conditions <= 24:
+        p.error("--memory-conditions must be 1 to 24")
     cpu = pin(args.cpu)
     print(f"machine: {machine()}; pinned to CPU {cpu}; numpy {np.__version__}; load average {os.getloadavg()[0]:.1f}")
     failed: list[str] = []
@@ -272,10 +345,10 @@ def main() -> int:
         sources = prepare()
         print(f"{len(sources)} sources x 24 conditions, {args.repeats} interleaved repeats; CPU ms per clip")
         failed = report(measure(names, sources, args.repeats))
-    if args.build:
-        build_report(min(args.repeats, 3))
+    if args.build and not build_report(args.repeats, args.build_against):
+        failed.append("build overhead")
     if args.memory:
-        memory_report(args.memory, args.memory_package)
+        memory_report(args.memory, args.memory_package, names, args.memory_conditions, args.memory_timeout)
     if failed:
         print(f"below target or differing: {', '.join(failed)}")
     return 1 if failed else 0

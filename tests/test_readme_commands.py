@@ -281,6 +281,15 @@ SKIP: dict[str, str] = {
     "vocalgrad-dataset verify mine --manifest published.csv": "needs the VCTK build and the release manifest",
     "vocalgrad-dataset verify mine --manifest RELEASE_DIR": "needs the VCTK build and the release folder",
     "python benchmarks/bench_generator.py": "a benchmark, minutes of CPU",
+    "python benchmarks/bench_generator.py --skip-categories --build": "a benchmark: 12 demo builds, minutes of CPU",
+    "python benchmarks/bench_generator.py --skip-categories --memory 20": "a benchmark: 20-minute sources, GBs of RAM",
+    "python benchmarks/bench_generator.py --skip-categories --memory 20 --memory-conditions 2":
+        "a benchmark: 20-minute sources, GBs of RAM",
+    "python benchmarks/bench_generator.py --skip-categories --memory 20 --only volume": "a benchmark: 1.1 GB of RAM",
+    "python benchmarks/bench_generator.py --skip-categories --memory 20 --only volume --memory-conditions 2":
+        "a benchmark: 1.1 GB of RAM",
+    "python benchmarks/bench_generator.py --skip-categories --memory 20 --only vibration --memory-conditions 3":
+        "a benchmark: 3 GB of RAM",
     "accelerate launch --multi_gpu --num_processes 2 harness/eval.py --model signal-oracle --configs volume,noise "
     "--split test --source demo --out runs/oracle": "two GPUs (tests/test_multinode.py runs the CPU launch)",
     "harness eval --model tiny-qwen2-audio --configs pitch --source demo --mode choices --out runs/tiny":

@@ -66,6 +66,19 @@ def test_volume_exact_gain_on_integer_scale(demo_clip) -> None:
     assert sched.per_sample()[0] == -6.0 and sched.per_sample()[-1] == 6.0
 
 
+def test_volume_one_condition_per_call_equals_the_batch(demo_clip) -> None:
+    # a long source renders one condition per call, from the float32 audio without a float64 copy
+    from vocalgrad_dataset.grid import conditions
+
+    _, audio, sr, onset, offset = demo_clip
+    conds = conditions()
+    batch = [y for y, _ in CATEGORIES["volume"].render_clip(audio, sr, onset, offset, conds, ["x"] * len(conds))]
+    for cond, expected in zip(conds, batch, strict=True):
+        y, _ = render("volume", demo_clip, cond)
+        assert y.dtype == expected.dtype == np.float64
+        np.testing.assert_array_equal(y, expected)
+
+
 def test_pitch_and_speed_leave_audio_outside_span_untouched(demo_clip) -> None:
     _, audio, sr, onset, offset = demo_clip
     for name in ("pitch", "speed"):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import re
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -156,15 +158,20 @@ def _shards_by_split(config_dir: Path) -> dict[str, list[Path]]:
 
 
 def _first_clip_rate(shard: Path) -> int | None:
-    """Sample rate of a shard's first clip, read from its WAV header (one row, not the whole shard)."""
+    """Sample rate of a shard's first clip, read from its WAV header: a buffered reader decodes the first data
+    page of the audio column, not the whole column chunk (~50 ms less per card)."""
     import pyarrow.parquet as pq
-    import soundfile as sf
 
     try:
-        batch = next(pq.ParquetFile(shard, pre_buffer=False).iter_batches(batch_size=1, columns=["audio"]))
-        audio = batch.column(0)[0].as_py()
-        return int(sf.info(io.BytesIO(audio["bytes"])).samplerate)
-    except (OSError, StopIteration, KeyError, TypeError, RuntimeError, ValueError):
+        batch = next(pq.ParquetFile(shard, pre_buffer=False, buffer_size=1 << 16).iter_batches(batch_size=1, columns=["audio"]))
+        audio = batch.column(0)[0]["bytes"].as_buffer()
+        head = audio[:28].to_pybytes()
+        if head[:4] == b"RIFF" and head[8:16] == b"WAVEfmt ":  # the canonical header the build writes
+            return struct.unpack("<I", head[24:28])[0]
+        import soundfile as sf
+
+        return int(sf.info(io.BytesIO(audio.to_pybytes())).samplerate)
+    except (OSError, StopIteration, KeyError, TypeError, RuntimeError, ValueError, AttributeError):
         return None
 
 
@@ -191,31 +198,37 @@ def _split_sizes(by_split: dict[str, list[Path]]) -> tuple[dict[str, tuple[int, 
     return out, download
 
 
-def _dataset_info(fmt: str, by_split: dict[str, list[Path]], rate: int | None) -> Any:
-    """datasets.DatasetInfo of a config: its features (Audio at `rate`) and splits with num_examples."""
-    import datasets
-
-    from .features import vocalgrad_features
+def _dataset_info(fmt: str, by_split: dict[str, list[Path]], rate: int | None) -> dict[str, Any]:
+    """A config's `dataset_info` entry as datasets' DatasetInfo._to_yaml_dict() gives it (features with the Audio
+    sampling rate, splits with num_examples, sizes), without importing datasets."""
+    from .features import yaml_features
 
     sizes, download = _split_sizes(by_split)
-    features = vocalgrad_features(fmt)
-    features["audio"] = datasets.Audio(sampling_rate=rate)
-    split_dict = datasets.SplitDict()
-    for name, (n_bytes, n_rows) in sorted(sizes.items()):
-        split_dict.add(datasets.SplitInfo(name=name, num_bytes=n_bytes, num_examples=n_rows))
-    return datasets.DatasetInfo(features=features, splits=split_dict, download_size=download,
-                                dataset_size=sum(b for b, _ in sizes.values()))
+    return {
+        "features": yaml_features(fmt, rate),
+        "splits": [{"name": name, "num_bytes": n_bytes, "num_examples": n_rows}
+                   for name, (n_bytes, n_rows) in sorted(sizes.items())],
+        "download_size": download,
+        "dataset_size": sum(b for b, _ in sizes.values()),
+    }  # fmt: skip
+
+
+def _dataset_info_yaml(infos: dict[str, dict[str, Any]]) -> dict[str, Any] | list[dict[str, Any]]:
+    """The card's `dataset_info:` as DatasetInfosDict.to_dataset_card_data writes it: one entry as a mapping
+    (config_name first unless "default"), several as a list sorted by config name, config_name first."""
+    # own copies: a config and its long name share one info, and shared objects would become YAML anchors
+    if len(infos) == 1:
+        name, info = next(iter(infos.items()))
+        return copy.deepcopy(info) if name == "default" else {"config_name": name, **copy.deepcopy(info)}
+    return [{"config_name": name, **copy.deepcopy(info)} for name, info in sorted(infos.items())]
 
 
 def card_metadata(out_dir: Path, *, source: str) -> str:
     """The card's YAML header: tags, `configs:` (every config, again under its published long name, and
     `all` over the nine categories) and `dataset_info:` (features with the Audio sampling rate, splits with
-    num_examples), written by datasets' and huggingface_hub's own card serialisers."""
-    from datasets.info import DatasetInfosDict
-    from huggingface_hub import DatasetCardData
-
+    num_examples), in the form datasets' and huggingface_hub's card serialisers write them."""
     configs: list[dict[str, Any]] = []
-    infos: dict[str, Any] = {}
+    infos: dict[str, dict[str, Any]] = {}
     main: dict[str, dict[str, list[Path]]] = {}
     rates: set[int | None] = set()
     for name in _config_dirs(out_dir):
@@ -240,13 +253,25 @@ def card_metadata(out_dir: Path, *, source: str) -> str:
     # the Hub asks `license: other` to name the licence (license_name); the card's License section states it
     other = {"license_name": re.sub(r"[^a-z0-9-]+", "-", f"vocalgrad-{source}-sources".lower())} \
         if licence == "other" else {}
-    data = DatasetCardData(
-        license=licence, **other, pretty_name="VocalGrad",
-        task_categories=["audio-classification"], language=["en"],
-        tags=["audio", "speech", "benchmark", "audio-language-models"], configs=configs,
-    )
-    DatasetInfosDict(infos).to_dataset_card_data(data)
-    return data.to_yaml()
+    meta: dict[str, Any] = {
+        "language": ["en"], "license": licence, "task_categories": ["audio-classification"],
+        "pretty_name": "VocalGrad", **other, "tags": ["audio", "speech", "benchmark", "audio-language-models"],
+        "configs": configs,
+    }  # fmt: skip
+    if infos:
+        meta["dataset_info"] = _dataset_info_yaml(infos)
+    return card_yaml(meta)
+
+
+def card_yaml(meta: dict[str, Any]) -> str:
+    """YAML of the card header as huggingface_hub's DatasetCardData(...).to_yaml() writes it (keys in the order
+    its fields are set: language, license, task_categories, pretty_name, then the extra keys; no None values;
+    own copies, so no anchors), without importing huggingface_hub; libyaml's emitter when PyYAML has it (the
+    same text: tests/test_build_schema.py compares both with DatasetCardData's)."""
+    import yaml
+
+    data = copy.deepcopy({k: v for k, v in meta.items() if v is not None})
+    return yaml.dump(data, Dumper=getattr(yaml, "CDumper", yaml.Dumper), sort_keys=False, allow_unicode=True).strip()
 
 
 def licence_lines(source: str) -> str:

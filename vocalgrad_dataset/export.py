@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import buildinfo
+from .arrowrows import rows_table
 from .card import write_card
-from .features import encode_row, vocalgrad_features
 from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
 from .generate import (
     GENERATOR_VERSION,
@@ -94,16 +93,16 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
     final = task.path(out_dir)
     src = get_source(task.source, task.data_dir, allow_outside_paths=task.allow_outside)
     spec = parse_config(task.config)
-    features = vocalgrad_features(spec.format)
     rows = []
     formats: dict[str, str] = {}
     for clip in task.clips:
         pcm = src.read(clip)
         if pcm.source_format != "PCM_16":
             formats[clip.source_clip_id] = pcm.source_format
-        rendered = iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="wav")  # streamed
-        rows += [encode_row(r, features) for r in rendered]
-    table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
+        # streamed; the WAV bytes are made in the table's own buffer
+        rendered = iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="pcm16")
+        rows += rendered
+    table = rows_table(rows, spec.format)
     if formats:
         meta = dict(table.schema.metadata or {})
         meta[buildinfo.FORMATS_KEY] = json.dumps(formats, sort_keys=True).encode("utf-8")

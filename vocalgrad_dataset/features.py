@@ -1,49 +1,99 @@
-"""The column schema every VocalGrad config shares."""
+"""The column schema every VocalGrad config shares: one column list, from which the Arrow schema of a shard,
+the card's `dataset_info` features and the `datasets.Features` of the loading script are all derived.
+
+A build does not import `datasets` (~0.7 s of CPU per process, a third of a demo build's overhead): the
+Arrow schema with its `huggingface` metadata and the card's YAML features are written here in the form
+`datasets` itself writes them (tests/test_build_schema.py compares both with `datasets.Features`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-import datasets
+import json
+from typing import TYPE_CHECKING, Any
 
 from .grid import CLAIM_FORMATS, FORMAT_LABELS
+
+if TYPE_CHECKING:
+    import datasets
+    import pyarrow as pa
 
 STRING_COLUMNS = (
     "benchmark_clip_id", "category", "attribute", "prompt", "direction", "curve", "tier", "parameter",
     "param_fixed", "source_item_id", "source_clip_id", "speaker_id", "source_text",
 )  # fmt: skip
 FLOAT_COLUMNS = ("param_start", "param_end", "onset_sec", "offset_sec", "duration_sec", "clipped_ratio")
-# The lexical-conflict configs add what the carrier's words claim and whether that matches the label.
-CLAIM_FEATURES = {
-    "claim": datasets.Value("string"),  # increase | decrease | none
-    "congruent": datasets.Value("bool"),  # claim == label; null on neutral rows
-    "template_id": datasets.Value("string"),
-    "voice_id": datasets.Value("string"),
-    "transcript": datasets.Value("string"),
-}
+# The lexical-conflict configs add what the carrier's words claim and whether that matches the label:
+# claim (increase | decrease | none), congruent (claim == label; null on neutral rows), template_id,
+# voice_id, transcript.
+CLAIM_COLUMNS = (("claim", "string"), ("congruent", "bool"), ("template_id", "string"), ("voice_id", "string"),
+                 ("transcript", "string"))  # fmt: skip
+
+# kind of a column: "audio" (datasets.Audio: struct of WAV bytes and path), "label" (datasets.ClassLabel of the
+# format's labels, stored as int64) or a datasets.Value dtype ("string", "float64", "bool")
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("audio", "audio"),
+    *((c, "string") for c in STRING_COLUMNS[:7]),
+    ("label", "label"),
+    *((c, "string") for c in STRING_COLUMNS[7:]),
+    *((c, "float64") for c in FLOAT_COLUMNS),
+    ("generator_version", "string"),
+)
+
+
+def columns(fmt: str = "direction") -> tuple[tuple[str, str], ...]:
+    """(name, kind) of every column of a config in this problem format, in row order."""
+    if fmt not in FORMAT_LABELS:
+        raise ValueError(f"unknown problem format {fmt!r}; valid: {', '.join(FORMAT_LABELS)}")
+    return COLUMNS + (CLAIM_COLUMNS if fmt in CLAIM_FORMATS else ())
+
+
+def label_names(fmt: str = "direction") -> tuple[str, ...]:
+    """The `label` ClassLabel's names: decrease/increase, no/yes or decrease/increase/constant."""
+    return FORMAT_LABELS[fmt]
+
+
+def features_dict(fmt: str = "direction", sampling_rate: int | None = None) -> dict[str, Any]:
+    """`datasets.Features(...).to_dict()` of a config: what a shard's `huggingface` schema metadata holds."""
+    out: dict[str, Any] = {}
+    for name, kind in columns(fmt):
+        if kind == "audio":  # datasets leaves out fields at their defaults
+            out[name] = {**({"sampling_rate": sampling_rate} if sampling_rate is not None else {}), "_type": "Audio"}
+        elif kind == "label":
+            out[name] = {"names": list(label_names(fmt)), "_type": "ClassLabel"}
+        else:
+            out[name] = {"dtype": kind, "_type": "Value"}
+    return out
+
+
+def yaml_features(fmt: str = "direction", sampling_rate: int | None = None) -> list[dict[str, Any]]:
+    """The card's `dataset_info.features` list of a config (datasets' `Features._to_yaml_list()` form)."""
+    out: list[dict[str, Any]] = []
+    for name, kind in columns(fmt):
+        if kind == "audio":
+            dtype: Any = "audio" if sampling_rate is None else {"audio": {"sampling_rate": sampling_rate}}
+        elif kind == "label":
+            dtype = {"class_label": {"names": {str(i): n for i, n in enumerate(label_names(fmt))}}}
+        else:
+            dtype = kind
+        out.append({"name": name, "dtype": dtype})
+    return out
+
+
+def arrow_schema(fmt: str = "direction") -> pa.Schema:
+    """The Arrow schema of a shard, with the `huggingface` metadata `datasets.Features.arrow_schema` adds."""
+    import pyarrow as pa
+
+    types = {"audio": pa.struct([("bytes", pa.binary()), ("path", pa.string())]), "label": pa.int64(),
+             "string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}  # fmt: skip
+    meta = json.dumps({"info": {"features": features_dict(fmt)}})
+    return pa.schema([(name, types[kind]) for name, kind in columns(fmt)]).with_metadata({"huggingface": meta})
 
 
 def vocalgrad_features(fmt: str = "direction") -> datasets.Features:
-    """Features of a VocalGrad row: the standard Audio column (source rate, PCM16 WAV) plus metadata.
+    """Features of a VocalGrad row for the `datasets` loading script: the standard Audio column (source rate,
+    PCM16 WAV) plus metadata. The `label` ClassLabel follows the problem format: decrease/increase, no/yes,
+    or decrease/increase/constant (yes/no and ternary configs add the unmodified source clips)."""
+    import datasets
 
-    The `label` ClassLabel follows the problem format: decrease/increase, no/yes, or
-    decrease/increase/constant (yes/no and ternary configs add the unmodified source clips).
-    """
-    return datasets.Features(
-        {
-            "audio": datasets.Audio(),
-            **{c: datasets.Value("string") for c in STRING_COLUMNS[:7]},
-            "label": datasets.ClassLabel(names=list(FORMAT_LABELS[fmt])),
-            **{c: datasets.Value("string") for c in STRING_COLUMNS[7:]},
-            **{c: datasets.Value("float64") for c in FLOAT_COLUMNS},
-            "generator_version": datasets.Value("string"),
-            **(CLAIM_FEATURES if fmt in CLAIM_FORMATS else {}),
-        }
-    )
-
-
-def encode_row(row: dict[str, Any], features: datasets.Features) -> dict[str, Any]:
-    """Arrow-ready row without datasets' audio encoder (the WAV bytes are already there; no FFmpeg)."""
-    out = {k: row[k] for k in features}
-    out["label"] = features["label"].str2int(row["label"])
-    return out
+    kinds = {"audio": lambda: datasets.Audio(), "label": lambda: datasets.ClassLabel(names=list(label_names(fmt)))}
+    return datasets.Features({name: kinds[kind]() if kind in kinds else datasets.Value(kind) for name, kind in columns(fmt)})

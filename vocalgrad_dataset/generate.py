@@ -16,6 +16,8 @@ import difflib
 import hashlib
 import io
 import json
+import struct
+import sys
 import warnings
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
 from .categories import CATEGORY_NAMES, Category, get_category
 from .categories.base import REGISTRY as CATEGORY_REGISTRY
@@ -238,8 +239,27 @@ def speech_span(clip: SourceClip, samples: np.ndarray, sr: int) -> tuple[int, in
     return span_samples(onset_sec, offset_sec, sr, len(samples), clip_name=clip.source_clip_id)
 
 
+WAV_HEADER_BYTES = 44
+_MAX_WAV_DATA = 2**32 - 1 - (WAV_HEADER_BYTES - 8)  # the RIFF size field is 32 bits
+
+
+def wav_header(n_samples: int, sr: int) -> bytes:
+    """The 44-byte RIFF header libsndfile writes for n_samples of mono PCM_16 WAV at rate sr."""
+    size = 2 * n_samples
+    if size > _MAX_WAV_DATA:
+        raise ValueError(f"{n_samples} samples do not fit a WAV file (at most {_MAX_WAV_DATA // 2})")
+    return struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", size + WAV_HEADER_BYTES - 8, b"WAVE", b"fmt ", 16, 1, 1, sr, 2 * sr,
+                       2, 16, b"data", size)  # fmt: skip
+
+
 def wav_bytes(pcm: np.ndarray, sr: int) -> bytes:
-    """PCM16 WAV bytes (soundfile; no FFmpeg)."""
+    """PCM16 WAV bytes (no FFmpeg). Mono int16, what every row is: wav_header, then the samples (one copy, ~10x
+    faster than a soundfile round trip; tests compare the bytes with soundfile's). Anything else (stereo,
+    floats) goes through soundfile."""
+    if pcm.dtype == np.int16 and pcm.ndim == 1 and sys.byteorder == "little":
+        return wav_header(len(pcm), sr) + memoryview(np.ascontiguousarray(pcm)).cast("B")
+    import soundfile as sf
+
     buf = io.BytesIO()
     sf.write(buf, pcm, sr, subtype="PCM_16", format="WAV")
     return buf.getvalue()
@@ -282,6 +302,8 @@ def _warn_noop(category: Category, tiers: Iterable[str], sr: int) -> None:
 def _audio_value(pcm: np.ndarray, sr: int, cid: str, audio_format: str) -> Any:
     if audio_format == "wav":
         return {"bytes": wav_bytes(pcm, sr), "path": f"{cid}.wav"}
+    if audio_format == "pcm16":  # the shard writer's: it writes header and samples into the column's one buffer
+        return {"pcm16": pcm, "sampling_rate": sr, "path": f"{cid}.wav"}
     # one pass; multiplying by 2 ** -15 is exactly dividing by 32768
     return {"array": np.multiply(pcm, np.float32(1.0 / 32768.0), dtype=np.float32), "sampling_rate": sr}
 
@@ -342,10 +364,19 @@ def iter_clip_rows(
         return
     _warn_noop(category, {c.tier for c in conds}, sr)
     onset, offset = speech_span(clip, samples, sr)
-    audio = samples.astype(np.float32) / np.float32(32768.0)
+    audio = samples.astype(np.float32)
+    audio /= np.float32(32768.0)  # in place: the same division, one float32 copy of the source instead of two
     ids = [clip_id(clip.source_item_id, clip.source_clip_id, c) for c in conds]
     drawn = [Condition(c.curve, c.tier, OPPOSITE[c.direction]) for c in conds] if reverse else conds
-    for cond, cid, (y, sched) in zip(conds, ids, category.render_clip(audio, sr, onset, offset, drawn, ids), strict=True):
+    rendered = category.render_clip(audio, sr, onset, offset, drawn, ids)
+    # Not zip(conds, ids, rendered): its reused result tuple would hold the previous condition's output and
+    # schedule while the next one renders; likewise each iteration drops its pcm and schedule before the next.
+    for cond, cid in zip(conds, ids, strict=True):
+        item = next(rendered, None)
+        if item is None:
+            raise ValueError(f"{category.name}: rendering gave fewer clips than the {len(conds)} conditions")
+        y, sched = item
+        del item
         pcm, clipped = to_pcm16(y)
         del y  # the float audio is not needed once converted
         # the span may change length (segment crossfades, time stretch); audio after it is never resized
@@ -366,6 +397,9 @@ def iter_clip_rows(
                 "clipped_ratio": clipped,
             }
         )
+        del pcm, sched
+    if next(rendered, None) is not None:
+        raise ValueError(f"{category.name}: rendering gave more clips than the {len(conds)} conditions")
 
 
 def claim_fields(clip: SourceClip, label: str) -> dict[str, Any]:

@@ -83,10 +83,28 @@ class Category:
         with the same per-tier constants, at most as many as fit in BATCH_BYTES (all 24 for a short clip)."""
         cache: dict[str, Any] = {}
         for idx in self._batches(conds, max(1, BATCH_BYTES // max(1, BYTES_PER_SAMPLE * len(audio)))):
-            fixed = self.fixed(conds[idx[0]].tier)
-            schedules = [self.schedule(conds[i], onset, offset, len(audio), sr) for i in idx]
-            extra = {**fixed, "seeds": [noise_seed(clip_ids[i]) for i in idx], "clip_cache": cache}
-            yield from zip(self.render(audio, sr, schedules, extra), schedules, strict=True)
+            yield from self._render_batch(audio, sr, onset, offset, [conds[i] for i in idx],
+                                          [clip_ids[i] for i in idx], cache)  # fmt: skip
+
+    def _render_batch(
+        self, audio: np.ndarray, sr: int, onset: int, offset: int, conds: Sequence[Condition], clip_ids: Sequence[str],
+        cache: dict[str, Any],
+    ) -> Iterator[tuple[np.ndarray, sched.Schedule]]:
+        """One render call's (output, schedule) pairs. No reference to a yielded output or schedule is kept once
+        the caller asks for the next: `zip` would keep the previous pair in its reused result tuple while the next
+        output is made (a 20-minute source: one float64 output, and for per-sample schedules their values, 0.5 GB
+        each, alive twice); this batch's schedules go with this frame, before the next batch's are made."""
+        schedules = [self.schedule(c, onset, offset, len(audio), sr) for c in conds]
+        extra = {**self.fixed(conds[0].tier), "seeds": [noise_seed(c) for c in clip_ids], "clip_cache": cache}
+        outputs = iter(self.render(audio, sr, schedules, extra))
+        for i in range(len(schedules)):
+            y = next(outputs, None)
+            if y is None:
+                raise ValueError(f"{self.name}: render gave fewer outputs than the {len(conds)} schedules it was given")
+            yield y, schedules[i]
+            del y
+        if next(outputs, None) is not None:
+            raise ValueError(f"{self.name}: render gave more outputs than the {len(conds)} schedules it was given")
 
     def _batches(self, conds: Sequence[Condition], size: int) -> Iterable[list[int]]:
         """Runs of consecutive conditions sharing their per-tier constants, each at most `size` long."""
