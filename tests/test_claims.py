@@ -82,7 +82,7 @@ def test_vendored_carriers_match_their_manifest() -> None:
         onset, _ = detect_onset_offset(pcm, 48000, clip_name=r["file"])
         assert onset >= 0.25 and not pcm[: int(0.25 * 48000)].any()  # leading digital silence before the speech
         total += path.stat().st_size
-    # 44.4 MB for 131 carriers (was 36.9 MB for 126): the test sentences name their claim twice ("... louder,
+    # 43.8 MB for 130 carriers (was 36.9 MB for 126): the test sentences name their claim twice ("... louder,
     # much louder than before.") and are about a second longer than the single-claim ones they replaced
     assert total <= 46e6
 
