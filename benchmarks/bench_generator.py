@@ -4,6 +4,7 @@
     python benchmarks/bench_generator.py --only pitch,volume --repeats 3
     python benchmarks/bench_generator.py --build --build-against 483e520   # + the demo build's overhead vs that commit
     python benchmarks/bench_generator.py --skip-categories --memory 20 --only vibration --memory-conditions 2
+    python benchmarks/bench_generator.py --skip-categories --memory-build 20 --only volume   # a whole build's peak RSS
 
 Both sides render the same two real demo sources (4-5 s, 48 kHz), all 24 conditions each, in this one
 process pinned to one CPU (os.sched_setaffinity). The baseline, benchmarks/baseline_generator.py, follows
@@ -311,6 +312,60 @@ def memory_report(minutes: float, package: str | None, names: tuple[str, ...], c
               f"{(peak - base) / n:8.1f} {cpu:7.1f}", flush=True)  # fmt: skip
 
 
+def long_folder_source(folder: Path, minutes: float) -> Path:
+    """A folder source of one `minutes`-long 48 kHz clip: the first demo clip's real speech, repeated."""
+    import soundfile as sf
+
+    first = get_source("demo").clips("test")[0]
+    speech = get_source("demo").read(first).samples
+    n = int(minutes * 60 * 48000)
+    folder.mkdir(parents=True, exist_ok=True)
+    sf.write(folder / "long.wav", np.resize(speech, n), 48000, subtype="PCM_16")
+    (folder / "metadata.csv").write_text(f"file_name,speaker_id,onset_sec,offset_sec\nlong.wav,spk,0.5,{n / 48000 - 0.5}\n")
+    return folder
+
+
+def build_peak(tree: Path, scratch: Path, config: str, data_dir: Path) -> tuple[float, float, int]:
+    """Peak RSS (bytes), CPU seconds and row count of one `build --config CONFIG --source folder` of `tree` in a
+    fresh child (benchmarks/build_runner.py); the child's own rusage from os.wait4."""
+    import pyarrow.parquet as pq
+
+    out = scratch / "out"
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "build_runner.py"), str(tree), str(scratch / "render.txt"),
+           "build", "--config", config, "--source", "folder", "--data-dir", str(data_dir), "--out", str(out), "--quiet"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, cwd=scratch)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise RuntimeError(f"{tree}: build --config {config} exited {child.returncode}")
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in out.glob("*/*.parquet"))
+    return usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, rows
+
+
+def memory_build_report(minutes: float, names: tuple[str, ...], against: str) -> None:
+    """Peak RSS of a whole build (24 conditions in one shard) of one `minutes`-long source, ours and `against`'s
+    tree, each category in a fresh child per side."""
+    with tempfile.TemporaryDirectory(prefix="vocalgrad-bench-") as tmp:
+        base = Path(tmp)
+        data = long_folder_source(base / "source", minutes)
+        trees = {"ours": ROOT, against: extract_tree(against, base / "theirs")}
+        print(f"build memory: `build --config C --source folder` of one {minutes:g}-minute 48 kHz clip (real demo "
+              f"speech, repeated; 24 conditions, one shard), ours and {against} in turn, a fresh process each; peak "
+              "RSS of the whole build process")  # fmt: skip
+        print(f"{'category':11s} {'rows':>4s} {'ours MB':>8s} {against + ' MB':>11s} {'ours/' + against:>12s} "
+              f"{'ours CPU s':>10s} {against + ' CPU s':>14s}")  # fmt: skip
+        for name in names:
+            res = {}
+            for side, tree in trees.items():
+                (base / f"run-{side}").mkdir(exist_ok=True)
+                res[side] = build_peak(tree, base / f"run-{side}", name, data)
+            (ours_peak, ours_cpu, rows), (their_peak, their_cpu, _) = res["ours"], res[against]
+            print(f"{name:11s} {rows:4d} {ours_peak / 2**20:8.0f} {their_peak / 2**20:11.0f} "
+                  f"{ours_peak / their_peak:12.2f} {ours_cpu:10.1f} {their_cpu:14.1f}", flush=True)  # fmt: skip
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default=None, metavar="CATS", help="comma-separated categories (default: all nine)")
@@ -328,7 +383,10 @@ def main() -> int:
                    help="--memory: give up on a category after this long (default 1800)")
     p.add_argument("--memory-package", default=None, metavar="DIR",
                    help="--memory on the vocalgrad_dataset inside DIR (e.g. an older commit's, from git archive)")  # fmt: skip
-    p.add_argument("--skip-categories", action="store_true", help="only --build / --memory")
+    p.add_argument("--memory-build", type=float, default=None, metavar="MINUTES", nargs="?", const=5.0,
+                   help="also measure the peak RSS of a whole build of one MINUTES-long clip (default 5), ours and "
+                        "--build-against's")  # fmt: skip
+    p.add_argument("--skip-categories", action="store_true", help="only --build / --memory / --memory-build")
     args = p.parse_args()
     names = tuple(args.only.split(",")) if args.only else CATEGORY_NAMES
     unknown = sorted(set(names) - set(CATEGORY_NAMES))
@@ -349,6 +407,8 @@ def main() -> int:
         failed.append("build overhead")
     if args.memory:
         memory_report(args.memory, args.memory_package, names, args.memory_conditions, args.memory_timeout)
+    if args.memory_build:
+        memory_build_report(args.memory_build, names, args.build_against)
     if failed:
         print(f"below target or differing: {', '.join(failed)}")
     return 1 if failed else 0

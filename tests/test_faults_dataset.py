@@ -171,6 +171,36 @@ def test_float_source_builds_the_same_audio_as_pcm16_and_the_card_says_so(tmp_pa
     assert json.loads((tmp_path / "outa" / "volume" / RECORD_NAME).read_text())["source_formats"] == {}
 
 
+def test_a_shard_over_the_row_group_limit_is_written_in_row_groups_with_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vocalgrad_dataset import buildinfo, export
+
+    src = tiny_folder(tmp_path / "float", "FLOAT")
+    fbuild(src, tmp_path / "whole")
+    held: list[int] = []
+    real = export.rows_table
+
+    def spy(rows, fmt="direction"):  # noqa: ANN001, ANN202 - rows_table's own signature
+        held.append(sum(r["audio"]["pcm16"].nbytes for r in rows))
+        return real(rows, fmt)
+
+    row_bytes = 2 * SR  # a one-second clip's PCM16 per condition
+    monkeypatch.setattr(export, "rows_table", spy)
+    monkeypatch.setattr(export, "SHARD_ROW_GROUP_BYTES", 5 * row_bytes)
+    fbuild(src, tmp_path / "groups")
+    (whole,), (grouped,) = (sorted((tmp_path / d / "volume").glob("*.parquet")) for d in ("whole", "groups"))
+    # 2 clips x 24 conditions in one shard: a row group per 5 rows held, the last 3 rows at the end
+    assert held == [5 * row_bytes] * 9 + [3 * row_bytes]
+    assert pq.ParquetFile(whole).metadata.num_row_groups == 1
+    assert pq.ParquetFile(grouped).metadata.num_row_groups == 10
+    assert pq.read_table(grouped).to_pylist() == pq.read_table(whole).to_pylist()
+    # the non-PCM16 source formats, known only after the last clip, are still in the file's metadata
+    assert buildinfo.shard_source_formats(grouped) == buildinfo.shard_source_formats(whole) == {"utt0": "FLOAT", "utt1": "FLOAT"}
+    rec = json.loads((tmp_path / "groups" / "volume" / RECORD_NAME).read_text())
+    assert rec["source_formats"] == {"utt0": "FLOAT", "utt1": "FLOAT"}
+
+
 # --- item 2: numbers at the command line ------------------------------------------------------------------
 
 

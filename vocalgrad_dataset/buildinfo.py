@@ -163,7 +163,9 @@ def remove_config_outputs(config_dir: Path) -> list[Path]:
 
 def shard_source_formats(path: Path) -> dict[str, str]:
     """{source clip id: libsndfile subtype} of a shard's clips that were not 16-bit PCM (from its metadata)."""
-    meta = pq.read_schema(path).metadata or {}
+    # the file's key-value metadata: a shard written in one piece has it from its schema, one written in row
+    # groups gets it at the end (export.write_shard), where the stored Arrow schema no longer changes
+    meta = pq.read_metadata(path).metadata or {}
     raw = meta.get(FORMATS_KEY)
     return json.loads(raw) if raw else {}
 

@@ -85,34 +85,67 @@ def plan_shards(
     return tasks
 
 
-def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
+_MIB = 1 << 20
+
+# A shard's rendered PCM held in memory before the rows so far are written out as one Parquet row group. Demo and
+# VCTK shards (4 clips x 24 conditions of a few seconds, ~50 MB) stay below it and are written in one piece as
+# before; a long source's shard (a 20-minute clip is 110 MB of PCM per condition, 4 x 24 of them per shard) is
+# written in row groups instead of being held whole (~10 GB, and as much again for its Arrow table).
+SHARD_ROW_GROUP_BYTES = 256 * _MIB
+
+
+def _parquet_options(names: Sequence[str]) -> dict[str, Any]:
+    # WAV bytes neither compress nor repeat: stored plain (half the write time); the other columns as before
+    return {"compression": {c: "none" if c == "audio" else "snappy" for c in names},
+            "use_dictionary": [c for c in names if c != "audio"]}  # fmt: skip
+
+
+def write_shard(task: ShardTask, out_dir: Path, row_group_bytes: int | None = None) -> tuple[Path, int]:
     """Render and write one shard atomically (tmp + rename); returns its path and row count.
 
-    Source clips that were not 16-bit PCM are listed in the shard's Parquet metadata (for the card).
+    Rows are streamed; once the PCM held reaches `row_group_bytes` (default SHARD_ROW_GROUP_BYTES), the rows so
+    far become a row group, so a long source's shard never sits in memory whole. Source clips that were not 16-bit PCM are listed in the
+    shard's Parquet metadata (for the card).
     """
     final = task.path(out_dir)
+    limit = SHARD_ROW_GROUP_BYTES if row_group_bytes is None else row_group_bytes
     src = get_source(task.source, task.data_dir, allow_outside_paths=task.allow_outside)
     spec = parse_config(task.config)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    held = n_rows = 0
     formats: dict[str, str] = {}
-    for clip in task.clips:
-        pcm = src.read(clip)
-        if pcm.source_format != "PCM_16":
-            formats[clip.source_clip_id] = pcm.source_format
-        # streamed; the WAV bytes are made in the table's own buffer
-        rendered = iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="pcm16")
-        rows += rendered
-    table = rows_table(rows, spec.format)
-    if formats:
-        meta = dict(table.schema.metadata or {})
-        meta[buildinfo.FORMATS_KEY] = json.dumps(formats, sort_keys=True).encode("utf-8")
-        table = table.replace_schema_metadata(meta)
-    with atomic_path(final) as tmp:
-        # WAV bytes neither compress nor repeat: stored plain (half the write time); the other columns as before
-        names = table.column_names
-        pq.write_table(table, tmp, compression={c: "none" if c == "audio" else "snappy" for c in names},
-                       use_dictionary=[c for c in names if c != "audio"])  # fmt: skip
-    return final, len(rows)
+    with atomic_path(final) as tmp, contextlib.ExitStack() as stack:
+        writer: pq.ParquetWriter | None = None
+        for clip in task.clips:
+            pcm = src.read(clip)
+            if pcm.source_format != "PCM_16":
+                formats[clip.source_clip_id] = pcm.source_format
+            # streamed; the WAV bytes are made in the table's own buffer
+            for row in iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="pcm16"):
+                rows.append(row)
+                held += row["audio"]["pcm16"].nbytes
+                if held >= limit:
+                    table = rows_table(rows, spec.format)
+                    if writer is None:
+                        writer = stack.enter_context(pq.ParquetWriter(tmp, table.schema, **_parquet_options(table.column_names)))
+                    writer.write_table(table)
+                    n_rows += len(rows)
+                    rows, held, table = [], 0, None
+        if writer is None:  # the whole shard in one piece (every short-clip build): as it always was written
+            table = rows_table(rows, spec.format)
+            if formats:
+                meta = dict(table.schema.metadata or {})
+                meta[buildinfo.FORMATS_KEY] = json.dumps(formats, sort_keys=True).encode("utf-8")
+                table = table.replace_schema_metadata(meta)
+            pq.write_table(table, tmp, **_parquet_options(table.column_names))
+        else:
+            if rows:
+                writer.write_table(rows_table(rows, spec.format))
+            if formats:  # known only now: the file's key-value metadata, read back with the schema's
+                writer.add_key_value_metadata({buildinfo.FORMATS_KEY: json.dumps(formats, sort_keys=True).encode("utf-8")})
+            writer.close()
+        n_rows += len(rows)
+    return final, n_rows
 
 
 class Terminated(KeyboardInterrupt):
@@ -136,6 +169,40 @@ def _terminated_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+
+
+def reuse_freed_memory() -> dict[str, bool]:
+    """Let a process that only builds keep the memory it frees for its next allocations.
+
+    A build allocates and frees a clip's arrays per condition and a shard's Arrow buffers per shard. By
+    default pyarrow's mimalloc pool purges freed pages and glibc unmaps large blocks and trims its heap, so
+    the kernel zeroes every page again at the next first touch: in `perf`, clear_page was ~15 % of a demo
+    build's CPU. Here Arrow allocates through malloc, and malloc keeps blocks up to 32 MiB in its heap and
+    up to 512 MiB of free heap (peaks are unchanged; the process just does not shrink between shards).
+    Called only where the process is the CLI or a build worker, never in a library user's process.
+    Returns what took effect (glibc only; elsewhere nothing changes).
+    """
+    import pyarrow as pa
+
+    done = {"arrow_system_pool": False, "mallopt": False}
+    try:
+        pa.set_memory_pool(pa.system_memory_pool())
+        done["arrow_system_pool"] = True
+    except (AttributeError, NotImplementedError):
+        pass
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return done
+    settings = ((_M_MMAP_THRESHOLD, 32 * _MIB), (_M_TRIM_THRESHOLD, 512 * _MIB), (_M_TOP_PAD, 64 * _MIB))
+    done["mallopt"] = all(mallopt(param, value) == 1 for param, value in settings)
+    return done
+
+
 def _worker_init(parent: int) -> None:
     """A build worker: Ctrl-C is the parent's to handle (it terminates the pool), SIGTERM ends the worker quietly,
     and the worker dies with its parent even if that one is killed with -9 (Linux: PR_SET_PDEATHSIG)."""
@@ -149,6 +216,7 @@ def _worker_init(parent: int) -> None:
         pass
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
+    reuse_freed_memory()  # a worker process only writes shards
 
 
 def _write_shard_star(args: tuple[ShardTask, Path]) -> tuple[Path, int]:
