@@ -282,6 +282,11 @@ SKIP: dict[str, str] = {
     "vocalgrad-dataset verify mine --manifest RELEASE_DIR": "needs the VCTK build and the release folder",
     "python benchmarks/bench_generator.py": "a benchmark, minutes of CPU",
     "python benchmarks/bench_generator.py --skip-categories --build": "a benchmark: 12 demo builds, minutes of CPU",
+    "python benchmarks/bench_generator.py --build": "a benchmark: nine categories and 12 demo builds, minutes of CPU",
+    "python benchmarks/bench_generator.py --skip-categories --memory-build 5 --only volume,echo,vibration":
+        "a benchmark: six builds of a 5-minute source, 3 GB of RAM",
+    "python benchmarks/bench_generator.py --skip-categories --memory-build 20 --only volume":
+        "a benchmark: two builds of a 20-minute source, 11 GB of RAM",
     "python benchmarks/bench_generator.py --skip-categories --memory 20": "a benchmark: 20-minute sources, GBs of RAM",
     "python benchmarks/bench_generator.py --skip-categories --memory 20 --memory-conditions 2":
         "a benchmark: 20-minute sources, GBs of RAM",

@@ -47,6 +47,10 @@ RANGE_SCALE = {"narrow": 0.25, "medium": 1.0, "wide": 2.5}
 # the signal check still measures its order.
 MILD = {"pitch": 3.0, "volume": {"quiet": -33.0, "medium": -26.0, "loud": -19.0},
         "speed": {"slow": 0.75, "medium": 1.0, "fast": 1.35}, "range": {"narrow": 0.4, "medium": 1.0, "wide": 2.0}}
+# Range only: a third version between the two, appended after them. Its train split has the fewest voices with
+# all three bases (480 two-version candidates), and Whisper gets the claim of ~30 % of its range-scaled items
+# wrong: too few for 400 item-verified train items. Appended, it moves no item of the first two versions.
+MIDDLE = {"range": {"narrow": 0.33, "medium": 1.0, "wide": 2.2}}
 GLIDE_SEC = 0.9
 # two glide sizes per direction (more items per voice); a statement already falls at its end: rising must undo it
 GLIDE_ST = {"rising": (12.0, 10.0), "falling": (-6.0, -8.0)}
@@ -280,13 +284,14 @@ def set_level(x: np.ndarray, db: float) -> np.ndarray:
     return (y * (0.99 / peak) if peak > 0.99 else y).astype(np.float32)
 
 
-def _render_level(task: str, x: np.ndarray, level: str, target_sec: float, mild: bool = False) -> np.ndarray:
+def _render_level(task: str, x: np.ndarray, level: str, target_sec: float, version: str = "full") -> np.ndarray:
+    """One part at `level` in the pattern's `version` ("full", "mild", or range's "middle")."""
     names = LEVELS[task]
     if task == "pitch":
-        st = MILD["pitch"] if mild else PITCH_ST
+        st = MILD["pitch"] if version == "mild" else PITCH_ST
         return pitch_shift(x, {names[0]: -st, names[1]: 0.0, names[2]: st}[level])  # type: ignore[operator]
-    values: dict[str, float] = MILD[task] if mild else {"volume": VOLUME_DB, "speed": SPEED_RATE,  # type: ignore[assignment]
-                                                         "range": RANGE_SCALE}[task]
+    full = {"volume": VOLUME_DB, "speed": SPEED_RATE, "range": RANGE_SCALE}[task]
+    values: dict[str, float] = {"full": full, "mild": MILD[task], "middle": MIDDLE.get(task)}[version]  # type: ignore[assignment]
     if task == "volume":
         return set_level(x, values[level])
     if task == "speed":  # durations equalised first, so duration alone says the speed
@@ -324,27 +329,31 @@ def _pattern(task: str) -> Callable[[str], Iterator[Candidate]]:
         names = LEVELS[task]
         perms = ["-".join(p) for p in itertools.permutations(names)]
         voices = [v for v in voices_of(split) if all(has_base(v, task, lvl) for lvl in names)]
-        combos = [(v, adv, true, mild) for mild in (False, True) for v in voices for adv in perms for true in perms
-                  if adv != true]
+        pairs = [(adv, true) for adv in perms for true in perms if adv != true]
+        combos = [(v, adv, true, version) for version in ("full", "mild") for v in voices for adv, true in pairs]
         rng_for(task, split).shuffle(combos)
+        if task in MIDDLE:
+            middle = [(v, adv, true, "middle") for v in voices for adv, true in pairs]
+            rng_for(task, split, "middle").shuffle(middle)
+            combos += middle
 
-        def make(voice: Voice, adv: str, true: str, mild: bool) -> Item:
+        def make(voice: Voice, adv: str, true: str, version: str) -> Item:
             claims = adv.split("-")
             used = [base_of(voice, task, c) for c in claims]
             raw = [base_audio(b.id) for b in used]
             target = float(np.mean([len(r) for r in raw])) / SR
-            parts = [_render_level(task, r, lvl, target, mild) for r, lvl in zip(raw, true.split("-"), strict=True)]
+            parts = [_render_level(task, r, lvl, target, version) for r, lvl in zip(raw, true.split("-"), strict=True)]
             if task != "volume":
                 parts = [set_level(p, VOLUME_DB["medium"]) for p in parts]  # loudness says nothing here
-            key = (voice.id, adv, true, "mild") if mild else (voice.id, adv, true)
+            key = (voice.id, adv, true) if version == "full" else (voice.id, adv, true, version)
             rng = rng_for(task, split, *key)
             return Item(_item_id(task, split, *key), task, join(parts), QUESTIONS[task],
                         _options(rng, true, adv, perms, 4), true, adv, [b.id for b in used],
                         " | ".join(b.script.text for b in used), parts=parts)
 
-        for voice, adv, true, mild in combos:
-            key = (voice.id, adv, true, "mild") if mild else (voice.id, adv, true)
-            yield Candidate(_item_id(task, split, *key), functools.partial(make, voice, adv, true, mild))
+        for voice, adv, true, version in combos:
+            key = (voice.id, adv, true) if version == "full" else (voice.id, adv, true, version)
+            yield Candidate(_item_id(task, split, *key), functools.partial(make, voice, adv, true, version))
     return build
 
 
@@ -353,9 +362,12 @@ def _others(voice: Voice, exclude: Sequence[str]) -> list[str]:
     return sorted(b.id for b in bases().values() if b.voice == voice and b.script.task not in exclude)
 
 
+GENDER_OTHERS_EXCLUDE = ("gender", "identity", "counting")  # sentences that would claim a sex or speakers
+
+
 def _build_gender(split: str) -> Iterator[Candidate]:
     voices = [v for v in voices_of(split) if has_base(v, "gender", "female" if v.sex == "male" else "male")]
-    combos = [(v, o, first) for v in voices for o in _others(v, ("gender", "identity", "counting")) for first in (True, False)]
+    combos = [(v, o, first) for v in voices for o in _others(v, GENDER_OTHERS_EXCLUDE) for first in (True, False)]
     rng_for("gender", split).shuffle(combos)
 
     def make(voice: Voice, order: list[str], adv: str) -> Item:
@@ -367,6 +379,15 @@ def _build_gender(split: str) -> Iterator[Candidate]:
         adv = "female" if voice.sex == "male" else "male"
         claim = base_of(voice, "gender", adv)
         order = [claim.id, other] if claim_first else [other, claim.id]
+        yield Candidate(_item_id("gender", split, *order), functools.partial(make, voice, order, adv))
+    # A second tier after every two-part candidate: the claim between two of the voice's other sentences. The
+    # train split's 416 two-part candidates leave 377 whose item-level transcript is exact (gender's rule), short
+    # of its 400; appended, the tier extends the pool without moving any two-part item (test keeps its list).
+    triples = [(v, a, b) for v in voices for a, b in itertools.permutations(_others(v, GENDER_OTHERS_EXCLUDE), 2)]
+    rng_for("gender", split, "three-part").shuffle(triples)
+    for voice, before, after in triples:
+        adv = "female" if voice.sex == "male" else "male"
+        order = [before, base_of(voice, "gender", adv).id, after]
         yield Candidate(_item_id("gender", split, *order), functools.partial(make, voice, order, adv))
 
 
