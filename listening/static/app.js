@@ -206,7 +206,9 @@ $("q-undo").addEventListener("click", undo);
 
 function playFromStart(player) {
   if (player.ended) player.currentTime = 0;
-  player.play();
+  // play() rejects with AbortError when a pause() or the next item's source interrupts it before playback
+  // starts (an answer or undo right after space): that is the intended outcome, not an error
+  player.play().catch((e) => { if (e.name !== "AbortError") say(e.message); });
 }
 
 // Keys: space plays, 1-4 (or left/right for the first two) answer, U takes the last answer back.
