@@ -47,13 +47,18 @@ def shift_windows(
             columns = [stretched[j] for j in members]
         for j, y in zip(members, columns, strict=True):
             stretched[j] = out[j]  # drops our reference to the stretched window
-            fixed = _fix_length(_fix_length(y, n_resampled), len(windows[jobs[j][0]]))
-            out[j] = np.ascontiguousarray(fixed, dtype=np.float32)
+            out[j] = _fixed_length(y, n_resampled, len(windows[jobs[j][0]]))
     return out
 
 
-def _fix_length(y: np.ndarray, size: int) -> np.ndarray:
-    return y[:size] if len(y) >= size else np.pad(y, (0, size - len(y)))
+def _fixed_length(y: np.ndarray, n_resampled: int, size: int) -> np.ndarray:
+    """librosa's fix_length to `n_resampled` (resample's output length), then to the window's `size`: y's first
+    min(len(y), n_resampled, size) samples, zero-padded to `size`, as a new float32 array (one copy)."""
+    keep = min(len(y), n_resampled, size)
+    fixed = np.empty(size, dtype=np.float32)
+    fixed[:keep] = y[:keep]
+    fixed[keep:] = 0.0
+    return fixed
 
 
 CATEGORY = register(
