@@ -180,15 +180,21 @@ def extract_tree(rev: str, dest: Path) -> Path:
     return dest
 
 
+def runner_command(tree: Path, times: Path, *build_args: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of one quiet `vocalgrad-dataset build BUILD_ARGS` of `tree` by
+    benchmarks/build_runner.py (no PYTHONPATH: only `tree`'s vocalgrad_dataset is imported)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "build_runner.py"), str(tree), str(times), "build", *build_args,
+           "--quiet"]  # fmt: skip
+    return cmd, {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def build_once(tree: Path, scratch: Path) -> dict:
     """CPU of one `build --config all --source demo` of `tree` in a fresh child (benchmarks/build_runner.py), and
     the CPU it spent inside Category.render_clip; the child's whole CPU time is its rusage (start-up and
     interpreter shutdown included)."""
     out, times = scratch / "out", scratch / "render.txt"
     subprocess.run(["rm", "-rf", str(out), str(times)], check=True)
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "build_runner.py"), str(tree), str(times),
-           "build", "--config", "all", "--source", "demo", "--out", str(out), "--quiet"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only `tree`'s vocalgrad_dataset
+    cmd, env = runner_command(tree, times, "--config", "all", "--source", "demo", "--out", str(out))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=scratch)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -316,8 +322,8 @@ def long_folder_source(folder: Path, minutes: float) -> Path:
     """A folder source of one `minutes`-long 48 kHz clip: the first demo clip's real speech, repeated."""
     import soundfile as sf
 
-    first = get_source("demo").clips("test")[0]
-    speech = get_source("demo").read(first).samples
+    demo = get_source("demo")
+    speech = demo.read(demo.clips("test")[0]).samples
     n = int(minutes * 60 * 48000)
     folder.mkdir(parents=True, exist_ok=True)
     sf.write(folder / "long.wav", np.resize(speech, n), 48000, subtype="PCM_16")
@@ -332,9 +338,8 @@ def build_peak(tree: Path, scratch: Path, config: str, data_dir: Path) -> tuple[
 
     out = scratch / "out"
     subprocess.run(["rm", "-rf", str(out)], check=True)
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "build_runner.py"), str(tree), str(scratch / "render.txt"),
-           "build", "--config", config, "--source", "folder", "--data-dir", str(data_dir), "--out", str(out), "--quiet"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cmd, env = runner_command(tree, scratch / "render.txt", "--config", config, "--source", "folder", "--data-dir",
+                              str(data_dir), "--out", str(out))
     child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, cwd=scratch)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)

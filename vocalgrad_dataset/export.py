@@ -100,15 +100,14 @@ def _parquet_options(names: Sequence[str]) -> dict[str, Any]:
             "use_dictionary": [c for c in names if c != "audio"]}  # fmt: skip
 
 
-def write_shard(task: ShardTask, out_dir: Path, row_group_bytes: int | None = None) -> tuple[Path, int]:
+def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
     """Render and write one shard atomically (tmp + rename); returns its path and row count.
 
-    Rows are streamed; once the PCM held reaches `row_group_bytes` (default SHARD_ROW_GROUP_BYTES), the rows so
-    far become a row group, so a long source's shard never sits in memory whole. Source clips that were not 16-bit PCM are listed in the
+    Rows are streamed; once the PCM held reaches SHARD_ROW_GROUP_BYTES, the rows so far become a row group, so a
+    long source's shard never sits in memory whole. Source clips that were not 16-bit PCM are listed in the
     shard's Parquet metadata (for the card).
     """
     final = task.path(out_dir)
-    limit = SHARD_ROW_GROUP_BYTES if row_group_bytes is None else row_group_bytes
     src = get_source(task.source, task.data_dir, allow_outside_paths=task.allow_outside)
     spec = parse_config(task.config)
     rows: list[dict[str, Any]] = []
@@ -124,27 +123,26 @@ def write_shard(task: ShardTask, out_dir: Path, row_group_bytes: int | None = No
             for row in iter_config_rows(spec, clip, pcm.samples, pcm.sample_rate, audio_format="pcm16"):
                 rows.append(row)
                 held += row["audio"]["pcm16"].nbytes
-                if held >= limit:
+                if held >= SHARD_ROW_GROUP_BYTES:
                     table = rows_table(rows, spec.format)
                     if writer is None:
                         writer = stack.enter_context(pq.ParquetWriter(tmp, table.schema, **_parquet_options(table.column_names)))
                     writer.write_table(table)
                     n_rows += len(rows)
                     rows, held, table = [], 0, None
+        n_rows += len(rows)
+        formats_meta = {buildinfo.FORMATS_KEY: json.dumps(formats, sort_keys=True).encode("utf-8")} if formats else {}
         if writer is None:  # the whole shard in one piece (every short-clip build): as it always was written
             table = rows_table(rows, spec.format)
-            if formats:
-                meta = dict(table.schema.metadata or {})
-                meta[buildinfo.FORMATS_KEY] = json.dumps(formats, sort_keys=True).encode("utf-8")
-                table = table.replace_schema_metadata(meta)
+            if formats_meta:
+                table = table.replace_schema_metadata({**(table.schema.metadata or {}), **formats_meta})
             pq.write_table(table, tmp, **_parquet_options(table.column_names))
         else:
             if rows:
                 writer.write_table(rows_table(rows, spec.format))
-            if formats:  # known only now: the file's key-value metadata, read back with the schema's
-                writer.add_key_value_metadata({buildinfo.FORMATS_KEY: json.dumps(formats, sort_keys=True).encode("utf-8")})
+            if formats_meta:  # known only now: the file's key-value metadata, read back with the schema's
+                writer.add_key_value_metadata(formats_meta)
             writer.close()
-        n_rows += len(rows)
     return final, n_rows
 
 
