@@ -199,16 +199,17 @@ def test_rows_table_names_an_unknown_label() -> None:
 
 def test_build_imports_no_datasets_pandas_or_hub_and_tunes_the_process_only_as_the_program(tmp_path: Path) -> None:
     code = (
-        "import gc, json, sys\n"
+        "import ctypes, gc, json, sys\n"
         "import pyarrow as pa\n"
+        "thp_off = lambda: ctypes.CDLL(None).prctl(42, 0, 0, 0, 0)\n"  # PR_GET_THP_DISABLE
         "from vocalgrad_dataset import cli\n"
         "args = ['build', '--config', 'volume', '--split', 'test', '--source', 'demo', '--quiet', '--out']\n"
         "cli.main([*args, sys.argv[1]])\n"  # called with argv (a test, a library user): nothing frozen
-        "first = [gc.get_freeze_count(), pa.default_memory_pool().backend_name]\n"
+        "first = [gc.get_freeze_count(), pa.default_memory_pool().backend_name, thp_off()]\n"
         "sys.argv = ['vocalgrad-dataset', *args, sys.argv[2]]\n"
         "cli.main()\n"  # as the console script calls it
         "mods = sorted({m.split('.')[0] for m in sys.modules} & {'datasets', 'pandas', 'huggingface_hub'})\n"
-        "then = [gc.get_freeze_count() > 0, pa.default_memory_pool().backend_name]\n"
+        "then = [gc.get_freeze_count() > 0, pa.default_memory_pool().backend_name, thp_off()]\n"
         "print(json.dumps([first, then, mods]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a"), str(tmp_path / "b")], cwd=REPO,
@@ -216,7 +217,7 @@ def test_build_imports_no_datasets_pandas_or_hub_and_tunes_the_process_only_as_t
     # a library user's process keeps pyarrow's default pool; the CLI's own process allocates through malloc
     default_pool = pa.default_memory_pool().backend_name
     assert default_pool != "system"
-    assert json.loads(out) == [[0, default_pool], [True, "system"], []]
+    assert json.loads(out) == [[0, default_pool, 0], [True, "system", 1], []]
     a, b = (sorted(p.read_bytes() for p in (tmp_path / d).rglob("*.parquet")) for d in "ab")
     assert len(a) == 1 and a == b
 
@@ -228,10 +229,13 @@ def test_reuse_freed_memory_switches_arrow_to_malloc_and_sets_glibcs_thresholds(
         "from vocalgrad_dataset.export import reuse_freed_memory\n"
         "done = reuse_freed_memory()\n"
         "buf = pa.allocate_buffer(1 << 20)\n"  # allocations now come from the system pool
-        "print(json.dumps([done, pa.default_memory_pool().backend_name, pa.system_memory_pool().bytes_allocated()]))\n"
+        "thp_off = ctypes.CDLL(None).prctl(42, 0, 0, 0, 0)\n"  # PR_GET_THP_DISABLE: 1 once turned off
+        "print(json.dumps([done, pa.default_memory_pool().backend_name, pa.system_memory_pool().bytes_allocated(), thp_off]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          check=True).stdout.strip().splitlines()[-1]  # fmt: skip
-    done, backend, system_bytes = json.loads(out)
-    assert done == {"arrow_system_pool": True, "mallopt": True}  # glibc accepted all three settings
+    done, backend, system_bytes, thp_off = json.loads(out)
+    # glibc accepted all three settings; the kernel turned transparent huge pages off for this process
+    assert done == {"arrow_system_pool": True, "mallopt": True, "no_transparent_huge_pages": True}
     assert backend == "system" and system_bytes >= 1 << 20
+    assert thp_off == 1
