@@ -241,3 +241,49 @@ def test_reader_lexicon_adds_the_plain_adjectives() -> None:
     for cat in ("speed", "pitch", "volume", "distortion", "roughness", "noise", "echo", "clarity", "vibration"):
         words = reader_keywords(cat)
         assert not set(words["increase"]) & set(words["decrease"]), cat
+
+
+def _incongruent_test_rows(category: str) -> list[tuple[str, str]]:
+    """(clip id, claim) of a conflict config's incongruent test rows, from the carriers and the grid (no audio)."""
+    from vocalgrad_dataset.generate import config_clips, parse_config, source_clips, unit_ids
+    from vocalgrad_dataset.grid import parse_clip_id
+
+    spec = parse_config(f"{category}-conflict")
+    out = []
+    for clip in config_clips(spec, source_clips("test", "claims")):
+        for cid in unit_ids(spec, clip.source_item_id, clip.source_clip_id):
+            if clip.claim != "none" and parse_clip_id(cid)[2].label != clip.claim:
+                out.append((cid, clip.claim))
+    return out
+
+
+def test_random_claim_following_is_chance_over_seeds_and_its_default_seed_gives_the_readme_counts() -> None:
+    """`random` ignores the words: over 400 seeds on the nine configs' incongruent test rows, its CF averages
+    0.5 and its Wilson 95 % interval excludes 0.5 at the nominal ~5 % rate per config (so some config of nine
+    misses at ~37 % of seeds, as roughness does at the default seed 1234, the README's 53 of 84)."""
+    from harness.metrics import wilson_interval
+    from harness.models.baselines import seeded_draw
+    from vocalgrad_dataset.categories import CATEGORY_NAMES
+
+    labels = ("increase", "decrease")
+    rows = {c: _incongruent_test_rows(c) for c in CATEGORY_NAMES}
+    prompts = {c: [(Prompt((), clip_id=cid, meta={"category": c}), claim) for cid, claim in rs] for c, rs in rows.items()}
+
+    def follows(seed: int, category: str) -> int:
+        return sum(seeded_draw(seed, p, labels) == claim for p, claim in prompts[category])
+
+    assert (follows(1234, "roughness"), len(rows["roughness"])) == (53, 84)  # the README's miss, reproduced
+    misses = seeds_with_a_miss = 0
+    shares = []
+    for seed in range(400):
+        missed = False
+        for c in CATEGORY_NAMES:
+            k, n = follows(seed, c), len(rows[c])
+            lo, hi = wilson_interval(k / n, n)
+            missed |= not lo <= 0.5 <= hi
+            misses += not lo <= 0.5 <= hi
+            shares.append(k / n)
+        seeds_with_a_miss += missed
+    assert abs(float(np.mean(shares)) - 0.5) < 0.005
+    assert 0.03 < misses / (400 * len(CATEGORY_NAMES)) < 0.07  # nominal 0.05
+    assert 0.25 < seeds_with_a_miss / 400 < 0.50  # 1 - 0.95**9 = 0.37
