@@ -3,9 +3,9 @@ the item's PCM16 samples TAB Whisper tiny.en word error rate against the item's 
 itself was not transcribed: --level signal).
 
 An item is kept when (1) its label measured from the signal equals its true label and (2) Whisper tiny.en's
-transcript of the built item (the DSP-processed, joined audio, as PCM16: what a model is served) passes the
-task's rule (voxparadox.WHISPER_RULES: "exact" = equals the script after normalize_text; "claim" = the words
-assert the adversarial label, `claimed_label(task, transcript) == adversarial`). Candidates are tried in the
+transcript of the built item (the DSP-processed, joined audio, as PCM16: what a model is served) equals the
+item's script after normalize_text (voxparadox.whisper_accepts; so its words assert the adversarial label),
+on every task. Candidates are tried in the
 builder's order until the split's quota is kept; transcripts are cached in a TSV (id, sha256, transcript;
 rewritten atomically after every batch), so a stopped run resumes where it was. Builds never run this.
 
@@ -135,7 +135,7 @@ def transcribe_missing(items: list[Item], level: str, cache: TranscriptCache, wh
 
 
 def judge(item: Item, level: str, cache: TranscriptCache, base_asr: dict[str, str]) -> str | None:
-    """The item's frozen line (id, sha256, WER) when its transcript passes its task's rule, else None."""
+    """The item's frozen line (id, sha256, WER) when its transcript equals its script, else None."""
     if level == "signal":  # its bases' transcripts are verified; the item itself is not transcribed
         return f"{item.id}\t{pcm_sha256(item.audio)}\t-"
     text = transcript_of(item, level, cache, base_asr)

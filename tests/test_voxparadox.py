@@ -129,40 +129,32 @@ def test_frozen_lists_and_a_fresh_build_agree(split: str) -> None:
         assert len({e[0] for e in entries}) == len(entries) == vp.SPLIT_SIZES[split], task
         # every item, test and train, was transcribed by Whisper tiny.en: the WER of its transcript (never "-")
         assert all(len(e) == 3 and len(e[1]) == 64 for e in entries)
-        assert all(0.0 <= float(e[2]) < 1.0 for e in entries), task
-        if vp.WHISPER_RULES[task] == "exact":
-            assert {e[2] for e in entries} == {"0.000"}, task
+        # ... and it equals the item's script after normalisation, on every task (the exact rule)
+        assert {e[2] for e in entries} == {"0.000"}, task
         built = build_items(task, split, 2)
         assert [(i.id, vp.pcm_sha256(i.audio)) for i in built] == [tuple(e[:2]) for e in entries[:2]]
         for item in built:
             assert {vp.bases()[b].voice.split for b in item.bases} == {vp.bases()[b].script.split for b in item.bases} == {split}
 
 
-@pytest.mark.parametrize(("task", "first_new", "index", "two_version_candidates"), [
-    ("gender", "vpl-gender-train-87db4f0be7", 377, 416),  # the claim between two other sentences
-    ("range", "vpl-range-train-1655bd46e2", 324, 480),  # F0 range x0.33 / x2.2, between the full and mild versions
-])
-def test_the_appended_train_tiers_keep_every_earlier_item_and_build_to_their_frozen_bits(
-    task: str, first_new: str, index: int, two_version_candidates: int
-) -> None:
-    """Gender's three-part and range's middle-version candidates come after all earlier ones (so no earlier item
-    moved and the test lists stand); the first of them kept in train builds to its frozen sha256."""
+def test_the_appended_range_tier_keeps_every_earlier_item_and_builds_to_its_frozen_bits() -> None:
+    """Range's middle-version candidates (F0 range x0.33 / x2.2) come after all two-version ones, so no earlier
+    item moved; the first of them kept in train builds to its frozen sha256."""
     from vocalgrad_dataset.voxparadox_items import candidates
 
-    order = [c.id for c in candidates(task, "train")]
+    first_new, index, two_version_candidates = "vpl-range-train-1655bd46e2", 280, 480
+    order = [c.id for c in candidates("range", "train")]
     assert order.index(first_new) == two_version_candidates
-    frozen = [line.split("\t") for line in (vp.IDS_DIR / f"{task}-train.txt").read_text(encoding="utf-8").splitlines()]
+    frozen = [line.split("\t") for line in (vp.IDS_DIR / "range-train.txt").read_text(encoding="utf-8").splitlines()]
     assert frozen[index][0] == first_new
     assert all(order.index(row[0]) < two_version_candidates for row in frozen[:index])  # all earlier: first versions
-    test_ids = [line.split("\t")[0] for line in (vp.IDS_DIR / f"{task}-test.txt").read_text(encoding="utf-8").splitlines()]
-    test_order = {c.id: k for k, c in enumerate(candidates(task, "test"))}
-    assert max(test_order[i] for i in test_ids) < {"gender": 162, "range": 300}[task]  # test uses none of the new tier
-    item = next(c for c in candidates(task, "train") if c.id == first_new).make()
+    test_ids = [line.split("\t")[0] for line in (vp.IDS_DIR / "range-test.txt").read_text(encoding="utf-8").splitlines()]
+    test_order = {c.id: k for k, c in enumerate(candidates("range", "test"))}
+    assert max(test_order[i] for i in test_ids) < 300  # test uses none of the new tier
+    item = next(c for c in candidates("range", "train") if c.id == first_new).make()
     assert vp.pcm_sha256(item.audio) == frozen[index][1]
-    assert measure(task, item.audio) == item.answer != item.adversarial
-    assert len(item.parts) == 3  # gender: other, claim, other; range: three levels
-    if task == "gender":
-        assert [vp.bases()[b].script.task == "gender" for b in item.bases] == [False, True, False]
+    assert measure("range", item.audio) == item.answer != item.adversarial
+    assert len(item.parts) == 3
 
 
 AVX512_CHECK = """
@@ -260,8 +252,8 @@ def test_what_the_words_claim_is_the_adversarial_label(task: str) -> None:
     ("range", "I speak in one tone. I speak with lots of melody. I speak with a bit of melody.", "narrow-wide-medium"),
     ("gender", "I'm a man. My voice is low.", "male"),
     ("gender", "This part is loud. I am a female speaker.", "female"),
-    ("intonation", "I spoke first. I go down now.", "falling"),
-    ("intonation", "This part is loud. My voice goes up now.", "rising"),
+    ("intonation", "I spoke first. My voice keeps going down every time.", "falling"),
+    ("intonation", "This part is loud. My voice is going up all the time.", "rising"),
     ("counting", "We are 4 people talking. We are 4 people talking.", "four"),  # Whisper writes digits
     ("counting", "I am alone here. I'm alone here.", "one"),
     ("identity", "My voice is medium. I never spoke before. I spoke first.", "segment 3"),
@@ -284,6 +276,9 @@ def test_whisper_rule_accepts_the_script_and_rejects_a_mishearing() -> None:
     wrong_claim = "female" if item.adversarial == "male" else "male"
     assert not vp.whisper_accepts(item, said.replace(item.adversarial, wrong_claim))
     assert not vp.whisper_accepts(item, said + " Thanks.")  # the claim survives, the words do not
+    (glided,) = build_items("intonation", "test", 1)  # a dropped tail word fails it too, on every task
+    heard = ". ".join(glided.script.split(" | ")) + "."
+    assert vp.whisper_accepts(glided, heard) and not vp.whisper_accepts(glided, heard.replace(" all the time", ""))
 
 
 def test_freeze_keeps_what_whisper_hears_right_and_resumes_from_its_cache(tmp_path: Path) -> None:

@@ -14,15 +14,15 @@ wordings. Items are made deterministically at build time:
   joined with 0.5 s gaps. The
   question asks the order of the true levels; the transcript asserts another order.
 - gender: a voice claiming the other sex ("I am a woman."), joined with another of its sentences.
-- intonation: a sentence, then a claim about the ending ("I go down now.") whose last 0.9 s glides the other
-  way (up 10-12 or down 6-8 semitones).
+- intonation: a sentence, then a claim about the ending ("My voice keeps going down every time.") whose last
+  0.9 s glides the other way (up 10-12 or down 6-8 semitones).
 - counting: 2-3 distinct voices in 3-4 turns, every turn claiming one count ("There is only one voice.").
 - identity: segment 1 by a voice, then 2-3 segments of which one is that voice again; the same voice says
   "I never spoke before.", another says "I spoke first."
 
 Each candidate item is verified twice by scripts/freeze_voxparadox_ids.py: its label measured from the signal
 (F0 median, RMS, speech duration, F0 range, final F0 slope, turn F0 clustering) must be its true label, and
-Whisper tiny.en's transcript must pass the task's rule (WHISPER_RULES). The survivors' ids and PCM sha256s
+Whisper tiny.en's transcript of the built item must equal its script after normalisation (whisper_accepts). The survivors' ids and PCM sha256s
 are the frozen lists (data/voxparadox/ids/<task>-<split>.txt); a build makes exactly those items (no
 synthesiser, no Whisper) and checks their sha256s.
 """
@@ -116,8 +116,10 @@ _TEXTS: dict[tuple[str, str], tuple[str, str]] = {  # (task, label) -> (train wo
     ("range", "wide"): ("I sound excited.", "I speak with lots of melody."),
     ("gender", "male"): ("I am a man.", "I am a male speaker."),
     ("gender", "female"): ("I am a woman.", "I am a female speaker."),
-    ("intonation", "rising"): ("I go up now.", "My voice goes up now."),
-    ("intonation", "falling"): ("I go down now.", "My voice goes down now."),
+    # the end glide covers the last 0.9 s: a tail after the claim word keeps "up" / "down" audible to Whisper
+    # (a glided "I go up now." lost its "now" in ~90 % of items; these wordings were tried on 9 voices first)
+    ("intonation", "rising"): ("My voice keeps going up every time.", "My voice is going up all the time."),
+    ("intonation", "falling"): ("My voice keeps going down every time.", "My voice is going down all the time."),
     ("counting", "one"): ("There is only one voice.", "I am alone here."),
     ("counting", "four"): ("We are four people.", "We are four people talking."),
     ("identity", "same"): ("I spoke first.", "I was the first voice."),
@@ -308,24 +310,8 @@ def claimed_label(task: str, transcript: str) -> str | None:
 
 
 # ---- the transcript check of the freeze script ---------------------------------------------------------------
-# Per task, what Whisper tiny.en's transcript of a built item must satisfy for the item to be kept: "exact" =
-# equal to the script after normalize_text (and so asserting the adversarial label); "claim" = its words
-# assert the adversarial label (claimed_label). "claim" for counting and identity, whose turns repeat a
-# sentence that Whisper tiny.en writes once ("We are four people talking." for three turns saying it) or
-# mishears ("This art is medium."), and for the tasks whose DSP reshapes the speech itself
-# (pitch shifts, tempo, F0 range, loudness down to -36 dBFS, the end glide): there Whisper tiny.en gets a
-# carrier word wrong in about half of the items ("This art is high.") while the claim words survive, and
-# exact equality would double the candidates to transcribe on this CPU. The WER of every kept item is in
-# its frozen list (third column).
-WHISPER_RULES: dict[str, str] = {
-    "gender": "exact", "counting": "claim", "identity": "claim",
-    "pitch": "claim", "volume": "claim", "speed": "claim", "range": "claim", "intonation": "claim",
-}  # fmt: skip
-
-
 def whisper_accepts(item: Item, transcript: str) -> bool:
-    """Whether a built item's transcript passes its task's rule (WHISPER_RULES)."""
+    """Whether Whisper tiny.en's transcript of a built item equals its script after normalize_text (and so
+    asserts the adversarial label): the freeze script keeps only such items, on every task."""
     asserts = claimed_label(item.task, transcript) == item.adversarial
-    if WHISPER_RULES[item.task] == "claim":
-        return asserts
     return asserts and normalize_text(transcript) == normalize_text(item.script.replace(" | ", " "))
