@@ -360,18 +360,16 @@ def test_new_split_is_added_to_the_record(tmp_path: Path) -> None:
 
 KILL_MID_WRITE = """
 import os, signal, sys
-import pyarrow.parquet as pq
 from vocalgrad_dataset import export
 calls = []
-real = pq.write_table
-def torn(table, where, **kw):
-    calls.append(where)
+real = export.write_unbuffered
+def torn(path, data):
+    calls.append(path)
     if len(calls) == 2:  # the second shard: half a file under its temporary name, then kill -9
-        buf = __import__("io").BytesIO(); real(table, buf)
-        open(where, "wb").write(buf.getvalue()[: len(buf.getvalue()) // 2])
+        open(path, "wb").write(bytes(data[: len(data) // 2]))
         os.kill(os.getpid(), signal.SIGKILL)
-    return real(table, where, **kw)
-export.pq.write_table = torn
+    return real(path, data)
+export.write_unbuffered = torn
 export.build("volume", ["test"], sys.argv[1], source="folder", data_dir=sys.argv[2], clips_per_shard=1, progress=False)
 """
 

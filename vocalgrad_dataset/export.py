@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import multiprocessing as mp
 import os
 import signal
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import buildinfo
 from .arrowrows import rows_table
 from .card import write_card
-from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
+from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name, write_unbuffered
 from .generate import (
     GENERATOR_VERSION,
     config_clips,
@@ -101,6 +103,55 @@ def _parquet_options(names: Sequence[str]) -> dict[str, Any]:
             "use_dictionary": [c for c in names if c != "audio"]}  # fmt: skip
 
 
+DIRECT_WRITE_MAX_BYTES = 64 * _MIB  # shards up to this size (every demo / VCTK shard) are written unbuffered
+
+
+class _ParquetScratch:
+    """A page-aligned buffer (an anonymous mmap) that a process's shards are serialised into before they are
+    written with O_DIRECT (fileio.write_unbuffered); kept between shards, so its pages are touched once, and
+    released at the end of a build."""
+
+    def __init__(self) -> None:
+        self._map: mmap.mmap | None = None
+
+    def serialise(self, table: pa.Table, options: dict[str, Any]) -> memoryview | None:
+        """The Parquet file of `table` in the buffer, or None when it would not fit in DIRECT_WRITE_MAX_BYTES."""
+        need = min(DIRECT_WRITE_MAX_BYTES, table.nbytes + table.nbytes // 8 + _MIB)  # plain audio, small footer
+        if table.nbytes > DIRECT_WRITE_MAX_BYTES:
+            return None
+        if self._map is None or len(self._map) < need:
+            self.release()
+            self._map = mmap.mmap(-1, need)
+        sink = pa.FixedSizeBufferWriter(pa.py_buffer(self._map))
+        try:
+            pq.write_table(table, sink, **options)
+        except (pa.ArrowInvalid, OSError):  # larger than the bound after all: the caller writes it streaming
+            return None
+        return memoryview(self._map)[: sink.tell()]
+
+    def release(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+_SCRATCH = _ParquetScratch()
+
+
+def _write_table_file(table: pa.Table, path: Path) -> None:
+    """One Parquet file of `table` at `path`: serialised in memory and written past the page cache when it fits,
+    else streamed by pyarrow; the same bytes either way."""
+    options = _parquet_options(table.column_names)
+    data = _SCRATCH.serialise(table, options)
+    if data is None:
+        pq.write_table(table, path, **options)
+        return
+    try:
+        write_unbuffered(path, data)
+    finally:
+        data.release()
+
+
 def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
     """Render and write one shard atomically (tmp + rename); returns its path and row count.
 
@@ -137,7 +188,7 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
             table = rows_table(rows, spec.format)
             if formats_meta:
                 table = table.replace_schema_metadata({**(table.schema.metadata or {}), **formats_meta})
-            pq.write_table(table, tmp, **_parquet_options(table.column_names))
+            _write_table_file(table, tmp)
         else:
             if rows:
                 writer.write_table(rows_table(rows, spec.format))
@@ -368,7 +419,10 @@ def build(
             if t not in todo:  # skipped, so first make sure it is this config's (not a copy of another's)
                 buildinfo.check_shard_config(t.path(out), t.config)
         removed_manifest = _remove_stale_manifest(out, bool(todo or overwrite))
-        written = _write_shards(todo, len(tasks), out, num_proc, f"build {config}", progress)
+        try:
+            written = _write_shards(todo, len(tasks), out, num_proc, f"build {config}", progress)
+        finally:
+            _SCRATCH.release()  # a library user's process does not keep the serialising buffer
         formats = _finish_records(out, records)
         write_card(out, source=source)
     return {"shards": len(tasks), "written_shards": len(todo), "written_rows": written,
