@@ -116,9 +116,9 @@ class _ParquetScratch:
 
     def serialise(self, table: pa.Table, options: dict[str, Any]) -> memoryview | None:
         """The Parquet file of `table` in the buffer, or None when it would not fit in DIRECT_WRITE_MAX_BYTES."""
-        need = min(DIRECT_WRITE_MAX_BYTES, table.nbytes + table.nbytes // 8 + _MIB)  # plain audio, small footer
         if table.nbytes > DIRECT_WRITE_MAX_BYTES:
             return None
+        need = min(DIRECT_WRITE_MAX_BYTES, table.nbytes + table.nbytes // 8 + _MIB)  # plain audio, small footer
         if self._map is None or len(self._map) < need:
             self.release()
             self._map = mmap.mmap(-1, need)
