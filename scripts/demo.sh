@@ -26,4 +26,4 @@ echo "Whisper tiny.en encoder layer (and from the mel input); 0.5 means that lay
 .venv/bin/python -m probing.train "$out/probe" | tail -n 1
 # The report table: the oracle (labels are right: 100 %), the tiny model and chance (~50 %), Table 2 beside.
 .venv/bin/harness report "$out/eval-oracle" "$out/eval-tiny" "$out/eval-chance" --out "$out/report" \
-  | awk '/^## VocalGrad report/ {exit} {print}'
+  | awk '/^## VocalGrad report/ {done = 1} !done {print}'  # reads to the end: no SIGPIPE under pipefail
