@@ -22,6 +22,9 @@ Conventions:
   class, recall = TP / gold rows of that class (so an unparsed or error row is a miss of its true class
   and never a prediction), F1 = 2PR / (P + R) (0 when P + R = 0); the unweighted mean over the gold
   classes present. Balanced accuracy is likewise the mean recall over the gold classes present.
+- Chance tests (claim-following against 0.5): the score test, which the Wilson interval inverts, so a config's
+  own 95 % interval excludes 0.5 exactly when p < 0.05. Tested on several configs at once, the family's
+  claim is held at 95 % by Bonferroni: p·m and Wilson intervals at 1 − 0.05/m (m configs).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
@@ -58,6 +61,50 @@ def wilson_interval(p: float, n: float, z: float = Z95) -> tuple[float, float]:
         return (float("nan"), float("nan"))
     centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return (max(0.0, (centre - half) / (1 + z * z / n)), min(1.0, (centre + half) / (1 + z * z / n)))
+
+
+def score_test_p(k: int, n: int, p0: float = 0.5) -> float:
+    """Two-sided p-value of k successes in n against the share p0 by the score test, the test the Wilson
+    interval inverts: p0 lies in the Wilson interval at confidence c exactly when this p >= 1 − c."""
+    if n == 0:
+        return float("nan")
+    z = (k - n * p0) / math.sqrt(n * p0 * (1 - p0))
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+class ChanceTest(TypedDict):
+    """One share tested against chance as one of `n_tests` tested together (e.g. a model's claim-following on
+    each of the nine conflict configs): `ci_low`/`ci_high` is the Wilson interval at confidence
+    1 − (1 − family_confidence)/n_tests (Bonferroni), so all n_tests intervals hold at once with
+    `family_confidence`; it contains p0 exactly when `p_adjusted` = min(1, n_tests·p) >= 1 − family_confidence."""
+
+    share: float
+    k: int
+    n: int
+    p: float  # the score test's two-sided p, unadjusted (p0 in the config's own 95 % interval iff p >= 0.05)
+    p_adjusted: float  # Bonferroni over n_tests
+    ci_low: float
+    ci_high: float
+    vs_chance: Literal["above", "below", "at chance"]  # at family_confidence
+
+
+def chance_tests(counts: Mapping[str, tuple[int, int]], p0: float = 0.5,
+                 family_confidence: float = 0.95) -> dict[str, ChanceTest]:
+    """Each (k, n) of `counts` (n > 0) tested against p0 with the family's error rate held at
+    1 − family_confidence over all of them: a fair coin's share lies outside its own 95 % interval on one
+    config in twenty, so on some config of nine 37 % of the time, which says nothing about the coin."""
+    tested = {name: (k, n) for name, (k, n) in counts.items() if n > 0}
+    m = len(tested)
+    out: dict[str, ChanceTest] = {}
+    for name, (k, n) in tested.items():
+        p = score_test_p(k, n, p0)
+        lo, hi = binomial_interval(k, n, confidence=1 - (1 - family_confidence) / m)
+        adjusted = min(1.0, m * p)
+        verdict: Literal["above", "below", "at chance"] = (
+            "at chance" if adjusted >= 1 - family_confidence else "above" if k / n > p0 else "below")
+        out[name] = ChanceTest(share=k / n, k=k, n=n, p=p, p_adjusted=adjusted, ci_low=lo, ci_high=hi,
+                               vs_chance=verdict)
+    return out
 
 
 def binomial_stderr(k: int, n: int) -> float:
@@ -394,6 +441,11 @@ def _paired_difference(name: str, diffs: Sequence[float]) -> dict[str, float]:
             f"{name}_n": n}
 
 
+def _claim_follows(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """Per incongruent row: was the answer the words' claim?"""
+    return [_pred(r) is not None and _pred(r) == r.get("claim") for r in rows if r.get("congruent") is False]
+
+
 def conflict_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Accuracy on congruent, incongruent and neutral rows; claim-following CF = share of incongruent rows
     answered with the claim (VoxParadox's ALA); claim_gap = CF − accuracy(incongruent), the mean of the
@@ -401,13 +453,14 @@ def conflict_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     cong = [r for r in rows if r.get("congruent") is True]
     incong = [r for r in rows if r.get("congruent") is False]
     neutral = [r for r in rows if r.get("claim") in (None, "none")]
-    follows = [_pred(r) is not None and _pred(r) == r.get("claim") for r in incong]
+    follows = _claim_follows(incong)
     right = [_correct(r) for r in incong]
     return {
         **_proportion("acc_congruent", [_correct(r) for r in cong]),
         **_proportion("acc_incongruent", right),
         **_proportion("acc_neutral", [_correct(r) for r in neutral]),
         **_proportion("claim_following", follows),
+        "claim_following_p": score_test_p(sum(follows), len(follows)),  # against 0.5, unadjusted
         **_paired_difference("claim_gap", [float(f) - float(c) for f, c in zip(follows, right, strict=True)]),
     }
 
@@ -419,10 +472,14 @@ def conflict_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def conflict_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """The conflict metrics over every conflict config's rows pooled (each config has the same design), plus the
-    unweighted accuracy mean; the overall entry of results.json's `conflict` group."""
+    unweighted accuracy mean and each config's claim-following tested against 0.5 jointly (chance_tests); the
+    overall entry of results.json's `conflict` group."""
     from vocalgrad_dataset.categories import CATEGORY_NAMES
 
     pooled = [r for rows in rows_by_config.values() for r in rows]
     cats = {str(r.get("category", c)).split("-")[0] for c, rows in rows_by_config.items() for r in rows[:1]}
-    return finite_or_none({**category_mean(rows_by_config), **conflict_metrics(pooled),
-                           "complete": set(CATEGORY_NAMES) <= cats})  # all nine categories' conflict configs
+    counts = {c: (sum(f), len(f)) for c, rows in rows_by_config.items() for f in [_claim_follows(rows)]}
+    return {**finite_or_none({**category_mean(rows_by_config), **conflict_metrics(pooled),
+                              "complete": set(CATEGORY_NAMES) <= cats}),  # all nine categories' conflict configs
+            # is CF at chance on each config, the configs' claims made jointly (family-wise 95 %)?
+            "claim_following_vs_chance": chance_tests(counts)}

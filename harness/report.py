@@ -199,7 +199,7 @@ def format_report(results: Mapping[str, Any]) -> str:
     if fmt_rows:
         parts += ["## Problem formats (SPEC §4): macro-F1 over the gold classes, unparsed = miss of the true class",
                   markdown_table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], fmt_rows)]
-    parts += conflict_section(res)
+    parts += conflict_section(res, group_metrics(results, "conflict"))
     for key in ("tier", "curve", "direction"):
         values = list(dict.fromkeys(v for c in res for v in results["breakdowns"][c][key]))
         rows = [[c, *(pct(results["breakdowns"][c][key].get(v, {}).get("accuracy")) for v in values)]
@@ -219,15 +219,36 @@ def _with_ci(s: Mapping[str, Any], m: str) -> str:
     return pct(s.get(m)) + (f" [{pct(lo)}, {pct(hi)}]" if lo is not None and hi is not None else "")
 
 
-def conflict_section(res: Mapping[str, Any]) -> list[str]:
-    """The "Listen or read?" table of the lexical-conflict configs (empty when the run has none)."""
-    rows = [[c, *(_with_ci(s, m) for m, _ in CONFLICT_COLUMNS)] for c, s in res.items() if "claim_following" in s]
+def _chance_cell(test: Mapping[str, Any] | None) -> str:
+    """"above [61.2, 80.3] (p 0.0001, adj. 0.0009)": claim-following against 0.5 with its joint interval, the
+    score test's p unadjusted and over the run's configs."""
+    if not test:
+        return "—"
+    return (f"{test['vs_chance']} [{pct(test['ci_low'])}, {pct(test['ci_high'])}] "
+            f"(p {test['p']:.2g}, adj. {test['p_adjusted']:.2g})")
+
+
+def conflict_section(res: Mapping[str, Any], group: Mapping[str, Any] | None = None) -> list[str]:
+    """The "Listen or read?" table of the lexical-conflict configs (empty when the run has none); `group` is
+    results.json's `conflict` group (the pooled row and each config's CF tested against chance)."""
+    chance = (group or {}).get("claim_following_vs_chance") or {}
+    rows = [[c, *(_with_ci(s, m) for m, _ in CONFLICT_COLUMNS), _chance_cell(chance.get(c))]
+            for c, s in res.items() if "claim_following" in s]
     if not rows:
         return []
+    if group and len(rows) > 1:
+        pooled_p = group.get("claim_following_p")
+        rows.append(["**pooled**", *(_with_ci(group, m) for m, _ in CONFLICT_COLUMNS),
+                     "—" if pooled_p is None else f"p {pooled_p:.2g}"])
+    m = len(chance)
     return ["## Listen or read? Lexical-conflict configs (%, 95 % CI): accuracy when the words agree with the "
             "sound, contradict it or claim nothing; claim-following = answers equal to the words' claim on "
             "incongruent clips (VoxParadox's ALA)",
-            markdown_table(["config", *(name for _, name in CONFLICT_COLUMNS)], rows)]
+            f"CF vs 0.5: above / below / at chance with the {m} config(s) tested together at 95 %: the joint "
+            f"interval (Wilson at 1 − 0.05/{m}, all {m} hold at once), the score test's p (the test each Wilson "
+            f"interval inverts) and its Bonferroni adjustment (p x {m}). A config's own 95 % interval misses 0.5 "
+            "for a fair coin one time in twenty, so over nine configs some config 37 % of the time.",
+            markdown_table(["config", *(name for _, name in CONFLICT_COLUMNS), "CF vs 0.5"], rows)]
 
 
 def congruence_series(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -414,18 +435,21 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     # the paper's row of a run's model, drawn over that run's bars
     over = {MODEL_DISPLAY[stem]: r.label for r in runs if (stem := published_stem(r.model)) and _published(r, "accuracy")}
     published = {name: _published(next(r for r in runs if r.label == label), "accuracy") for name, label in over.items()}
-    figs["accuracy_by_category"] = plots.plot_accuracy(
-        main, out / "accuracy_by_category", "Accuracy by category", human=human, published=published,
-        published_over=over)
+    # a run of only lexical-conflict or format configs has none of these points: no empty figure is drawn
+    if any(main.values()):
+        figs["accuracy_by_category"] = plots.plot_accuracy(
+            main, out / "accuracy_by_category", "Accuracy by category", human=human, published=published,
+            published_over=over)
+        bias_pub = {name: _published(next(r for r in runs if r.label == label), "increase_ratio")
+                    for name, label in over.items()}
+        figs["increase_bias_by_category"] = plots.plot_increase_bias(
+            main, out / "increase_bias_by_category", '"increase" bias by category', published=bias_pub,
+            published_over=over)
     for key, order in (("tier", TIERS), ("curve", CURVES)):
-        figs[f"accuracy_by_{key}"] = plots.plot_breakdown(
-            {r.label: _pooled(r, key) for r in runs}, key, out / f"accuracy_by_{key}", order,
-            f"Accuracy by {key} (categories pooled)")
-    bias_pub = {name: _published(next(r for r in runs if r.label == label), "increase_ratio")
-                for name, label in over.items()}
-    figs["increase_bias_by_category"] = plots.plot_increase_bias(
-        main, out / "increase_bias_by_category", '"increase" bias by category', published=bias_pub,
-        published_over=over)
+        pooled = {r.label: _pooled(r, key) for r in runs}
+        if any(pooled.values()):
+            figs[f"accuracy_by_{key}"] = plots.plot_breakdown(
+                pooled, key, out / f"accuracy_by_{key}", order, f"Accuracy by {key} (categories pooled)")
     congruence = congruence_series(runs)
     if congruence:
         figs["accuracy_by_congruence"] = plots.plot_accuracy(

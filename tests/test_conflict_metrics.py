@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.metrics import conflict_metrics, conflict_summary
+from harness.metrics import chance_tests, conflict_macro, conflict_metrics, conflict_summary
 from harness.models.baselines import (
     READ_PARTS,
     TranscriptReader,
@@ -55,6 +55,20 @@ def test_conflict_metrics_by_hand() -> None:
     z = 1.959963984540054
     centre, half = (0.6 + z * z / 10) / (1 + z * z / 5), z * math.sqrt(0.24 / 5 + z * z / 100) / (1 + z * z / 5)
     assert m["claim_following_ci_low"] == pytest.approx(centre - half, abs=1e-9)
+
+
+def test_conflict_group_tests_each_configs_claim_following_against_chance() -> None:
+    """The group's per-config chance tests count exactly the incongruent rows answered with the claim (3 of 5
+    in ROWS, 0 of 2 below) and adjust over the configs tested; the pooled CF has its own p."""
+    listener = [row("increase", "increase", "decrease"), row("decrease", "decrease", "increase"),
+                row("increase", "increase", "increase")]
+    group = conflict_macro({"volume-conflict": ROWS, "pitch-conflict": listener})
+    tests = group["claim_following_vs_chance"]
+    assert {c: (t["k"], t["n"]) for c, t in tests.items()} == {"volume-conflict": (3, 5), "pitch-conflict": (0, 2)}
+    assert tests == chance_tests({"volume-conflict": (3, 5), "pitch-conflict": (0, 2)})
+    assert tests["volume-conflict"]["p_adjusted"] == pytest.approx(min(1, 2 * tests["volume-conflict"]["p"]))
+    assert group["claim_following_p"] == pytest.approx(math.erfc(abs(3 - 3.5) / math.sqrt(7 / 4) / math.sqrt(2)))
+    assert conflict_metrics(ROWS)["claim_following_p"] == pytest.approx(math.erfc(0.5 / math.sqrt(1.25) / math.sqrt(2)))
 
 
 def test_conflict_kind_writes_lm_eval_keys() -> None:
@@ -143,6 +157,15 @@ def test_volume_conflict_eval_report_and_leaderboard(tmp_path: Path) -> None:
     assert rnd["claim_following_ci_low"] <= 0.5 <= rnd["claim_following_ci_high"]
     text = report([tmp_path / "signal-oracle", tmp_path / "random"], tmp_path / "report")
     assert "Listen or read?" in text and (tmp_path / "report" / "accuracy_by_congruence.png").is_file()
+    # a conflict-only run has no point for the category, tier, curve or bias figures: none is drawn empty
+    assert {f.name.split(".")[0] for f in (tmp_path / "report").iterdir() if f.suffix == ".csv"} == {
+        "accuracy_by_congruence"}
+    # each run's "CF vs 0.5" cell: the oracle never follows the words, random follows them at chance
+    for model, verdict in (("signal-oracle", "below"), ("random", "at chance")):
+        test = runs[model]["group_metrics"]["conflict"]["claim_following_vs_chance"]["volume-conflict"]
+        assert test["vs_chance"] == verdict, model
+        cell = f"{verdict} [{100 * test['ci_low']:.1f}, {100 * test['ci_high']:.1f}] (p {test['p']:.2g}"
+        assert cell in text, (model, cell)
     # the page's own section (validate does not know the conflict configs yet: rows are rendered directly)
     row = submission_row(make_submission(tmp_path / "signal-oracle", model_name="Oracle"), "oracle.json")
     write_site([row], tmp_path / "site")
@@ -287,3 +310,25 @@ def test_random_claim_following_is_chance_over_seeds_and_its_default_seed_gives_
     assert abs(float(np.mean(shares)) - 0.5) < 0.005
     assert 0.03 < misses / (400 * len(CATEGORY_NAMES)) < 0.07  # nominal 0.05
     assert 0.25 < seeds_with_a_miss / 400 < 0.50  # 1 - 0.95**9 = 0.37
+
+
+def test_random_claim_following_is_at_chance_on_all_nine_configs_tested_together() -> None:
+    """The issue's "random: CF within its 95 % CI of 0.5" for nine configs at once: at the default seed every
+    config's joint interval (chance_tests, family-wise 95 %) holds 0.5, roughness's own 95 % interval does
+    not (p 0.016, x9 = 0.15); over 400 seeds some config is called off chance for at most ~5 % of seeds."""
+    from harness.models.baselines import seeded_draw
+    from vocalgrad_dataset.categories import CATEGORY_NAMES
+
+    labels = ("increase", "decrease")
+    rows = {c: _incongruent_test_rows(c) for c in CATEGORY_NAMES}
+    prompts = {c: [(Prompt((), clip_id=cid, meta={"category": c}), claim) for cid, claim in rs] for c, rs in rows.items()}
+
+    def counts(seed: int) -> dict[str, tuple[int, int]]:
+        return {c: (sum(seeded_draw(seed, p, labels) == claim for p, claim in ps), len(ps)) for c, ps in prompts.items()}
+
+    default = chance_tests(counts(1234))
+    assert {c: t["vs_chance"] for c, t in default.items()} == dict.fromkeys(CATEGORY_NAMES, "at chance")
+    assert all(t["ci_low"] <= 0.5 <= t["ci_high"] for t in default.values())
+    assert default["roughness"]["p"] < 0.05 < default["roughness"]["p_adjusted"]
+    off = sum(any(t["vs_chance"] != "at chance" for t in chance_tests(counts(seed)).values()) for seed in range(400))
+    assert 0.01 < off / 400 < 0.08  # Bonferroni holds the family at <= 0.05 (discrete: a little under)

@@ -15,9 +15,11 @@ from harness.metrics import (
     binomial_interval,
     breakdowns,
     category_mean,
+    chance_tests,
     cluster_stderr,
     mcnemar,
     mcnemar_exact,
+    score_test_p,
     summarize,
     too_few_clusters,
 )
@@ -90,6 +92,39 @@ def test_error_row_is_wrong_even_if_pred_was_set() -> None:
     rows = _rows([("increase", "increase", "increase", "TimeoutError: x", "A", "low")])
     s = summarize(rows)
     assert (s["n_correct"], s["n_parsed"], s["n_error"], s["exact_match_rate"]) == (0, 0, 1, 0)
+
+
+def test_score_test_is_the_one_the_wilson_interval_inverts() -> None:
+    """53 of 84 (the README's random roughness CF): z = 11 / sqrt(21); 0.5 is in a config's Wilson interval at
+    confidence c exactly when p >= 1 − c, checked against scipy's own Wilson interval at every k."""
+    from scipy.stats import binomtest, norm
+
+    assert score_test_p(53, 84) == pytest.approx(2 * norm.sf(11 / math.sqrt(21)), rel=1e-12)
+    assert score_test_p(42, 84) == 1.0 and math.isnan(score_test_p(0, 0))
+    assert score_test_p(3, 10, p0=0.2) == pytest.approx(2 * norm.sf(1 / math.sqrt(1.6)), rel=1e-12)
+    for n in (7, 84, 96):
+        for k in range(n + 1):
+            for confidence in (0.95, 1 - 0.05 / 9):
+                ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+                assert (ci.low <= 0.5 <= ci.high) == (score_test_p(k, n) >= 1 - confidence), (k, n, confidence)
+
+
+def test_chance_tests_hold_the_family_at_95_percent() -> None:
+    """Alone, 53 / 84 is above chance (its own 95 % interval misses 0.5); as one of nine configs it is not:
+    Bonferroni p x 9 and the Wilson interval at 1 − 0.05/9, which contains 0.5."""
+    from scipy.stats import binomtest
+
+    alone = chance_tests({"roughness": (53, 84)})["roughness"]
+    assert alone["vs_chance"] == "above" and alone["p_adjusted"] == alone["p"] < 0.05
+    nine = chance_tests({"roughness": (53, 84), **{f"c{i}": (42, 84) for i in range(7)}, "empty": (0, 0),
+                         "oracle": (3, 96)})
+    assert "empty" not in nine and len(nine) == 9  # a config with no incongruent row is not tested
+    r = nine["roughness"]
+    ci = binomtest(53, 84).proportion_ci(confidence_level=1 - 0.05 / 9, method="wilson")
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert r["ci_low"] < 0.5 < r["ci_high"] and r["p_adjusted"] == pytest.approx(9 * r["p"])
+    assert r["vs_chance"] == "at chance" and (r["k"], r["n"], r["share"]) == (53, 84, 53 / 84)
+    assert nine["oracle"]["vs_chance"] == "below" and nine["c0"]["p_adjusted"] == 1.0
 
 
 def test_binomial_interval_is_wilson_and_never_collapses() -> None:
