@@ -3,7 +3,9 @@
 `harness eval --model transcript-reader` would transcribe every row (congruent and neutral too); CF needs only
 the incongruent ones, so this runs the same model object on exactly those rows (prompt meta as the harness
 gives it: the row's category) and scores CF = share of answers equal to the row's claim, with its Wilson 95 %
-interval (harness.metrics.binomial_interval), per config and pooled. Not a CI test: Whisper per clip.
+interval (harness.metrics.binomial_interval), per config and pooled, and each config's CF against 0.5 with the
+configs tested together (harness.metrics.chance_tests, family-wise 95 %: the joint interval, the score test's
+p, adjusted, and the verdict above / below / at chance). Not a CI test: Whisper per clip.
 
     python benchmarks/bench_reader_claim_following.py --out runs/bench-reader-cf [--configs volume-conflict,...]
 
@@ -30,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from harness.metrics import binomial_interval  # noqa: E402
+from harness.metrics import binomial_interval, chance_tests  # noqa: E402
 from harness.models.baselines import TranscriptReader, pooled_claim  # noqa: E402
 from harness.models.protocol import AudioClip, Prompt  # noqa: E402
 from vocalgrad_dataset.categories import CATEGORY_NAMES  # noqa: E402
@@ -153,6 +155,14 @@ def reread(runs: list[Path], out: Path, seed: int = 1234) -> dict:
     return summary
 
 
+def with_chance_tests(summary: dict) -> dict:
+    """The summary with each config's CF tested against 0.5, its configs together (family-wise 95 %)."""
+    per = {c: v for c, v in summary.items() if c != "pooled"}
+    tests = chance_tests({c: (v["k"], v["n"]) for c, v in per.items()})
+    return {**summary, **{c: {**v, "vs_chance": {k: tests[c][k] for k in ("vs_chance", "p", "p_adjusted", "ci_low",
+                                                                          "ci_high")}} for c, v in per.items()}}
+
+
 def pooled(summary: dict) -> dict:
     """The pooled CF over the configs of a summary."""
     per = [v for k, v in summary.items() if k != "pooled"]
@@ -177,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.reread:
-        summary = reread(args.reread, args.out)
+        summary = with_chance_tests(reread(args.reread, args.out))
         summary["pooled"] = pooled(summary)
         atomic_write_text(args.out / "benchmark.json", json.dumps(summary, indent=1) + "\n")
         print(json.dumps(summary, indent=1))
@@ -192,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         summary[config] = measure(config, reader, args.out)
         atomic_write_text(summary_path, json.dumps(summary, indent=1) + "\n")
         print(json.dumps({config: summary[config]}), flush=True)
+    summary = with_chance_tests(summary)
     summary["pooled"] = pooled(summary)
     atomic_write_text(summary_path, json.dumps(summary, indent=1) + "\n")
     print(json.dumps({"pooled": summary["pooled"], "seconds": round(time.time() - start)}))
