@@ -220,8 +220,8 @@ def _with_ci(s: Mapping[str, Any], m: str) -> str:
 
 
 def _chance_cell(test: Mapping[str, Any] | None) -> str:
-    """"above [61.2, 80.3] (p 0.0001, adj. 0.0009)": claim-following against 0.5 with its joint interval, the
-    score test's p unadjusted and over the run's configs."""
+    """Claim-following against 0.5, e.g. "above [61.2, 80.3] (p 0.0001, adj. 0.0009)": the verdict, the joint
+    interval, and the score test's p unadjusted and adjusted over the run's configs."""
     if not test:
         return "—"
     return (f"{test['vs_chance']} [{pct(test['ci_low'])}, {pct(test['ci_high'])}] "

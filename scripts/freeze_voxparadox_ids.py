@@ -5,9 +5,9 @@ itself was not transcribed: --level signal).
 An item is kept when (1) its label measured from the signal equals its true label and (2) Whisper tiny.en's
 transcript of the built item (the DSP-processed, joined audio, as PCM16: what a model is served) equals the
 item's script after normalize_text (voxparadox.whisper_accepts; so its words assert the adversarial label),
-on every task. Candidates are tried in the
-builder's order until the split's quota is kept; transcripts are cached in a TSV (id, sha256, transcript;
-rewritten atomically after every batch), so a stopped run resumes where it was. Builds never run this.
+on every task. Candidates are tried in the builder's order until the split's quota is kept; transcripts are
+cached in a TSV (id, sha256, transcript; rewritten atomically after every batch), so a stopped run resumes
+where it was. Builds never run this.
 
     .venv/bin/python scripts/freeze_voxparadox_ids.py --split test [--tasks pitch,gender] [--cache FILE]
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -266,6 +267,7 @@ def test_reader_lexicon_adds_the_plain_adjectives() -> None:
         assert not set(words["increase"]) & set(words["decrease"]), cat
 
 
+@functools.cache
 def _incongruent_test_rows(category: str) -> list[tuple[str, str]]:
     """(clip id, claim) of a conflict config's incongruent test rows, from the carriers and the grid (no audio)."""
     from vocalgrad_dataset.generate import config_clips, parse_config, source_clips, unit_ids
@@ -280,28 +282,37 @@ def _incongruent_test_rows(category: str) -> list[tuple[str, str]]:
     return out
 
 
+@functools.cache
+def _random_follows(seed: int) -> dict[str, tuple[int, int]]:
+    """Category -> (incongruent test rows `random` answers with the claim, rows) at `seed`, by the harness's own
+    seeded_draw on prompts as the harness makes them (cached: both tests below walk the same 400 seeds)."""
+    from harness.models.baselines import seeded_draw
+    from vocalgrad_dataset.categories import CATEGORY_NAMES
+
+    labels = ("increase", "decrease")
+    out = {}
+    for c in CATEGORY_NAMES:
+        rows = _incongruent_test_rows(c)
+        out[c] = (sum(seeded_draw(seed, Prompt((), clip_id=cid, meta={"category": c}), labels) == claim
+                      for cid, claim in rows), len(rows))
+    return out
+
+
+
 def test_random_claim_following_is_chance_over_seeds_and_its_default_seed_gives_the_readme_counts() -> None:
     """`random` ignores the words: over 400 seeds on the nine configs' incongruent test rows, its CF averages
     0.5 and its Wilson 95 % interval excludes 0.5 at the nominal ~5 % rate per config (so some config of nine
     misses at ~37 % of seeds, as roughness does at the default seed 1234, the README's 53 of 84)."""
     from harness.metrics import wilson_interval
-    from harness.models.baselines import seeded_draw
     from vocalgrad_dataset.categories import CATEGORY_NAMES
 
-    labels = ("increase", "decrease")
-    rows = {c: _incongruent_test_rows(c) for c in CATEGORY_NAMES}
-    prompts = {c: [(Prompt((), clip_id=cid, meta={"category": c}), claim) for cid, claim in rs] for c, rs in rows.items()}
-
-    def follows(seed: int, category: str) -> int:
-        return sum(seeded_draw(seed, p, labels) == claim for p, claim in prompts[category])
-
-    assert (follows(1234, "roughness"), len(rows["roughness"])) == (53, 84)  # the README's miss, reproduced
+    assert _random_follows(1234)["roughness"] == (53, 84)  # the README's miss, reproduced
     misses = seeds_with_a_miss = 0
     shares = []
     for seed in range(400):
         missed = False
         for c in CATEGORY_NAMES:
-            k, n = follows(seed, c), len(rows[c])
+            k, n = _random_follows(seed)[c]
             lo, hi = wilson_interval(k / n, n)
             missed |= not lo <= 0.5 <= hi
             misses += not lo <= 0.5 <= hi
@@ -316,19 +327,12 @@ def test_random_claim_following_is_at_chance_on_all_nine_configs_tested_together
     """The issue's "random: CF within its 95 % CI of 0.5" for nine configs at once: at the default seed every
     config's joint interval (chance_tests, family-wise 95 %) holds 0.5, roughness's own 95 % interval does
     not (p 0.016, x9 = 0.15); over 400 seeds some config is called off chance for at most ~5 % of seeds."""
-    from harness.models.baselines import seeded_draw
     from vocalgrad_dataset.categories import CATEGORY_NAMES
 
-    labels = ("increase", "decrease")
-    rows = {c: _incongruent_test_rows(c) for c in CATEGORY_NAMES}
-    prompts = {c: [(Prompt((), clip_id=cid, meta={"category": c}), claim) for cid, claim in rs] for c, rs in rows.items()}
-
-    def counts(seed: int) -> dict[str, tuple[int, int]]:
-        return {c: (sum(seeded_draw(seed, p, labels) == claim for p, claim in ps), len(ps)) for c, ps in prompts.items()}
-
-    default = chance_tests(counts(1234))
+    default = chance_tests(_random_follows(1234))
     assert {c: t["vs_chance"] for c, t in default.items()} == dict.fromkeys(CATEGORY_NAMES, "at chance")
     assert all(t["ci_low"] <= 0.5 <= t["ci_high"] for t in default.values())
     assert default["roughness"]["p"] < 0.05 < default["roughness"]["p_adjusted"]
-    off = sum(any(t["vs_chance"] != "at chance" for t in chance_tests(counts(seed)).values()) for seed in range(400))
+    off = sum(any(t["vs_chance"] != "at chance" for t in chance_tests(_random_follows(seed)).values())
+              for seed in range(400))
     assert 0.01 < off / 400 < 0.08  # Bonferroni holds the family at <= 0.05 (discrete: a little under)

@@ -238,8 +238,6 @@ def reuse_freed_memory() -> dict[str, bool]:
     Called only where the process is the CLI or a build worker, never in a library user's process.
     Returns what took effect (glibc / Linux only; elsewhere nothing changes).
     """
-    import pyarrow as pa
-
     done = {"arrow_system_pool": False, "mallopt": False, "no_transparent_huge_pages": False}
     try:
         pa.set_memory_pool(pa.system_memory_pool())

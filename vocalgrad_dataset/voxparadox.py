@@ -22,9 +22,9 @@ wordings. Items are made deterministically at build time:
 
 Each candidate item is verified twice by scripts/freeze_voxparadox_ids.py: its label measured from the signal
 (F0 median, RMS, speech duration, F0 range, final F0 slope, turn F0 clustering) must be its true label, and
-Whisper tiny.en's transcript of the built item must equal its script after normalisation (whisper_accepts). The survivors' ids and PCM sha256s
-are the frozen lists (data/voxparadox/ids/<task>-<split>.txt); a build makes exactly those items (no
-synthesiser, no Whisper) and checks their sha256s.
+Whisper tiny.en's transcript of the built item must equal its script after normalisation (whisper_accepts).
+The survivors' ids and PCM sha256s are the frozen lists (data/voxparadox/ids/<task>-<split>.txt); a build
+makes exactly those items (no synthesiser, no Whisper) and checks their sha256s.
 """
 
 from __future__ import annotations
