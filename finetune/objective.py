@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import inspect
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,7 @@ class AnswerTask:
         return lm.training_inputs(prompts + prompts, answers, end_of_turn=end_of_turn)
 
 
-REJECTED = ("random", "claim")
+REJECTED = ("random", "adversarial", "claim")
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ class AnswerOptions:
 
     def pair(self, rejected: str, *, seed: int, key: str) -> tuple[str, str]:
         """(chosen, rejected): the claim when asked for and present, else a wrong option drawn from (seed, key)."""
-        if rejected == "claim" and self.claim is not None:
+        # adversarial (an MCQ item's y_adv) and claim (a conflict row's) are both the option the transcript asserts
+        if rejected in ("claim", "adversarial") and self.claim is not None:
             return self.answer, self.claim
         if not self.wrong:
             raise ValueError(f"{key}: no wrong answer option to reject")
@@ -164,11 +166,14 @@ def dpo_losses(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, refer
 
 
 def pair_dpo_losses(train_model: torch.nn.Module, reference_model: torch.nn.Module, inputs: dict[str, torch.Tensor],
-                    keep_logits: bool, beta: float) -> torch.Tensor:
+                    keep_logits: bool, beta: float,
+                    reference_context: Callable[[], AbstractContextManager[Any]] | None = None) -> torch.Tensor:
     """(B,) DPO losses of B (chosen, rejected) pairs laid out as 2B rows (chosen first). The reference is the same
-    model with its LoRA switched off (no second copy in memory), under no_grad."""
+    model with its LoRA switched off (no second copy in memory), or inside `reference_context()` (PCLM's stage-2
+    snapshot swapped in), under no_grad."""
     policy = sequence_logps(train_model, inputs, keep_logits)
-    with torch.no_grad(), adapters_disabled(reference_model):
+    context = reference_context() if reference_context is not None else adapters_disabled(reference_model)
+    with torch.no_grad(), context:
         reference = sequence_logps(reference_model, inputs, keep_logits)
     b = policy.shape[0] // 2
     return dpo_losses(policy[:b], policy[b:], reference[:b], reference[b:], beta)

@@ -35,8 +35,10 @@ from vocalgrad_dataset.tasks import is_vocalgrad
 SCOPES = ("lm_head", "all_linear")
 METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then LoRA (finetune/pclm.py)
 OBJECTIVES = ("ce", "dpo")
-RECIPES = {"pclm+dpo": {"method": "pclm", "objective": "dpo"}}  # the paper's two stages
-DPO_REJECTED = ("random", "claim")
+RECIPES = {"pclm+dpo": {"method": "pclm", "objective": "dpo"}}  # the paper's three stages (finetune/pclm.py)
+DPO_REJECTED = ("random", "adversarial", "claim")
+# VoxParadox's learning rates: 5e-5 for both PCLM stages, 5e-7 for DPO (--lr stays SPEC §6's, for --method lora)
+PAPER_PCLM_LR, PAPER_DPO_LR = 5e-5, 5e-7
 SCHEDULES = ("constant", "linear", "cosine")
 EVAL_MODES = ("generate", "choices")
 # The run directory: OUT/adapter (PEFT files + card), OUT/training.json (the record), OUT/train_log.jsonl,
@@ -97,10 +99,13 @@ class TrainSettings(ModelSettings, SourceSettings):
     objective: str = _defines("ce")
     recipe: str | None = _defines(None)
     dpo_beta: float = _defines(0.1)
-    dpo_rejected: str | None = _defines(None)  # None: claim on multiple-choice items (y_adv), else random
+    dpo_rejected: str | None = _defines(None)  # None: the paper's (random wrong option; claim on conflict rows)
     pclm_taps: list[int] | None = _defines(None)  # default: the paper's {5, 15, 25, 30} mapped onto the encoder
     pclm_hidden: int = _defines(256)
-    pclm_stage1_steps: int | None = _defines(None)  # default: half of the steps (at least one)
+    pclm_stage1_steps: int | None = _defines(None)  # default: half of the steps (a third under --objective dpo)
+    pclm_stage2_steps: int | None = _defines(None)  # --objective dpo: default a third of the steps
+    pclm_lr: float = _defines(PAPER_PCLM_LR)  # both PCLM stages (cross-entropy)
+    dpo_lr: float = _defines(PAPER_DPO_LR)  # the DPO stage of --method pclm --objective dpo
     prompt_encoder: str | None = _defines(None)  # default: the frozen LM's mean-pooled token embeddings
     full_finetune: bool = _defines(False)  # PCLM stage 2 trains the whole LM (but its input embeddings), not LoRA
     # mechanics (do not change the result)
@@ -149,8 +154,10 @@ class TrainSettings(ModelSettings, SourceSettings):
         """Raise ValueError for settings that cannot work, before any model is loaded."""
         self.category = config_name(self.category)
         self._check_data()
-        if self.dpo_rejected is None:  # an MCQ item's adversarial label is what its transcript pulls towards
-            self.dpo_rejected = "random" if is_vocalgrad(self.category) else "claim"
+        if self.dpo_rejected is None:
+            # The paper's: a random wrong option of an MCQ item (not its adversarial label); on VocalGrad configs the
+            # transcript's claim of an incongruent conflict row, else a random wrong answer (binary: the opposite)
+            self.dpo_rejected = "claim" if is_vocalgrad(self.category) else "random"
         for name, value, allowed in (("scope", self.scope, SCOPES), ("lr scheduler", self.lr_scheduler, SCHEDULES),
                                      ("eval mode", self.eval_mode, EVAL_MODES)):
             if value not in allowed:
@@ -209,15 +216,18 @@ class TrainSettings(ModelSettings, SourceSettings):
 
     def _check_pclm(self) -> None:
         if self.method != "pclm" and (self.pclm_taps or self.pclm_stage1_steps is not None or self.prompt_encoder
-                                      or self.full_finetune):
-            raise ValueError("--pclm-taps, --pclm-stage1-steps, --prompt-encoder and --full-finetune go with "
-                             "--method pclm")
+                                      or self.full_finetune or self.pclm_stage2_steps is not None):
+            raise ValueError("--pclm-taps, --pclm-stage1-steps, --pclm-stage2-steps, --prompt-encoder and "
+                             "--full-finetune go with --method pclm")
+        if self.pclm_stage2_steps is not None and (self.objective != "dpo" or self.pclm_stage2_steps < 0):
+            raise ValueError(f"pclm-stage2-steps must be >= 0 and goes with --objective dpo (the supervised stage "
+                             f"before DPO), got {self.pclm_stage2_steps}")
+        for name in ("pclm_lr", "dpo_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
         if self.method == "pclm" and self.include_audio_tower:
             raise ValueError("--include-audio-tower does not go with --method pclm: the encoder and the final "
                              "projector stay frozen (the mixer copies the projector)")
-        if self.full_finetune and self.objective == "dpo":
-            raise ValueError("--full-finetune goes with --objective ce: DPO's reference is the model with its LoRA "
-                             "off, which full fine-tuning has no copy of")
         if self.pclm_stage1_steps is not None and self.pclm_stage1_steps < 0:
             raise ValueError(f"pclm-stage1-steps must be >= 0, got {self.pclm_stage1_steps}")
         if self.pclm_hidden < 1:
@@ -313,23 +323,33 @@ def _add_method_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
                         "then the mixer + LoRA (stage 2)")
     g.add_argument("--objective", choices=OBJECTIVES, default=d.objective,
                    help="ce: cross-entropy on the true answer; dpo: prefer the true answer to a wrong one "
-                        "(reference: the same model with its LoRA off)")
+                        "(reference: the same model with its LoRA off; under --method pclm: the stage-2 model)")
     g.add_argument("--recipe", choices=tuple(RECIPES), default=None,
-                   help="pclm+dpo: --method pclm --objective dpo (stage 1 trains the mixer by cross-entropy, "
-                        "then DPO trains LoRA with the mixer frozen) (default: none)")
+                   help="pclm+dpo: --method pclm --objective dpo, VoxParadox's three stages: stage 1 the mixer "
+                        "(LM frozen), stage 2 the mixer + LM (LoRA or --full-finetune) by cross-entropy, then DPO "
+                        "against the stage-2 model (default: none)")
     g.add_argument("--dpo-beta", type=float, default=d.dpo_beta, help="DPO's beta")
-    g.add_argument("--dpo-rejected", choices=DPO_REJECTED, default=None,
-                   help="the rejected answer: random (a wrong option drawn per row, VoxParadox's recipe) or claim "
-                        "(the option the transcript asserts: an incongruent conflict row's claim, a multiple-choice "
-                        "item's adversarial label; a random wrong option where there is none) (default: claim for "
-                        "voxparadox-<task> items, random otherwise)")
+    g.add_argument("--rejected", "--dpo-rejected", dest="dpo_rejected", choices=DPO_REJECTED, default=None,
+                   help="DPO's rejected answer: random (a wrong option drawn per row), adversarial (a "
+                        "multiple-choice item's adversarial label) or claim (an incongruent conflict row's claim); "
+                        "adversarial and claim fall back to a random wrong option where a row has none (default: "
+                        "VoxParadox's: random for voxparadox-<task> items, claim on VocalGrad configs, i.e. a random "
+                        "wrong answer -- the opposite direction of a binary task -- but the claim on incongruent "
+                        "conflict rows)")
     g.add_argument("--pclm-taps", type=_taps_type, default=None,
                    help="encoder layers tapped besides the final one, e.g. 5,15,25,30 (default: the paper's "
                         "{5, 15, 25, 30} of 32 layers mapped proportionally onto the model's encoder)")
     g.add_argument("--pclm-hidden", type=int, default=d.pclm_hidden, help="hidden width of the mixer's MLP")
     g.add_argument("--pclm-stage1-steps", type=int, default=None,
-                   help="optimizer steps of stage 1 (mixer only, LM frozen) before stage 2 or DPO "
-                        "(default: half of the steps, at least one)")
+                   help="optimizer steps of stage 1 (mixer only, LM frozen) before stage 2 "
+                        "(default: half of the steps, a third under --objective dpo; at least one)")
+    g.add_argument("--pclm-stage2-steps", type=int, default=None,
+                   help="--objective dpo: optimizer steps of the supervised stage 2 before DPO (default: a third "
+                        "of the steps)")
+    g.add_argument("--pclm-lr", type=float, default=d.pclm_lr,
+                   help="learning rate of both PCLM stages (VoxParadox's; --lr is --method lora's)")
+    g.add_argument("--dpo-lr", type=float, default=d.dpo_lr,
+                   help="learning rate of the DPO stage after PCLM stage 2 (VoxParadox's)")
     g.add_argument("--full-finetune", action="store_true",
                    help="PCLM stage 2 fine-tunes every LM weight (but the input embeddings) instead of LoRA")
     g.add_argument("--prompt-encoder", default=None, metavar="DIR",

@@ -214,6 +214,62 @@ class GeneratorSource:
             yield normalize_row(row, config)
 
 
+class ItemSource:
+    """VoxParadox-lite rows built in memory, deterministically, from the vendored bases (no build step): the
+    items `vocalgrad-dataset build` writes (checked against their frozen sha256s), as ParquetSource reads
+    them back from that build. An item is its own unit; items are built only when their rows are read, so a
+    rank, a resumed run or `--limit` builds only its own."""
+
+    UNIT_SEC = 1.0  # an item's weight for rank balancing (its duration is unknown until it is built)
+
+    def __init__(self, split: str) -> None:
+        self.split = split
+        self.description = "items:voxparadox-lite"
+
+    def units(self, config: str) -> list[SourceUnit]:
+        from vocalgrad_dataset.voxparadox_export import config_item_ids
+
+        return [SourceUnit(i, self.UNIT_SEC, (i,)) for i in config_item_ids(config, self.split)]
+
+    def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
+        from vocalgrad_dataset.voxparadox_export import item_row, iter_config_items
+
+        wanted = {cid for u in units for cid in u.clip_ids}
+        if not wanted:
+            return
+        for item in iter_config_items(config, self.split, wanted):
+            row = item_row(item, config)
+            where = f"{config} {self.split} (built in memory)"
+            audio = decode_audio(io.BytesIO(row["audio"]["bytes"]), f"{where}: clip {item.id}")
+            # a build stores duration_sec as float32: the same value here, so the rows are a build's rows
+            row = {**row, "audio": audio, "duration_sec": float(np.float32(row["duration_sec"]))}
+            yield normalize_mcq_row(row, config, where)  # type: ignore[misc]
+
+
+class ConfigSource:
+    """The rows of any config without a build: the generator's per-clip rows (VocalGrad family) or the
+    in-memory items (VoxParadox-lite), chosen by the resolved config's row builder (TaskConfig.rows)."""
+
+    def __init__(self, split: str, source: str = "vctk", data_dir: str | None = None) -> None:
+        self.generated = GeneratorSource(split, source, data_dir)
+        self.items = ItemSource(split)
+        self.split, self.source, self.data_dir = split, source, data_dir
+        self.description = self.generated.description
+
+    def _of(self, config: str) -> RowSource:
+        return self.items if task_config(config).rows == "items" else self.generated
+
+    def config_description(self, config: str) -> str:
+        """Where one config's rows come from (the per-config record's `source`)."""
+        return self._of(config).description
+
+    def units(self, config: str) -> list[SourceUnit]:
+        return self._of(config).units(config)
+
+    def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
+        return self._of(config).rows(config, units)
+
+
 def _clip_duration(clip: Any) -> float:
     """Duration of a source clip from its file header; its speech offset when the file is absent."""
     try:
@@ -387,8 +443,8 @@ def open_source(
     split: str = "test", source: str = "vctk", data_dir: str | None = None, dataset: str | None = None
 ) -> RowSource:
     """A built dataset when `dataset` is given (release layout if it has metadata.csv), else generation."""
-    if dataset is None:
-        return GeneratorSource(split, source, data_dir)
+    if dataset is None:  # every config without a build: generated clips or in-memory items
+        return ConfigSource(split, source, data_dir)
     path = Path(dataset)
     if not path.is_dir():
         raise FileNotFoundError(f"dataset directory not found: {path}")

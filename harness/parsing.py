@@ -164,7 +164,8 @@ def is_exact(raw: str | None, answer_words: tuple[str, str] | list[str]) -> bool
 # Bump when the MCQ parser's behaviour changes; its id is stored in every MCQ samples row.
 MCQ_PARSER_VERSION = "1"
 MCQ_PARSER_NAME = "mcq"
-LETTERS = "ABCD"  # 2-4 lettered options
+LETTERS = "ABCD"  # 2-4 lettered options of an MCQ item
+OPTION_LETTERS = "ABCDEFGHIJKL"  # a classification task letters up to 12 labels; A-D as for MCQ
 _MARKER = r"(?i:\b(?:answer|option|choice)\b)\s*(?i:is)?\s*[:=-]?\s*[\(\[]?"
 
 
@@ -192,7 +193,7 @@ class OptionParser:
 
     @cached_property
     def _letters(self) -> str:
-        return LETTERS[: len(self.options)]
+        return OPTION_LETTERS[: len(self.options)]
 
     def _letter(self, text: str) -> str | None:
         cls = f"[{self._letters}]"
@@ -220,7 +221,7 @@ class OptionParser:
             return None
         letter = self._letter(text)
         if letter is not None:
-            return self.options[LETTERS.index(letter)]
+            return self.options[OPTION_LETTERS.index(letter)]
         hits = self.option_hits(text)
         return hits[0] if len(hits) == 1 else None
 
@@ -238,7 +239,7 @@ def mcq_parser_id() -> str:
 def mcq_vocabulary(options: Sequence[str]) -> Vocabulary:
     """One item's answers: the letters (scored in choices mode) standing for its options."""
     opts = tuple(str(o) for o in options)
-    return Vocabulary(tuple(LETTERS[: len(opts)]), opts, OptionParser(opts))
+    return Vocabulary(tuple(OPTION_LETTERS[: len(opts)]), opts, OptionParser(opts))
 
 
 def row_parser(row: Mapping[str, Any]) -> AnswerParser | OptionParser:

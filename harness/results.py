@@ -638,7 +638,8 @@ def build_results(
     metrics = {c: kinds[c].metrics(rows) for c, rows in rows_by_config.items()}
     own = kind_groups(rows_by_config, kinds)
     out = {
-        "results": {c: {"alias": c, **lm_eval_keys(m, [*HIGHER_IS_BETTER, *kinds[c].lm_eval_metrics])}
+        "results": {c: {"alias": c, **lm_eval_keys(m, [*HIGHER_IS_BETTER, *kinds[c].lm_eval_metrics,
+                                                       *m.get("per_class_metrics", ())])}  # classify: per label
                     for c, m in metrics.items()},
         "groups": {"vocalgrad": {"alias": "vocalgrad", **lm_eval_keys(group, ("accuracy",))},
                    **{n: {"alias": n, **lm_eval_keys(g, ("accuracy", *k.lm_eval_metrics))} for n, (g, k) in own.items()}},

@@ -296,7 +296,7 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
         "kind": kind.name,
         "published_category": published_name(config) if kind.group == "vocalgrad" else config,
         "split": settings.split,
-        "source": source.description,
+        "source": getattr(source, "config_description", lambda _c: source.description)(config),
         "prompt_variant": variant.name,
         "parser": vocab.parser.id if vocab is not None else kind.parser_id,
         "answer_words": list(vocab.choices) if vocab is not None else [],  # MCQ: each item's letters
@@ -355,6 +355,7 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
         "generator_version": GENERATOR_VERSION if generated else None,
         "seed": settings.seed,  # the random baseline's and sampling models' answers
         "mcq_columns": settings.mcq_columns,  # which columns are the question, options and answers
+        "columns": getattr(settings, "columns", None),  # a classification dataset's audio and label columns
     }
 
 

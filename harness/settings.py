@@ -64,10 +64,21 @@ class RowSettings(SourceSettings):
     split: str = "test"
     dataset: str | None = None  # a Parquet build or published-release directory instead of generating
     mcq_columns: str | None = None  # "audio=COL,question=COL,...": --dataset is a multiple-choice benchmark
+    task_kind: str | None = None  # "classify": --dataset is a classification dataset (--columns, or MELD's layout)
+    columns: str | None = None  # "audio=COL,label=COL[,id=COL,task=COL]" of a classification --dataset
 
     def open_rows(self, configs: Sequence[str] = ()) -> Any:
         """The harness.data.RowSource these settings name; with no --source, the one `configs` default to
         (recorded in `source`)."""
+        if self.task_kind is not None or self.columns is not None:  # a classification dataset (harness.classification)
+            if self.task_kind not in (None, "classify"):
+                raise ValueError(f"--task-kind {self.task_kind!r}: only 'classify' reads a mapped --dataset "
+                                 "(multiple choice: --mcq-columns)")
+            if self.dataset is None:
+                raise ValueError("--task-kind classify reads --dataset PATH_OR_REPO: give --dataset too")
+            from harness.classification import MappedClassifySource
+
+            return MappedClassifySource(self.dataset, self.split, self.columns)
         if self.mcq_columns is not None:
             if self.dataset is None:
                 raise ValueError("--mcq-columns maps the columns of --dataset PATH_OR_REPO: give --dataset too")
@@ -77,8 +88,10 @@ class RowSettings(SourceSettings):
         from harness.data import open_source
         from vocalgrad_dataset.generate import default_source
 
-        if self.source is None and self.dataset is None:
-            self.source = default_source(configs)
+        if self.source is None and self.dataset is None:  # built items (VoxParadox-lite) have no corpus
+            from vocalgrad_dataset.tasks import resolve
+
+            self.source = default_source([c for c in map(resolve, configs) if c.rows == "generate"])
         return open_source(self.split, self.source or "vctk", self.data_dir, self.dataset)
 
 
@@ -89,6 +102,9 @@ def settings_record(settings: Any) -> dict[str, Any]:
     out = dataclasses.asdict(settings)
     if out.get("mcq_columns", "") is None:  # only a multiple-choice run has a column mapping to record
         del out["mcq_columns"]
+    for name in ("task_kind", "columns"):  # only a classification run has these to record
+        if out.get(name, "") is None:
+            del out[name]
     if isinstance(out.get("model_args"), dict):
         out["model_args"] = redact(out["model_args"])
     return out
@@ -211,6 +227,11 @@ def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = Fals
     g.add_argument("--dataset", default=None,
                    help="a Parquet build (vocalgrad-dataset build) or published-release folder instead of "
                         "generating; with --mcq-columns, any multiple-choice benchmark (folder, file or Hub id)")
+    g.add_argument("--task-kind", default=None, choices=("classify",),
+                   help="the kind of a mapped --dataset: classify (one audio and a label per item; MELD)")
+    g.add_argument("--columns", default=None, metavar="FIELD=COLUMN,...",
+                   help="columns of a classification --dataset: audio=...,label=... and optionally id=...,task=... "
+                        "(none for a folder in the MELD layout)")
     g.add_argument("--mcq-columns", default=None, metavar="FIELD=COLUMN,...",
                    help="columns of a multiple-choice --dataset: audio=...,question=...,options=...,answer=... "
                         "and optionally adversarial=...,task=...,id=...")

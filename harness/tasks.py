@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.classification import CLASSIFY_LM_EVAL, classification_macro, classification_summary, classify_prompt
 from harness.mcq import MCQ_FIELDS, mcq_prompt
 from harness.metrics import (
     CONFLICT_METRICS,
@@ -104,6 +105,13 @@ register_kind(TaskKind(
     "conflict", "the main question on carriers whose words claim a direction (lexical conflict, VoxParadox's ALA)",
     (*GRID_ROW_FIELDS, *CLAIM_FIELDS), (*GRID_SAMPLE_FIELDS, *CLAIM_FIELDS, "template_id", "voice_id"),
     metrics=conflict_summary, group="conflict", group_metrics=conflict_macro, lm_eval_metrics=CONFLICT_METRICS,
+))  # fmt: skip
+register_kind(TaskKind(
+    "classify", "classification over any label set, one audio per item, lettered forced choice (MELD, Table 22)",
+    ("audio", "benchmark_clip_id", "category", "question", "options", "answer", "task"),
+    ("kind", "task", "options", "source_clip_id"), variants=("default", "audio_first"),
+    metrics=classification_summary, group="classify", group_metrics=classification_macro,
+    lm_eval_metrics=CLASSIFY_LM_EVAL, prompt=classify_prompt, parser_id=mcq_parser_id(),
 ))  # fmt: skip
 
 

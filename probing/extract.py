@@ -181,6 +181,9 @@ def probe_prompt(row: dict[str, Any], variant: Variant) -> Prompt:
         word = None  # paraphrases name no attribute word ("loudness", "tone", ...)
     elif variant.base == "cross-attribute":
         word = attribute_word(variant.cross_category)
+    elif row.get("kind") == "mcq":  # an item's own question: its task's word when the question says it
+        task = str(task_config(row["category"]).params.get("task") or row["category"]) if row.get("category") else ""
+        word = task if task and re.search(rf"\b{re.escape(task)}\b", str(row.get("question", ""))) else None
     else:
         word = row.get("attribute") or attribute_word(row["category"])
     return replace(prompt, meta={**prompt.meta, "attribute": word})

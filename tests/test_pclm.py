@@ -243,3 +243,27 @@ def test_full_finetuning_on_request_trains_the_lm_and_reloads(tmp_path: Path) ->
 
         TrainSettings(model="m", category="volume", scope="all_linear", out="x", recipe="pclm+dpo",
                       full_finetune=True).check()
+
+
+BATCHES = {  # issue 33: generate() drops the all-ones mask of unpadded batches, which PCLM's hook must survive
+    "single": [("Does the volume rise or fall?", 1.5, 0)],
+    "equal-length": [("Does the volume rise or fall?", 1.5, 4), ("Does the volume rise or fall?", 1.5, 5)],
+    "padded": [("Does the volume rise or fall?", 1.5, 6), ("Is the pitch of this voice going up now?", 2.5, 7)],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(BATCHES))
+def test_pclm_generates_and_scores_in_every_batch_shape(shape: str) -> None:
+    lm = tiny_model("qwen2-audio")
+    prompts = [Prompt((_clip(seed, seconds), text)) for text, seconds, seed in BATCHES[shape]]
+    base_text = lm.generate(prompts, max_new_tokens=6)
+    base_scores = lm.score_choices(prompts, ("increase", "decrease"))
+    torch.manual_seed(0)
+    config = pclm.new_config(lm)
+    mixer = pclm.attach(lm, config)
+    mixer.fixed_alpha = torch.tensor([0.0] * len(config.taps) + [1.0])  # all weight on the final layer
+    assert lm.generate(prompts, max_new_tokens=6) == base_text  # greedy strings identical, no KeyError
+    np.testing.assert_allclose(lm.score_choices(prompts, ("increase", "decrease")), base_scores, atol=1e-5)
+    mixer.fixed_alpha = None  # the MLP's own alpha: still generates (other tokens are allowed)
+    out = lm.generate(prompts, max_new_tokens=6)
+    assert len(out) == len(prompts) and all(isinstance(t, str) for t in out)

@@ -30,7 +30,6 @@ from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_t
 from .generate import (
     GENERATOR_VERSION,
     config_clips,
-    expand_config,
     iter_config_rows,
     parse_config,
     resolve_source,
@@ -396,16 +395,16 @@ def build(
     refused (BuildMismatchError) unless `overwrite`, which first deletes that config's shards.
     """
     _check_build_numbers(num_proc, clips_per_shard)
-    from .tasks import task_config
+    from .tasks import expand
 
-    several = config in ("all", "beep-all") or config.startswith("all-")  # names that expand are never MCQ
-    if not several and task_config(config).family == "voxparadox":  # declared MCQ items, from vendored bases
+    resolved = expand(config)  # the one resolution: everything below receives these TaskConfig objects
+    if len(resolved) == 1 and resolved[0].rows == "items":  # declared MCQ items, from vendored bases
         from .voxparadox_export import build_voxparadox
 
-        return build_voxparadox(config, splits, out_dir, overwrite=overwrite, lock_timeout=lock_timeout)
+        return build_voxparadox(resolved[0], splits, out_dir, overwrite=overwrite, lock_timeout=lock_timeout)
     out = Path(out_dir)
-    source = resolve_source(config, source)
-    configs = [spec.name for spec in expand_config(config)]
+    source = resolve_source(config, source, [c.spec for c in resolved if c.spec is not None])
+    configs = resolved
     check_out_dir(out)
     clip_lists: dict[str, list[SourceClip]] = {}
     tasks = plan_shards(configs, splits, source, data_dir, clips_per_shard, allow_outside=allow_outside,

@@ -96,7 +96,32 @@ def _category(name: str, config: str) -> Category:
 
 
 def parse_config(name: str) -> ConfigSpec:
-    """The spec of a single config name (aliases such as `voice_pitch-ternary` resolve to `pitch-ternary`)."""
+    """The spec of a single config name (aliases such as `voice_pitch-ternary` resolve to `pitch-ternary`).
+    A resolved config (vocalgrad_dataset.tasks.TaskConfig) carries its spec: returned, not parsed again."""
+    spec = getattr(name, "spec", None)
+    if isinstance(spec, ConfigSpec):
+        return spec
+    if getattr(name, "decl", None) is not None:  # a resolved config of another family (VoxParadox-lite items)
+        raise ValueError(f"config {str(name)!r} is a {name.family} config (its rows are built items), "  # type: ignore[attr-defined]
+                         "not one of the generator's")
+    key = (name, registry_key())
+    spec = _SPECS.get(key)
+    if spec is None:  # a name read back from a file (a build folder, a samples row) is parsed once too
+        spec = _SPECS[key] = _parse_config(name)
+        _SPECS.setdefault((spec.name, key[1]), spec)  # an alias resolves its canonical name as well
+    return spec
+
+
+_SPECS: dict[tuple[str, tuple[int, ...]], ConfigSpec] = {}  # (name, registry_key()) -> its parse
+
+
+def registry_key() -> tuple[int, ...]:
+    """Which categories are registered (a plugin category makes new config names): the memo key of a parse."""
+    return tuple(map(id, CATEGORY_REGISTRY.values()))
+
+
+def _parse_config(name: str) -> ConfigSpec:
+    """parse_config of a plain name (the parse a resolution does once)."""
     if name.startswith("beep-"):
         cat = _category(name[len("beep-") :], name)
         if cat.name not in BEEP_CATEGORIES:
@@ -126,10 +151,10 @@ def expand_config(name: str) -> list[ConfigSpec]:
     return [parse_config(name)]
 
 
-def resolve_source(config: str, source: str | None) -> str:
+def resolve_source(config: str, source: str | None, specs: Sequence[ConfigSpec] | None = None) -> str:
     """The source a config is generated from: its bound source (beep), else `source`, else the config's
-    default (claims for conflict configs), else vctk."""
-    specs = expand_config(config)
+    default (claims for conflict configs), else vctk. `specs`: the config's already resolved specs."""
+    specs = expand_config(config) if specs is None else specs
     bound = {s.source for s in specs} - {None}
     if not bound:
         return source or next((s.default_source for s in specs if s.default_source), "vctk")

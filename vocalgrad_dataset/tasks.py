@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from .generate import ConfigSpec, config_names, parse_config
+from .generate import ConfigSpec, config_names, parse_config, registry_key
 
 TASKS_DIR = Path(__file__).parent / "data" / "tasks"
 FIELDS: tuple[str, ...] = ("include", "task", "family", "kind", "format", "categories", "source", "params",
@@ -52,13 +52,32 @@ class TaskDecl:
         return CATEGORY in self.task
 
 
-@dataclass(frozen=True)
-class TaskConfig:
-    """One resolved config: its canonical name, its declaration, and (VocalGrad family) the generator spec."""
+class TaskConfig(str):
+    """One resolved config: its canonical name (the object *is* that name, so it goes wherever a config name
+    goes: dict keys, file names, JSON), its declaration, and (VocalGrad family) the generator spec.
 
-    name: str
+    A name is resolved once, at the CLI or library boundary (`resolve`); everything after receives this
+    object, and `generate.parse_config` / `task_config` return what it already holds instead of parsing
+    the name again (lm-eval's TaskConfig, passed as an object)."""
+
     decl: TaskDecl
-    spec: ConfigSpec | None = None
+    spec: ConfigSpec | None
+
+    def __new__(cls, name: str, decl: TaskDecl, spec: ConfigSpec | None = None) -> TaskConfig:
+        obj = super().__new__(cls, name)
+        obj.decl, obj.spec = decl, spec
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole into DataLoader workers and accelerate ranks
+        return (TaskConfig, (str(self), self.decl, self.spec))
+
+    def __repr__(self) -> str:
+        return str.__repr__(self)  # messages quote a config as its name: 'voxparadox-pitch'
+
+    @property
+    def name(self) -> TaskConfig:
+        """The canonical name (this object: callers that take `.name` keep the resolution)."""
+        return self
 
     @property
     def kind(self) -> str:
@@ -71,6 +90,19 @@ class TaskConfig:
     @property
     def params(self) -> Mapping[str, Any]:
         return self.decl.params
+
+    @property
+    def rows(self) -> str:
+        """How its rows are made without a build: "generate" (the generator, per source clip) or "items"
+        (VoxParadox-lite items, built in memory from the vendored bases)."""
+        return "generate" if self.family == "vocalgrad" else "items"
+
+    @property
+    def source(self) -> str | None:
+        """The corpus its rows are generated from when none is named (beep, claims, else vctk); None for items."""
+        if self.spec is None:
+            return None
+        return self.spec.source or self.spec.default_source or "vctk"
 
 
 def yaml_problem(err: yaml.YAMLError) -> str:
@@ -173,8 +205,24 @@ def _vocalgrad_decl(spec: ConfigSpec) -> TaskDecl | None:
     return None
 
 
-def task_config(name: str) -> TaskConfig:
-    """The declared config a name stands for (aliases such as `voice_pitch` resolve); "did you mean" otherwise."""
+_RESOLVED: dict[tuple[str, tuple[int, ...]], TaskConfig] = {}  # (name, registry_key()) -> its resolution
+
+
+def resolve(name: str) -> TaskConfig:
+    """The one resolution step: a config name or alias (`voice_pitch`, `speaking_speed-ternary`) to its
+    TaskConfig; a TaskConfig is returned as it is. Unknown names get "did you mean" over every declared name,
+    the list `vocalgrad-dataset list --configs` prints. A name is parsed once per process (memoised; a
+    plugin category registered later makes new names, so the key holds the registered categories)."""
+    if isinstance(name, TaskConfig):
+        return name
+    key = (str(name), registry_key())
+    found = _RESOLVED.get(key)
+    if found is None:
+        found = _RESOLVED[key] = _resolve(str(name))
+    return found
+
+
+def _resolve(name: str) -> TaskConfig:
     for d in declarations():
         if not d.is_pattern and d.task == name:
             return TaskConfig(name, d)
@@ -190,6 +238,27 @@ def task_config(name: str) -> TaskConfig:
     if decl is None:
         raise ValueError(f"config {spec.name!r} has no task declaration under {TASKS_DIR}")
     return TaskConfig(spec.name, decl, spec)
+
+
+def expand(name: str) -> list[TaskConfig]:
+    """The resolved configs a name stands for: `all`, `all-<format>` and `beep-all` expand (each spec parsed
+    once, by expand_config), anything else is `resolve(name)`."""
+    if name in ("all", "beep-all") or str(name).startswith("all-"):
+        from .generate import expand_config
+
+        out = []
+        for spec in expand_config(str(name)):
+            decl = _vocalgrad_decl(spec)
+            if decl is None:
+                raise ValueError(f"config {spec.name!r} has no task declaration under {TASKS_DIR}")
+            out.append(TaskConfig(spec.name, decl, spec))
+        return out
+    return [resolve(name)]
+
+
+def task_config(name: str) -> TaskConfig:
+    """The declared config a name stands for (`resolve`; kept for the modules that call it by this name)."""
+    return resolve(name)
 
 
 def is_vocalgrad(name: str) -> bool:

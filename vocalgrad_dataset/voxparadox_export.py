@@ -11,7 +11,7 @@ duration_sec.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,17 @@ import soundfile as sf
 
 from .fileio import atomic_path, atomic_write_text, dir_lock
 from .tasks import task_config
-from .voxparadox import BUILDER_VERSION, SR, Item, frozen_entries, pcm_sha256, reverse_item
-from .voxparadox_items import build_items
+from .voxparadox import (
+    BUILDER_VERSION,
+    IDS_DIR,
+    SR,
+    Item,
+    frozen_entries,
+    frozen_ids,
+    pcm_sha256,
+    reverse_item,
+)
+from .voxparadox_items import build_items, candidates
 
 CARD_NAME = "README.md"
 
@@ -63,6 +72,53 @@ def config_items(config: str, split: str, n: int | None = None) -> list[Item]:
             raise ValueError(f"{config} {split}: the built items differ from the frozen list (built {first[0]!r} where "
                              f"it has {first[1]!r}); the builder changed: bump BUILDER_VERSION and refreeze")
     return items
+
+
+def config_item_ids(config: str, split: str) -> list[str]:
+    """A config's item ids of a split in build order, without building audio (the frozen list; without one,
+    the built items' ids)."""
+    params = task_config(config).params
+    suffix = "-rev" if params.get("reversed") else ""
+    frozen = frozen_ids(str(params["task"]), split)
+    if frozen is None:
+        return [i.id for i in config_items(config, split)]
+    return [f"{i}{suffix}" for i in frozen]
+
+
+def iter_config_items(config: str, split: str, ids: Collection[str] | None = None) -> Iterator[Item]:
+    """The items of a config's split that `ids` names (None: all), in build order, built in memory exactly as
+    `build_voxparadox` writes them: each is checked against its frozen PCM sha256, so a row served without a
+    build is the row of a build (the signal measurement the build repeats is what chose the frozen items)."""
+    params = task_config(config).params
+    task, rev = str(params["task"]), bool(params.get("reversed"))
+    frozen = frozen_entries(task, split)
+    if frozen is None:  # no frozen list (a new task): the checked build, then the wanted items
+        yield from (i for i in config_items(config, split) if ids is None or i.id in ids)
+        return
+    suffix = "-rev" if rev else ""
+    wanted = {i for i, _ in frozen} if ids is None else {i.removesuffix(suffix) for i in ids}
+    sha = dict(frozen)
+    unknown = wanted - sha.keys()
+    if unknown:
+        raise ValueError(f"{config} {split}: no item {min(unknown)!r} (not in {IDS_DIR / f'{task}-{split}.txt'})")
+    found = {}
+    for cand in candidates(task, split):
+        if cand.id in wanted:
+            found[cand.id] = cand
+            if len(found) == len(wanted):
+                break
+    for item_id, digest in frozen:
+        if item_id not in wanted:
+            continue
+        if item_id not in found:
+            raise ValueError(f"{config} {split}: frozen id {item_id!r} is not among the builder's candidates; "
+                             "the builder changed: refreeze")
+        item = found[item_id].make()
+        if pcm_sha256(item.audio) != digest:
+            raise ValueError(f"{config} {split}: item {item_id} differs from its frozen sha256; the builder changed: "
+                             "bump BUILDER_VERSION and refreeze")
+        item.measured = item.answer  # its frozen sha256 is that of the item whose signal measured this label
+        yield reverse_item(item) if rev else item
 
 
 def card_text(out: Path) -> str:

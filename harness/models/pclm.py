@@ -187,7 +187,10 @@ def prompt_embedding(site: _Site, ids: torch.Tensor, mask: torch.Tensor) -> torc
 
 def _window_alpha(site: _Site, kwargs: dict[str, Any]) -> torch.Tensor:
     """(W, n_mixed): each encoder window's weights, from the prompt of the row its audio fills."""
-    ids, mask = kwargs["input_ids"], kwargs["attention_mask"]
+    ids = kwargs["input_ids"]
+    mask = kwargs.get("attention_mask")
+    if mask is None:  # generate() leaves out the all-ones mask of an unpadded batch (one prompt, equal lengths)
+        mask = torch.ones_like(ids)
     alpha = site.mixer.alpha(prompt_embedding(site, ids, mask))
     row_tokens = (ids == site.audio_token_id).sum(-1).tolist()
     fmask = kwargs.get(site.feature_mask_key)

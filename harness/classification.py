@@ -1,0 +1,273 @@
+"""Classification tasks (the `classify` kind): any label set, one audio per item, lettered forced choice.
+
+An item is an audio clip and its gold label; the labels of the task (sorted, so the letters are stable) are the
+options A, B, C, ... of every item. In choices mode the model's logits of the option letters decide (the
+paper's MELD protocol, appendix C.13); in generate mode the answer is read as a letter or a label's text.
+
+Metrics (`classification_summary`): accuracy, per-class precision / recall / F1 and support, macro-F1 and
+support-weighted F1, each with a seeded percentile bootstrap 95 % interval over items and the bootstrap SE.
+An unparsed or failed answer is a wrong prediction (a miss of its true class, no class's false positive);
+a class never predicted has precision 0 (scikit-learn's zero_division=0).
+
+Sources: `--task-kind classify --dataset PATH_OR_REPO --columns audio=COL,label=COL[,id=COL,task=COL]` (any
+Parquet / JSON Lines / CSV file, folder or Hub id, through harness.mcq_source's machinery), or a folder in the
+official MELD layout without --columns (harness.meld).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.mcq_source import MappedMCQSource
+from harness.models.protocol import AudioClip, Prompt
+from harness.parsing import Vocabulary, mcq_vocabulary
+
+CLASSIFY_REQUIRED = ("audio", "label")
+CLASSIFY_OPTIONAL = ("id", "task")
+DEFAULT_TASK = "classify"
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 20260
+MAX_LABELS = 12  # the letters A-L
+ANSWER_INSTRUCTION = "Answer with the letter of the correct option."
+
+
+def classify_question(task: str) -> str:
+    """The fixed question of a classification item (MELD: the emotion of the speaker)."""
+    if "meld" in task.lower() or "emotion" in task.lower():
+        return "Which emotion does the speaker express in this audio clip?"
+    return "Which label best describes this audio clip?"
+
+
+def parse_columns(text: str) -> dict[str, str]:
+    """{field: column} from "audio=wav,label=emotion[,id=...,task=...]"; audio and label required."""
+    fields = (*CLASSIFY_REQUIRED, *CLASSIFY_OPTIONAL)
+    mapping: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, column = (x.strip() for x in part.partition("="))
+        if not sep or not key or not column:
+            raise ValueError(f"--columns: expected FIELD=COLUMN, got {part!r}")
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"--columns: unknown field {key!r}{hint} (fields: {', '.join(fields)})")
+        if key in mapping:
+            raise ValueError(f"--columns: field {key!r} is mapped twice")
+        mapping[key] = column
+    missing = [k for k in CLASSIFY_REQUIRED if k not in mapping]
+    if missing:
+        raise ValueError(f"--columns: no column given for {', '.join(missing)} (required: audio, label)")
+    return mapping
+
+
+class MappedClassifySource(MappedMCQSource):
+    """Classification items of a dataset whose audio and label columns are named by `--columns`; the
+    MCQ source's reading (files, folders, Hub, audio decoding, id checks) with the task's labels as options."""
+
+    def __init__(self, dataset: str, split: str, columns: str | Mapping[str, str] | None) -> None:
+        from pathlib import Path
+
+        from harness.meld import is_meld_layout, meld_items
+
+        if columns is None:
+            if not is_meld_layout(Path(dataset)):
+                raise ValueError(f"{dataset}: --task-kind classify needs --columns audio=COL,label=COL "
+                                 "(or a folder in the MELD layout: *_sent_emo.csv and the extracted audio)")
+            self._preloaded: list[tuple[str, int, dict[str, Any]]] | None = meld_items(Path(dataset), split)
+            columns = {"audio": "audio", "label": "Emotion", "id": "id", "task": "task"}
+        else:
+            self._preloaded = None
+        mapping = parse_columns(columns) if isinstance(columns, str) else dict(columns)
+        self._labels: list[str] = []
+        super().__init__(dataset, split, mapping)
+        self.description = f"classify:{self.root}"
+
+    def _load(self, dataset: str) -> list[dict[str, Any]]:
+        raw = self._preloaded
+        if raw is None:
+            from harness.mcq_source import _local_files, _read_table
+
+            if self.root.exists():
+                files = _local_files(self.root, self.split)
+                if not files:
+                    raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or a data file)")
+                raw = [(str(f), i, r) for f in files for i, r in enumerate(_read_table(f))]
+            else:
+                raw = self._hub_rows(dataset)
+        for where, _i, row in raw:  # the label set first: every item offers all of its task's labels
+            if self.mapping["label"] not in row:
+                raise ValueError(f"{where}: --columns label={self.mapping['label']}: no column "
+                                 f"{self.mapping['label']!r} (columns: {', '.join(map(str, row))})")
+        labels: dict[str, set[str]] = {}
+        for _where, _i, row in raw:
+            task = str(row.get(self.mapping.get("task", ""), None) or DEFAULT_TASK)
+            labels.setdefault(task, set()).add(str(row[self.mapping["label"]]).strip().lower())
+        self._task_labels = {t: sorted(v) for t, v in labels.items()}
+        for task, ls in self._task_labels.items():
+            if not 2 <= len(ls) <= MAX_LABELS:
+                raise ValueError(f"{self.root}: task {task!r} has {len(ls)} labels {ls}; a classification task "
+                                 f"has 2 to {MAX_LABELS}")
+        items = [self._item(where, i, r) for where, i, r in raw]
+        seen: dict[str, str] = {}
+        for item in items:
+            if item["benchmark_clip_id"] in seen:
+                raise ValueError(f"{item['_where']}: id {item['benchmark_clip_id']!r} repeats "
+                                 f"(first at {seen[item['benchmark_clip_id']]}); map id= to a unique column")
+            seen[item["benchmark_clip_id"]] = item["_where"]
+        return items
+
+    def _item(self, where: str, index: int, row: Mapping[str, Any]) -> dict[str, Any]:
+        place = f"{where}: row {index}"
+        for field, column in self.mapping.items():
+            if column not in row:
+                raise ValueError(f"{where}: --columns {field}={column}: no column {column!r} "
+                                 f"(columns: {', '.join(map(str, row))})")
+        get = {f: row[c] for f, c in self.mapping.items()}
+        task = str(get.get("task") or DEFAULT_TASK)
+        label = str(get["label"]).strip().lower()
+        if not label:
+            raise ValueError(f"{place}: empty label")
+        ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
+        ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
+        options = self._task_labels[task]
+        duration = row.get("duration_sec")
+        return {"audio": get["audio"], "benchmark_clip_id": ident, "category": task, "kind": "classify",
+                "question": classify_question(task), "options": options, "answer": label, "adversarial": None,
+                "task": task, "label": label, "source_clip_id": ident,
+                "duration_sec": float(duration) if duration not in (None, "") else float("nan"),
+                "_where": f"{place} ({ident})"}
+
+    def kind_of(self, config: str) -> str:
+        """Every task of a mapped classification dataset is of the classify kind."""
+        return "classify"
+
+
+def classify_vocabulary(labels: Sequence[str]) -> Vocabulary:
+    """The item's answers: letters A.. standing for the labels (scored in choices mode), read by the option parser."""
+    return mcq_vocabulary(labels)
+
+
+def classify_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
+    """The Prompt of one classification item: the question, the lettered labels, the instruction."""
+    vocab = classify_vocabulary(row["options"])
+    audio = AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
+    lines = "\n".join(f"{w}. {o}" for w, o in zip(vocab.words, row["options"], strict=True))
+    text = f"{row['question']}\n\n{lines}\n\n{ANSWER_INSTRUCTION}"
+    segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)
+    meta = {"category": row["category"], "task": row.get("task"), "question": row["question"],
+            "options": tuple(row["options"]), "answer_words": vocab.words, "answer_labels": vocab.labels}
+    return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), vocab
+
+
+# ---- metrics -------------------------------------------------------------------------------------------
+def confusion(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]) -> np.ndarray:
+    """K x (K+1) counts: rows gold label, columns predicted label, the last column unparsed / failed / other."""
+    index = {lab: i for i, lab in enumerate(labels)}
+    k = len(labels)
+    g = np.array([index[x] for x in gold], dtype=np.int64)
+    p = np.array([index.get(x, k) if x is not None else k for x in pred], dtype=np.int64)
+    return np.bincount(g * (k + 1) + p, minlength=k * (k + 1)).reshape(k, k + 1)
+
+
+def scores_from_confusion(cm: np.ndarray) -> dict[str, np.ndarray | float]:
+    """Per-class precision, recall, F1, support, and accuracy / macro-F1 / weighted F1 of confusion counts
+    (the last axis K+1 columns; leading axes are bootstrap replicates). 0 where a ratio is undefined."""
+    k = cm.shape[-2]
+    tp = np.diagonal(cm[..., :k], axis1=-2, axis2=-1).astype(float)
+    support = cm.sum(axis=-1).astype(float)
+    predicted = cm[..., :k].sum(axis=-2).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(predicted > 0, tp / predicted, 0.0)
+        recall = np.where(support > 0, tp / support, 0.0)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+        n = support.sum(axis=-1)
+        accuracy = tp.sum(axis=-1) / n
+        weighted = (f1 * support).sum(axis=-1) / n
+    return {"precision": precision, "recall": recall, "f1": f1, "support": support, "accuracy": accuracy,
+            "macro_f1": f1.mean(axis=-1), "weighted_f1": weighted}
+
+
+def _bootstrap_cms(gold_idx: np.ndarray, pred_idx: np.ndarray, k: int, samples: int, seed: int) -> np.ndarray:
+    """Confusion counts of `samples` item resamples (with replacement), shape (samples, K, K+1)."""
+    rng = np.random.default_rng(seed)
+    n = len(gold_idx)
+    draws = rng.integers(0, n, size=(samples, n))
+    cells = gold_idx[draws] * (k + 1) + pred_idx[draws]
+    offsets = np.arange(samples)[:, None] * k * (k + 1)
+    flat = np.bincount((cells + offsets).ravel(), minlength=samples * k * (k + 1))
+    return flat.reshape(samples, k, k + 1)
+
+
+def classification_metrics(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str], *,
+                           samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """The classification metrics (module docstring) with `<m>_stderr`, `<m>_ci_low`, `<m>_ci_high` from a
+    seeded bootstrap; per class `precision_<label>`, `recall_<label>`, `f1_<label>`, `support_<label>`."""
+    labels = list(labels)
+    k = len(labels)
+    cm = confusion(gold, pred, labels)
+    point = scores_from_confusion(cm)
+    out: dict[str, Any] = {"labels": labels, "confusion": cm.tolist(), "n": int(cm.sum())}
+    names = ["accuracy", "macro_f1", "weighted_f1"]
+    values: dict[str, Any] = {m: float(point[m]) for m in names}
+    for i, lab in enumerate(labels):
+        for m in ("precision", "recall", "f1"):
+            values[f"{m}_{lab}"] = float(point[m][i])
+        out[f"support_{lab}"] = int(point["support"][i])
+    if len(gold) and samples > 0:
+        index = {lab: i for i, lab in enumerate(labels)}
+        g = np.array([index[x] for x in gold], dtype=np.int64)
+        p = np.array([index.get(x, k) if x is not None else k for x in pred], dtype=np.int64)
+        boot = scores_from_confusion(_bootstrap_cms(g, p, k, samples, seed))
+        reps: dict[str, np.ndarray] = {m: np.asarray(boot[m]) for m in names}
+        for i, lab in enumerate(labels):
+            for m in ("precision", "recall", "f1"):
+                reps[f"{m}_{lab}"] = np.asarray(boot[m])[:, i]
+    else:
+        reps = {}
+    for name, value in values.items():
+        r = reps.get(name)
+        out[name] = value
+        out[f"{name}_stderr"] = float(np.std(r, ddof=1)) if r is not None else float("nan")
+        out[f"{name}_ci_low"] = float(np.percentile(r, 2.5)) if r is not None else float("nan")
+        out[f"{name}_ci_high"] = float(np.percentile(r, 97.5)) if r is not None else float("nan")
+    return out
+
+
+def _row_pred(row: Mapping[str, Any]) -> str | None:
+    return None if row.get("error") else row.get("pred")
+
+
+def classification_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """summarize() plus the classification metrics of one task's samples rows; `per_class_metrics` names the
+    per-label keys results.json writes as lm-eval "<metric>,none" entries."""
+    from harness.metrics import finite_or_none, summarize
+
+    labels = list(rows[0]["options"]) if rows else []
+    cls = classification_metrics([str(r["gold"]) for r in rows], [_row_pred(r) for r in rows], labels)
+    per_class = [f"{m}_{lab}" for lab in labels for m in ("precision", "recall", "f1")]
+    out = {**summarize(rows), **cls, "acc": cls["accuracy"], "acc_stderr": cls["accuracy_stderr"],
+           "per_class_metrics": ["macro_f1", "weighted_f1", *per_class]}
+    return finite_or_none(out)
+
+
+def classification_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Unweighted mean over classification tasks of accuracy and macro-F1 (SE sqrt(Σ se²)/k), the group entry."""
+    from harness.metrics import finite_or_none
+
+    summaries = [classification_summary(rows) for rows in rows_by_config.values()]
+    out: dict[str, Any] = {"n_configs": len(summaries), "configs": list(rows_by_config), "complete": True}
+    for name in ("accuracy", "macro_f1", "weighted_f1"):
+        vals = [s[name] for s in summaries if s.get(name) is not None]
+        ses = [s.get(f"{name}_stderr") or 0.0 for s in summaries if s.get(name) is not None]
+        mean = sum(vals) / len(vals) if vals else float("nan")
+        se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses else float("nan")
+        out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - 1.96 * se,
+                    f"{name}_ci_high": mean + 1.96 * se})
+    return finite_or_none(out)
+
+
+CLASSIFY_LM_EVAL: dict[str, bool | None] = {"macro_f1": True, "weighted_f1": True}
