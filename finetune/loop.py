@@ -29,7 +29,19 @@ from finetune.lora import (
     trainable_parameters,
 )
 from finetune.objective import AnswerTask, answer_losses, keeps_logits, pair_dpo_losses
-from finetune.pclm import Phases, attach_for_training, load_trainable_state, pclm_info, saver, trainable_state
+from finetune.pclm import (
+    DPO,
+    REFERENCE_PREFIX,
+    Phases,
+    ReferenceSnapshot,
+    attach_for_training,
+    load_trainable_state,
+    pclm_info,
+    reference_snapshot,
+    saver,
+    stage_records,
+    trainable_state,
+)
 from finetune.record import training_record, write_training_record
 from finetune.settings import ADAPTER_DIR, TRAIN_LOG, TrainSettings, check_resumable
 from harness.data import BenchRow
@@ -47,16 +59,21 @@ if TYPE_CHECKING:
 
 
 def lr_factor(settings: TrainSettings, total_steps: int) -> Callable[[int], float]:
-    """The learning-rate multiplier at each optimizer step: linear warm-up, then constant, linear or cosine."""
+    """The learning-rate multiplier at each optimizer step: linear warm-up, then constant, linear or cosine;
+    times the step's stage rate over --lr under --method pclm (its stages have their own rates)."""
     warm = settings.warmup_steps
+    phases = Phases.of(settings, total_steps)
 
-    def factor(step: int) -> float:
+    def schedule(step: int) -> float:
         if warm and step < warm:
             return (step + 1) / warm
         if settings.lr_scheduler == "constant":
             return 1.0
         frac = (step - warm) / max(1, total_steps - warm)
         return max(0.0, 1.0 - frac) if settings.lr_scheduler == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
+
+    def factor(step: int) -> float:
+        return schedule(step) * (phases.lr_at(step, settings.lr) / settings.lr)
 
     return factor
 
@@ -83,7 +100,8 @@ def new_state(settings: TrainSettings) -> dict[str, Any]:
 
 
 def resume(settings: TrainSettings, lm: TrainableAudioLM, peft_model: PeftModel, mixer: LayerMixer | None,
-           opt: Optimization, acc: Accelerator, out: Path, total_steps: int) -> dict[str, Any]:
+           opt: Optimization, acc: Accelerator, out: Path, total_steps: int,
+           reference: ReferenceSnapshot | None = None) -> dict[str, Any]:
     """The loop state to continue from: the newest usable checkpoint's (its adapter and PCLM, optimizer,
     scheduler and this process's RNG restored), else a fresh one."""
     ckpt = checkpoint.latest(out)
@@ -92,6 +110,9 @@ def resume(settings: TrainSettings, lm: TrainableAudioLM, peft_model: PeftModel,
     check_resumable(checkpoint.read_state(ckpt)["fingerprint"], settings, out)
     weights, state = checkpoint.load(ckpt, optimizer=opt.optimizer, scheduler=opt.scheduler, rank=acc.process_index)
     load_trainable_state(peft_model, mixer, lm, weights)
+    if reference is not None:  # DPO had begun: its reference is the stage-2 model saved then, not today's policy
+        reference.load({k.removeprefix(REFERENCE_PREFIX): v for k, v in weights.items()
+                        if k.startswith(REFERENCE_PREFIX)})
     if acc.is_main_process:
         print(f"resuming {out} from {ckpt.name} (step {state['step']} of {total_steps})")
     return state
@@ -137,6 +158,7 @@ class Stepper:
     keep_logits: bool
     mixer: LayerMixer | None
     phases: Phases
+    reference: ReferenceSnapshot | None = None  # DPO after PCLM stage 2: the stage-2 model's trained tensors
     step_loss: torch.Tensor = field(default_factory=lambda: torch.zeros((), dtype=torch.float64))
 
     def run(self, loader: torch.utils.data.DataLoader) -> None:
@@ -157,6 +179,8 @@ class Stepper:
         """Forward and backward of one micro-batch; gradients are synchronised after the step's last one."""
         acc, world = self.acc, self.acc.num_processes
         self.phases.set_trainable(mb.step, self.lm, self.mixer)
+        if self.reference is not None and self.reference.saved is None and self.phases.phase(mb.step) == DPO:
+            self.reference.take()  # the first DPO micro-batch: the model is exactly the stage-2 model
         with nullcontext() if mb.last else acc.no_sync(self.ddp_model):
             losses = self.losses(mb.step, rows)
             # DDP averages over processes: scaling by W / n_step makes the update the mean over the step's clips.
@@ -170,20 +194,22 @@ class Stepper:
             _, inputs = self.task.inputs(self.lm, rows, end_of_turn=s.end_of_turn)
             return answer_losses(self.ddp_model, inputs, self.keep_logits)
         inputs = self.task.pair_inputs(self.lm, rows, end_of_turn=s.end_of_turn, rejected=s.dpo_rejected or "random", seed=s.seed)
-        return pair_dpo_losses(self.ddp_model, self.lm.model, inputs, self.keep_logits, s.dpo_beta)
+        context = self.reference.swapped_in if self.reference is not None else None
+        return pair_dpo_losses(self.ddp_model, self.lm.model, inputs, self.keep_logits, s.dpo_beta, context)
 
     def optimizer_step(self, mb: MicroBatch) -> float:
         """Clip, update and schedule; then log the step's mean loss (returned) and checkpoint when it is time."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.opt.trainable, self.settings.max_grad_norm)
+        lr = self.opt.optimizer.param_groups[0]["lr"]  # this step's rate (the scheduler moves it on next)
         self.opt.optimizer.step()
         self.opt.scheduler.step()
         self.opt.optimizer.zero_grad(set_to_none=True)
-        loss = self.log(mb, float(grad_norm))
+        loss = self.log(mb, float(grad_norm), lr)
         if self.state["step"] % self.settings.save_every == 0 and self.state["step"] < self.steps.total:
             self.save_checkpoint()
         return loss
 
-    def log(self, mb: MicroBatch, grad_norm: float) -> float:
+    def log(self, mb: MicroBatch, grad_norm: float, lr: float) -> float:
         """The step's loss (its mean over the step's clips on every process) into the state's log; returns it."""
         acc = self.acc
         total = acc.reduce(self.step_loss.to(acc.device), reduction="sum") if acc.num_processes > 1 else self.step_loss
@@ -191,14 +217,17 @@ class Stepper:
         self.step_loss = torch.zeros((), dtype=torch.float64)
         self.state["step"] = mb.step + 1
         self.state["log"].append({"step": self.state["step"], "epoch": mb.epoch, "loss": loss,
-                                  "lr": self.opt.scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                                  "lr": lr, "grad_norm": grad_norm,
                                   "phase": self.phases.phase(mb.step), "objective": self.phases.objective_at(mb.step)})
         return loss
 
     def save_checkpoint(self) -> None:
         """Checkpoint the adapter, optimizer, scheduler, loop state and every process's RNG."""
         acc = self.acc
-        checkpoint.save(self.out, self.state["step"], adapter=trainable_state(self.peft_model, self.mixer, self.lm, self.phases),
+        adapter = trainable_state(self.peft_model, self.mixer, self.lm, self.phases)
+        if self.reference is not None:
+            adapter.update(self.reference.state())
+        checkpoint.save(self.out, self.state["step"], adapter=adapter,
                         optimizer=self.opt.optimizer, scheduler=self.opt.scheduler, state=self.state,
                         rank=acc.process_index, is_main=acc.is_main_process, barrier=acc.wait_for_everyone,
                         keep=self.settings.keep_checkpoints)
@@ -222,12 +251,13 @@ def _prepare(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, ou
                     if settings.gradient_checkpointing else None)
     opt = Optimization.of(lm.model, settings, steps.total)
     keep_logits = keeps_logits(lm.model)
-    state = resume(settings, lm, peft_model, mixer, opt, acc, out, steps.total)
+    phases = Phases.of(settings, steps.total)
+    reference = reference_snapshot(lm, phases)
+    state = resume(settings, lm, peft_model, mixer, opt, acc, out, steps.total, reference)
     ddp_model = acc.prepare(lm.model)
     lm.model.train()
     stepper = Stepper(settings, lm, acc, out, peft_model, ddp_model, opt, steps, state,
-                      AnswerTask.of(settings.prompt, settings.category), keep_logits, mixer,
-                      Phases.of(settings, steps.total))
+                      AnswerTask.of(settings.prompt, settings.category), keep_logits, mixer, phases, reference)
     return stepper, targets, checkpointed
 
 
@@ -260,6 +290,7 @@ def run_training(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator
                            trainable_params=sum(p.numel() for p in stepper.opt.trainable), log=stepper.state["log"],
                            world_size=acc.num_processes, validation=validation, seconds=time.time() - started,
                            pclm=pclm_info(stepper.mixer, stepper.phases, base_params))
+    info["stages"] = stage_records(stepper.state["log"])
     if acc.is_main_process:
         _write_run(out, stepper, info)
     acc.wait_for_everyone()

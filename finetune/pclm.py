@@ -247,6 +247,10 @@ def pclm_info(mixer: pclm.LayerMixer | None, phases: Phases, base_params: int) -
     added = pclm.added_parameters(mixer)
     return {**asdict(mixer.config), "added_params": added, "added_share": added / base_params,
             "stage1_steps": phases.stage1_steps, "stage2_lm": "full" if phases.full else "lora",
+            "stage2_end": phases.stage2_end, "stage_lrs": list(phases.lrs or ()),
+            "dpo_reference": None if phases.stage2_end is None else (
+                "the stage-2 model: a snapshot of its trained tensors taken at the first DPO step, swapped in "
+                "for each reference pass (no second model in memory; built-in adapters stay active)"),
             "prompt_embedding": (
                 "the frozen LM's input-token embeddings, mean-pooled over the prompt's text tokens"
                 if mixer.config.prompt_encoder == pclm.LM_EMBEDDINGS else

@@ -158,6 +158,10 @@ class TrainSettings(ModelSettings, SourceSettings):
             # The paper's: a random wrong option of an MCQ item (not its adversarial label); on VocalGrad configs the
             # transcript's claim of an incongruent conflict row, else a random wrong answer (binary: the opposite)
             self.dpo_rejected = "claim" if is_vocalgrad(self.category) else "random"
+        if not self.scope:  # the paper's stage 2 and DPO fine-tune the LLM: every linear layer
+            if self.recipe is None:
+                raise ValueError("--scope is required (lm_head or all_linear) unless --recipe is given")
+            self.scope = "all_linear"
         for name, value, allowed in (("scope", self.scope, SCOPES), ("lr scheduler", self.lr_scheduler, SCHEDULES),
                                      ("eval mode", self.eval_mode, EVAL_MODES)):
             if value not in allowed:
@@ -286,8 +290,9 @@ def _add_run_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     p.add_argument("--category", required=True,
                    help="the config to train on, e.g. volume, volume-conflict or voxparadox-pitch (VoxParadox-lite "
                         "items, multiple choice)")
-    p.add_argument("--scope", required=True, choices=SCOPES,
-                   help="lm_head: the text head only; all_linear: every linear layer of the language model")
+    p.add_argument("--scope", default=None, choices=SCOPES,
+                   help="lm_head: the text head only; all_linear: every linear layer of the language model "
+                        "(required, but with --recipe, whose LLM stages fine-tune all_linear)")
     p.add_argument("--include-audio-tower", action="store_true",
                    help="all_linear also adapts the audio encoder and projector (as the published runs did)")
     p.add_argument("--out", required=True, help="run directory (resumed if it exists)")

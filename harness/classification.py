@@ -89,13 +89,13 @@ class MappedClassifySource(MappedMCQSource):
     def _load(self, dataset: str) -> list[dict[str, Any]]:
         raw = self._preloaded
         if raw is None:
-            from harness.mcq_source import _local_files, _read_table
+            from harness.mcq_source import local_files, read_table
 
             if self.root.exists():
-                files = _local_files(self.root, self.split)
+                files = local_files(self.root, self.split)
                 if not files:
                     raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or a data file)")
-                raw = [(str(f), i, r) for f in files for i, r in enumerate(_read_table(f))]
+                raw = [(str(f), i, r) for f in files for i, r in enumerate(read_table(f))]
             else:
                 raw = self._hub_rows(dataset)
         for where, _i, row in raw:  # the label set first: every item offers all of its task's labels
@@ -145,6 +145,21 @@ class MappedClassifySource(MappedMCQSource):
         """Every task of a mapped classification dataset is of the classify kind."""
         return "classify"
 
+    def _audio(self, item: Mapping[str, Any]) -> Any:
+        """A video file's audio through FFmpeg (harness.meld.video_audio); anything else as the MCQ source reads it."""
+        value = item["audio"]
+        path = value.get("path") if isinstance(value, Mapping) and not value.get("bytes") else value
+        if isinstance(path, str):
+            from pathlib import Path
+
+            from harness.meld import VIDEO_SUFFIXES, video_audio
+            from vocalgrad_dataset.fileio import safe_join
+
+            if Path(path).suffix.lower() in VIDEO_SUFFIXES:
+                base = self.root if self.root.is_dir() else self.root.parent
+                return video_audio(safe_join(base, path, where=item["_where"], hint=""), item["_where"])
+        return super()._audio(item)
+
 
 def classify_vocabulary(labels: Sequence[str]) -> Vocabulary:
     """The item's answers: letters A.. standing for the labels (scored in choices mode), read by the option parser."""
@@ -191,7 +206,7 @@ def scores_from_confusion(cm: np.ndarray) -> dict[str, np.ndarray | float]:
             "macro_f1": f1.mean(axis=-1), "weighted_f1": weighted}
 
 
-def _bootstrap_cms(gold_idx: np.ndarray, pred_idx: np.ndarray, k: int, samples: int, seed: int) -> np.ndarray:
+def bootstrap_confusions(gold_idx: np.ndarray, pred_idx: np.ndarray, k: int, samples: int, seed: int) -> np.ndarray:
     """Confusion counts of `samples` item resamples (with replacement), shape (samples, K, K+1)."""
     rng = np.random.default_rng(seed)
     n = len(gold_idx)
@@ -221,7 +236,7 @@ def classification_metrics(gold: Sequence[str], pred: Sequence[str | None], labe
         index = {lab: i for i, lab in enumerate(labels)}
         g = np.array([index[x] for x in gold], dtype=np.int64)
         p = np.array([index.get(x, k) if x is not None else k for x in pred], dtype=np.int64)
-        boot = scores_from_confusion(_bootstrap_cms(g, p, k, samples, seed))
+        boot = scores_from_confusion(bootstrap_confusions(g, p, k, samples, seed))
         reps: dict[str, np.ndarray] = {m: np.asarray(boot[m]) for m in names}
         for i, lab in enumerate(labels):
             for m in ("precision", "recall", "f1"):

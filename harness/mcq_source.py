@@ -78,6 +78,9 @@ def _read_table(file: Path) -> list[dict[str, Any]]:
     raise ValueError(f"{file}: expected a .parquet, .jsonl or .csv file")
 
 
+local_files, read_table = _local_files, _read_table  # public names for other row sources (classify)
+
+
 class MappedMCQSource:
     """MCQ rows of a benchmark whose columns are named by a mapping (module docstring)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -51,6 +52,7 @@ from vocalgrad_dataset.progress import progress
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
 # timeouts (10-30 min) would kill long runs. If a rank crashes, the launcher tears the group down.
 BARRIER_TIMEOUT = timedelta(hours=12)
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -69,6 +71,7 @@ class EvalSettings(ModelSettings, RowSettings):
     max_new_tokens: int = 128  # SPEC §5 published budget
     retry_max_new_tokens: int = 256  # one retry when the first answer is unparsed
     data_workers: int = 0  # processes generating/decoding rows ahead of the model (0: in this process)
+    frontend_workers: int = 1  # threads preparing prompts and model inputs ahead of the model (0: serial)
     preflight: bool = True  # ask a few high-tier clips first; stop when most answers are unusable
     max_error_rate: float = res.DEFAULT_MAX_ERROR_RATE  # more error rows than this share: incomplete, exit non-zero
 
@@ -176,10 +179,37 @@ def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, var
     }
 
 
-def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
-                   settings: EvalSettings) -> list[SampleRow]:
-    """Samples rows for one batch of benchmark rows (never raises for model errors)."""
+@dataclass
+class PreparedBatch:
+    """A batch after the CPU front end: a samples row per benchmark row, the prompts that could be built
+    (already through the model's prepare_prompts), their row indices and their answer vocabularies."""
+
+    out: list[SampleRow]
+    prompts: list[Prompt]
+    live: list[int]
+    vocabs: list[Vocabulary]
+
+
+def prepare_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
+                  settings: EvalSettings) -> PreparedBatch:
+    """The CPU front end of one batch (template, then the model's own CPU work: resampling, features), which
+    the runner runs in a background thread ahead of the model; never raises for a bad row."""
     out, prompts, live, vocabs = _prompted_rows(rows, variant, settings)
+    prepare = getattr(model, "prepare_prompts", None)  # optional: wrappers without it do all in their call
+    if prompts and callable(prepare):
+        try:
+            prompts = list(prepare(prompts))
+        except Exception as err:  # noqa: BLE001 - the model call then meets (and isolates) the failure itself
+            log.debug("prepare_prompts failed (%r); the model call prepares the batch", err)
+    return PreparedBatch(out, prompts, live, vocabs)
+
+
+def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
+                   settings: EvalSettings, prepared: PreparedBatch | None = None) -> list[SampleRow]:
+    """Samples rows for one batch of benchmark rows (never raises for model errors); `prepared`: the batch's
+    front end already run (prepare_batch), else it runs here."""
+    p = prepared or prepare_batch(model, rows, variant, settings)
+    out, prompts, live, vocabs = p.out, p.prompts, p.live, p.vocabs
     if not prompts:
         return out
     # The model's *_items calls isolate failures per item (AudioLM contract): one bad clip, one error row.
@@ -203,6 +233,37 @@ def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
     return out
 
 
+PROMPT_KEY = "_front_end_prompt"  # (prompt, vocabulary) a DataLoader worker built for its row (RowFrontEnd)
+
+
+class RowFrontEnd:
+    """The per-row front end DataLoader workers run (picklable): the prompt, then the model's per-clip CPU work
+    (clip_front_end: resampling, per-clip features). A row it fails on is left as it was, so the main
+    process builds it again and records the error as the serial path does."""
+
+    def __init__(self, variant: Variant, clip_front_end: Any) -> None:
+        # by name: variants hold lambdas, which do not pickle; every variant but few-shot resolves from its name
+        self.variant, self.clip_front_end = variant.name, clip_front_end
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        try:
+            prompt, vocab = build_prompt(row, get_variant(self.variant))
+            if self.clip_front_end is not None:
+                prompt = self.clip_front_end(prompt)
+        except Exception:  # noqa: BLE001 - rebuilt (and turned into an error row) in the main process
+            return row
+        return {**row, PROMPT_KEY: (prompt, vocab)}
+
+
+def row_front_end(model: AudioLM, variant: Variant) -> RowFrontEnd | None:
+    """What DataLoader workers may run ahead for this model and variant; None where it cannot travel to
+    another process (few-shot variants carry their train pool)."""
+    if variant.base == "few-shot":
+        return None
+    factory = getattr(model, "clip_front_end", None)
+    return RowFrontEnd(variant, factory() if callable(factory) else None)
+
+
 def _prompted_rows(rows: list[dict[str, Any]], variant: Variant, settings: EvalSettings
                    ) -> tuple[list[SampleRow], list[Prompt], list[int], list[Vocabulary]]:
     """(a samples row per benchmark row, the prompts that could be built, their row indices, their
@@ -213,7 +274,7 @@ def _prompted_rows(rows: list[dict[str, Any]], variant: Variant, settings: EvalS
     vocabs: list[Vocabulary] = []
     for row in rows:
         try:
-            prompt, vocab = build_prompt(row, variant)
+            prompt, vocab = row[PROMPT_KEY] if PROMPT_KEY in row else build_prompt(row, variant)
         except Exception as err:
             vocab = row_vocabulary(row, variant)
             out.append({**_base_row(row, None, vocab, variant, settings), "error": _error_text(err)})
@@ -277,13 +338,17 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
                    dynamic_ncols=True, leave=True)
         # the bar closes (ending its line) also when an error propagates, so the message starts a line
         with bar, res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
-            from harness.prefetch import prefetched_rows  # torch's DataLoader: only when rows are read
+            from harness.prefetch import prefetched_rows, run_ahead  # DataLoader: only when rows are read
 
-            produced = prefetched_rows(source, config, mine, settings.data_workers)
+            produced = prefetched_rows(source, config, mine, settings.data_workers, row_front_end(model, variant))
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
             secrets = run_secrets(settings.model_args)  # also keys read from the environment
-            for batch in _batches(rows, batch_size):
-                writer.write_batch([scrub_row(r, secrets) for r in evaluate_batch(model, batch, variant, settings)])
+            # The next batches' front end runs in a thread while the model answers this one (same order).
+            ahead = run_ahead(_batches(rows, batch_size), lambda b: prepare_batch(model, b, variant, settings),
+                              settings.frontend_workers)
+            for batch, prepared in ahead:
+                samples = evaluate_batch(model, batch, variant, settings, prepared)
+                writer.write_batch([scrub_row(r, secrets) for r in samples])
                 bar.update(len(batch))
     dist.barrier()  # every shard is complete before the merge
     if dist.is_main:
@@ -334,7 +399,7 @@ def _where(path: str | None) -> str | None:
 def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> dict[str, Any]:
     """Every setting that can change an answer; a run directory only resumes under the same key.
 
-    Left out on purpose: batch size, processes, data workers and --limit (which clips, not their answers),
+    Left out on purpose: batch size, processes, data and front-end workers and --limit (which clips, not their answers),
     and secret model args (a rotated API key changes no answer and must not reach the file).
     """
     kind, _, where = source.description.partition(":")
@@ -555,6 +620,10 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="prompt variant (SPEC §5), e.g. swap_order+audio_ref (default: %(default)s)")
     g.add_argument("--data-workers", type=nonnegative_int, default=0,
                    help="processes that generate/decode rows ahead of the model (default: 0, in this process)")
+    g.add_argument("--frontend-workers", type=nonnegative_int, default=1,
+                   help="threads that prepare the next batches' CPU front end (template, resampling, features) "
+                        "while the model answers the current one; answers are unchanged (default: %(default)s; "
+                        "0: all in the model's thread)")
     g.add_argument("--limit", type=limit_type, default=None,
                    help="N clips (or a fraction 0 < f < 1) of each config, a sample stratified over source clip, "
                         "tier, curve and direction; reports and results.json say the run was limited")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +47,7 @@ from harness.settings import (
 )
 from probing.store import FORMAT, FeatureWriter, config_hash
 from vocalgrad_dataset.argtypes import positive_int
+from vocalgrad_dataset.tasks import task_config
 
 log = logging.getLogger(__name__)
 
@@ -182,11 +184,20 @@ def probe_prompt(row: dict[str, Any], variant: Variant) -> Prompt:
     elif variant.base == "cross-attribute":
         word = attribute_word(variant.cross_category)
     elif row.get("kind") == "mcq":  # an item's own question: its task's word when the question says it
-        task = str(task_config(row["category"]).params.get("task") or row["category"]) if row.get("category") else ""
-        word = task if task and re.search(rf"\b{re.escape(task)}\b", str(row.get("question", ""))) else None
+        word = _mcq_attribute(row)
     else:
         word = row.get("attribute") or attribute_word(row["category"])
     return replace(prompt, meta={**prompt.meta, "attribute": word})
+
+
+def _mcq_attribute(row: dict[str, Any]) -> str | None:
+    """The attribute word of a multiple-choice item: its declared task ("pitch" of voxparadox-pitch) when the
+    question contains it as a word, else None (a mapped benchmark's task, a question that names no attribute)."""
+    try:
+        task = str(task_config(str(row["category"])).params.get("task") or "")
+    except ValueError:  # a mapped MCQ benchmark's task is not a declared config
+        return None
+    return task if task and re.search(rf"\b{re.escape(task)}\b", str(row.get("question", ""))) else None
 
 
 def _chunks(units: Sequence[SourceUnit], size: int) -> Iterator[list[SourceUnit]]:

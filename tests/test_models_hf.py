@@ -182,3 +182,38 @@ def test_af3_refuses_two_clips_per_prompt():
     items = lm.generate_items([two, PROMPTS[0]], max_new_tokens=2)
     assert isinstance(items[0], ModelError) and "at most 1 clip" in items[0].message
     assert isinstance(items[1], str)
+
+
+def test_fast_encoder_generate_equals_the_full_window(lm):
+    """Generate mode (the paper's) on the fast encoder: the same greedy strings as the 30 s window, and
+    model_info says which path ran."""
+    fast = tiny_model(lm.spec.name, batch_size=8, fast_encoder=True)
+    assert fast.fast_generate and not lm.fast_generate
+    assert fast.generate(PROMPTS, max_new_tokens=12) == lm.generate(PROMPTS, max_new_tokens=12)
+    assert fast.provenance()["fast_encoder"] == {"choices": True, "generate": True}
+    assert lm.provenance()["fast_encoder"] == {"choices": False, "generate": False}
+
+
+def test_fast_generate_runs_on_the_fast_embeddings(lm, monkeypatch):
+    """The fast path is really taken in generate mode: the stock audio tower is never called."""
+    fast = tiny_model(lm.spec.name, batch_size=8, fast_encoder=True)
+    calls = []
+    hook = fast.model.model.audio_tower.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        fast.generate(PROMPTS[:1], max_new_tokens=2)
+    finally:
+        hook.remove()
+    assert calls == []
+
+
+def test_prepared_inputs_are_the_model_calls_own(lm):
+    """prepare_prompts (the runner's front-end thread) leaves the exact tensors the call would build, and
+    the call uses (and drops) them: same answers, nothing left behind."""
+    ready = lm.prepare_prompts(PROMPTS)
+    assert [p.clip_id for p in ready] == ["a", "b", "c"]
+    assert all(a.sampling_rate == lm.spec.sampling_rate for p in ready for a in p.audios)
+    (key, (batch, inputs)), = lm._ready.items()
+    own = lm._encode_cpu(batch, None)
+    assert own.keys() == inputs.keys() and all(torch.equal(own[k], inputs[k]) for k in own)
+    assert lm.generate(ready, max_new_tokens=6) == lm.generate(PROMPTS, max_new_tokens=6)
+    assert not lm._ready

@@ -411,3 +411,19 @@ def test_results_schema_and_jsonl_tolerance(reference_run: Path, tmp_path: Path)
     p.write_text('{"a": 1}\n{"a" 2}\n{"a": 3}\n')
     with pytest.raises(ValueError, match=r"x\.jsonl:2: corrupt JSON line"):
         res.read_jsonl(p)  # damage in the middle is never silently skipped
+
+
+def test_front_end_threads_leave_every_byte_unchanged(reference_run: Path, release: Path, tmp_path: Path) -> None:
+    """The serial path (--frontend-workers 0) and three front-end threads write the reference run's files."""
+    run(tmp_path / "serial", release, frontend_workers=0)
+    run(tmp_path / "threads", release, frontend_workers=3)
+    assert merged(tmp_path / "serial") == merged(reference_run) == merged(tmp_path / "threads")
+
+
+def test_front_end_threads_kill_then_resume(reference_run: Path, release: Path, tmp_path: Path) -> None:
+    """A model dying mid-run with batches prepared ahead loses none and duplicates none on resume."""
+    with pytest.raises(Killed):
+        run(tmp_path, release, model=FakeModel(ERROR_IDS, kill_after=15), frontend_workers=2)
+    assert len(res.read_jsonl(res.shard_path(tmp_path, "volume", 0))) == 15
+    run(tmp_path, release, frontend_workers=2)
+    assert merged(tmp_path) == merged(reference_run)

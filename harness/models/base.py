@@ -201,11 +201,26 @@ class BaseAudioLM:
         return merge_hidden(raise_if_errors(self.hidden_items(prompts)))
 
     # ---- the batching engine -------------------------------------------------------------------------
+    @staticmethod
+    def _batch_order(prompts: list[Prompt]) -> list[int]:
+        """The order _map runs prompts in; its batches are consecutive runs of batch_size of it."""
+        # Longest first: similar lengths pad less, and an OOM shows up on the first batch, not the last.
+        return sorted(range(len(prompts)), key=lambda i: -audio_seconds(prompts[i]))
+
+    def planned_batches(self, prompts: list[Prompt]) -> list[list[Prompt]]:
+        """The batches a *_items call on `prompts` will run (unless an OOM halves them)."""
+        order = self._batch_order(prompts)
+        return [[prompts[i] for i in order[k : k + self.batch_size]] for k in range(0, len(order), self.batch_size)]
+
+    def prepare_prompts(self, prompts: list[Prompt]) -> list[Prompt]:
+        """CPU work that can run ahead of the model (the runner calls it from its front-end thread): prompts
+        that get the same answers, possibly with work done or cached; the default does nothing."""
+        return prompts
+
     def _map(self, prompts: list[Prompt], fn: Callable[[list[Prompt]], list[T]]) -> list[T | ModelError]:
         """Run fn over length-sorted batches, halving the batch on OOM and isolating failing items."""
         n = len(prompts)
-        # Longest first: similar lengths pad less, and an OOM shows up on the first batch, not the last.
-        order = sorted(range(n), key=lambda i: -audio_seconds(prompts[i]))
+        order = self._batch_order(prompts)
         results: list[Any] = [None] * n
         pos = 0
         while pos < n:

@@ -14,6 +14,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+# Families whose greedy generation runs on the fast encoder's embeddings: tests/test_models_hf.py proves the
+# greedy strings equal the full-window ones on their tiny models. Any other family generates with the stock
+# forward even when fast_encoder is on (model_info records which path ran).
+GENERATE_EXACT = frozenset({"qwen2-audio", "audio-flamingo-3"})
+
 # The convolutions (kernel 3, padding 1; then stride 2) read one frame beyond the last valid conv1
 # output, which itself reads one mel frame further: two frames past the valid ones.
 _BOUNDARY_FRAMES = 2

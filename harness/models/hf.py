@@ -6,6 +6,8 @@ import copy
 import inspect
 import logging
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_ba
 from .checkpoint import active_lora_adapters, adapter_digest, local_folder, weights_digest
 from .external import hub_commit
 from .families import AudioStack, FamilySpec, get_family
-from .fast_encoder import build_fast_audio
+from .fast_encoder import GENERATE_EXACT, build_fast_audio
 from .frontends import importable, load_processor, without_towers
 from .protocol import AudioClip, HiddenStates, Prompt
 
@@ -28,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # Rendered in place of a clip when only the chat template's text is needed (the processor inserts audio).
 _AUDIO_STUB = "<clip>"
+# Processor outputs prepare_prompts may hold at once (a few batches of the runner's front end)
+_READY_BATCHES = 8
 
 
 @dataclass
@@ -219,6 +223,7 @@ class HFAudioLM(BaseAudioLM):
         attn_implementation: str | None = None,
         fast_encoder: bool = False,
         feature_device: str | None = None,
+        stop_strings: list[str] | tuple[str, ...] | None = None,
         revision: str | None = None,
         protocol: str | None = None,
         model: Any = None,
@@ -268,12 +273,19 @@ class HFAudioLM(BaseAudioLM):
         self._template_owner = self._find_template()
         self.audio_token_id = _audio_token_id(self.model.config, processor)
         self.fast = build_fast_audio(self.model, self.spec.fast_encoder) if fast_encoder else None
+        # generate mode too, only where greedy strings are proven equal to the full window's (fast_encoder.py)
+        self.fast_generate = self.fast is not None and self.spec.name in GENERATE_EXACT
+        self.stop_strings = tuple(stop_strings or ())
         if fast_encoder and self.fast is None:
             log.warning("%s: no proven fast encoder for family %s; using the stock forward", self.name, self.spec.name)
         # Where the processor computes log-mels ("cuda" moves 30 s STFTs off the CPU); None: the CPU.
         self.feature_device = feature_device
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._choice_memo: dict[str, tuple[list[int], str]] = {}
+        # prepare_prompts' processor outputs, keyed by the prompt objects of a batch; the lock serialises the
+        # tokenizer/processor between the front-end thread and the model thread
+        self._ready: OrderedDict[tuple[int, ...], tuple[list[Prompt], dict[str, torch.Tensor]]] = OrderedDict()
+        self._frontend_lock = threading.RLock()
 
     def _protocol(self, protocol: str | None) -> str:
         """"paper" (the default for the families the paper ran) or "card" (the model card's settings)."""
@@ -331,6 +343,9 @@ class HFAudioLM(BaseAudioLM):
             "family": self.spec.name, "revision": self.revision, "protocol": self.protocol, **self._weights,
             "dtype": str(self.dtype).removeprefix("torch."), "device": str(self.device), **self._adapter,
             "active_adapters": active_lora_adapters(self.model),
+            # which speed paths ran: the fast encoder per mode (off where not proven exact), stop strings
+            "fast_encoder": {"choices": self.fast is not None, "generate": self.fast_generate},
+            "stop_strings": list(self.stop_strings),
             "versions": {p: version(p) for p in ("torch", "transformers", "vocalgrad")},
         }
 
@@ -412,10 +427,52 @@ class HFAudioLM(BaseAudioLM):
             messages, tokenize=False, add_generation_prompt=generation_prompt
         )
 
+    def clip_front_end(self) -> ClipsAt:
+        """The per-clip CPU work DataLoader workers may do ahead (picklable): resampling to the family's rate."""
+        return ClipsAt(self.spec.sampling_rate)
+
+    def prepare_prompts(self, prompts: list[Prompt]) -> list[Prompt]:
+        """The CPU front end ahead of the model (called from the runner's front-end thread): clips resampled to
+        the family's rate, then the template and processor (log-mels) run for each batch the next *_items call
+        on these prompts will form; that call then finds its inputs ready (identical tensors, same code)."""
+        ready = list(map(self.clip_front_end(), prompts))
+        for batch in self.planned_batches(ready):
+            try:
+                inputs = self._encode_cpu(batch, None)
+            except Exception:  # noqa: BLE001 - the model call re-raises it and isolates the failing item
+                continue
+            with self._frontend_lock:
+                self._ready[tuple(map(id, batch))] = (batch, inputs)
+                while len(self._ready) > _READY_BATCHES:  # batches an OOM split never asked for: bounded
+                    self._ready.popitem(last=False)
+        return ready
+
     def _encode(self, prompts: list[Prompt], suffixes: list[str] | None = None) -> dict[str, torch.Tensor]:
-        """Processor outputs for a batch (left padded), on the model's device and dtype."""
+        """Processor outputs for a batch (left padded), on the model's device and dtype (prepared ahead by
+        prepare_prompts when it ran on exactly these prompt objects)."""
+        found = None
+        if not suffixes:
+            with self._frontend_lock:
+                found = self._ready.pop(tuple(map(id, prompts)), None)
+        if found is not None and all(a is b for a, b in zip(found[0], prompts, strict=True)):
+            inputs = found[1]
+        else:
+            inputs = self._encode_cpu(prompts, suffixes)
+        out = {}
+        for k, v in inputs.items():
+            v = v.to(self.device)
+            out[k] = v.to(self.dtype) if v.is_floating_point() else v
+        return out
+
+    def _encode_cpu(self, prompts: list[Prompt], suffixes: list[str] | None) -> dict[str, torch.Tensor]:
+        """The processor's tensors for a batch, before any move to the model's device."""
         for p in prompts:
             self._check_audio_limits(p)
+        with self._frontend_lock:  # fast tokenizers refuse concurrent use (padding state is mutated per call)
+            inputs = self._process(prompts, suffixes)
+        return {k: v for k, v in dict(inputs).items() if isinstance(v, torch.Tensor)}
+
+    def _process(self, prompts: list[Prompt], suffixes: list[str] | None) -> Any:
         if self.spec.input_style == "chat":
             if suffixes:
                 raise ModelError(f"{self.spec.name}: prompt+answer rows need a 'render' family")
@@ -429,12 +486,7 @@ class HFAudioLM(BaseAudioLM):
             )
         else:
             inputs = self._process_rendered(prompts, suffixes)
-        out = {}
-        for k, v in dict(inputs).items():
-            if isinstance(v, torch.Tensor):
-                v = v.to(self.device)
-                out[k] = v.to(self.dtype) if v.is_floating_point() else v
-        return out
+        return inputs
 
     def _check_audio_limits(self, prompt: Prompt) -> None:
         """ModelError for more clips, or a longer clip, than the family's front end takes (never truncated)."""
@@ -588,9 +640,29 @@ class HFAudioLM(BaseAudioLM):
             from transformers import GenerationMixin
 
             generate = GenerationMixin.generate.__get__(self.model)
-        out = generate(**inputs, generation_config=config, **self.spec.generate_kwargs)
+        gen_inputs: dict[str, Any] = inputs
+        if self.fast_generate:
+            # The audio embeddings from the valid mel frames only (not 30 s of padding); the ids stay, so the
+            # output still starts with the prompt and the checkpoint's generation config sees the same text.
+            gen_inputs = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
+                          "inputs_embeds": self._fast_embeds(inputs)}
+        stops = self._stopping_criteria(inputs["input_ids"].shape[1])
+        if stops:
+            gen_inputs = {**gen_inputs, "stopping_criteria": stops}
+        out = generate(**gen_inputs, generation_config=config, **self.spec.generate_kwargs)
         new_tokens = out[:, inputs["input_ids"].shape[1] :]
-        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        with self._frontend_lock:
+            texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        return [cut_at_stop(t, self.stop_strings) for t in texts] if self.stop_strings else texts
+
+    def _stopping_criteria(self, prompt_len: int) -> Any:
+        """Criteria that end generation for a row once its new text holds a stop string (EOS already ends a
+        row in transformers; a batch ends when every row has ended). None without stop strings."""
+        if not self.stop_strings:
+            return None
+        from transformers import StoppingCriteriaList
+
+        return StoppingCriteriaList([RowStopStrings(self.tokenizer, self.stop_strings, prompt_len, self._frontend_lock)])
 
     def _choice_token_ids(self, choices: tuple[str, ...]) -> list[list[int]]:
         return [self._choice_tokens(c)[0] for c in choices]
@@ -599,6 +671,10 @@ class HFAudioLM(BaseAudioLM):
         """Token ids of a choice exactly as the template renders it after the generation prompt, and that text."""
         if choice in self._choice_memo:
             return self._choice_memo[choice]
+        with self._frontend_lock:  # the tokenizer is shared with the front-end thread
+            return self._choice_tokens_unlocked(choice)
+
+    def _choice_tokens_unlocked(self, choice: str) -> tuple[list[int], str]:
         encode = self.tokenizer.encode
         if self.spec.input_style == "chat":
             result = (list(encode(choice, add_special_tokens=False)), choice)
@@ -740,6 +816,42 @@ class HFAudioLM(BaseAudioLM):
             if end is not None and end >= 1:
                 found["query-2"], found["query-1"] = end - 1, end
         return found
+
+
+class ClipsAt:
+    """Prompts with every clip mono float32 at `rate`: what mono_at does inside the model call, done ahead
+    (the model's own mono_at then returns the samples unchanged, so the inputs are identical)."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+
+    def __call__(self, prompt: Prompt) -> Prompt:
+        rate = self.rate
+        if all(a.sampling_rate == rate and a.array.ndim == 1 and a.array.dtype == np.float32 for a in prompt.audios):
+            return prompt
+        return Prompt(tuple(AudioClip(mono_at(s, rate), rate) if isinstance(s, AudioClip) else s
+                            for s in prompt.segments), prompt.clip_id, prompt.meta)
+
+
+class RowStopStrings:
+    """A transformers stopping criterion: True per row once its generated text contains a stop string.
+
+    Rows that stop are padded by generate() while the others go on, and generate() returns as soon as every
+    row has stopped (by this or by EOS); the text after the stop string is cut off by the caller."""
+
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...], prompt_len: int, lock: Any) -> None:
+        self.tokenizer, self.stops, self.prompt_len, self.lock = tokenizer, stops, prompt_len, lock
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        with self.lock:
+            texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len :], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.stops) for t in texts], device=input_ids.device)
+
+
+def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
+    """The text up to (not including) its first stop string."""
+    ends = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return text[: min(ends)] if ends else text
 
 
 def _find_last(ids: list[int], pattern: list[int]) -> int | None:

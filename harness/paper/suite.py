@@ -149,6 +149,9 @@ def collect_entries(path: Path, seen: tuple[Path, ...] = ()) -> tuple[list[Entry
 # ---- runs ----------------------------------------------------------------------------------------------
 
 
+EXTERNAL_CONFIGS: tuple[str, ...] = ("meld",)  # tasks of a --task-kind classify dataset (Table 22's MELD)
+
+
 def run_configs(entry: Entry) -> tuple[str, ...]:
     """A run's configs: a list of canonical config names, or a {category} pattern expanded in Table 2 order."""
     value = entry.raw.get("configs")
@@ -160,6 +163,8 @@ def run_configs(entry: Entry) -> tuple[str, ...]:
         got = "nothing" if value is None else repr(value)
         raise entry.error("configs", f'expected a list of configs or a pattern such as "{{category}}-yesno", got {got}')
     for config in configs:
+        if config in EXTERNAL_CONFIGS:  # a mapped dataset's task (MELD, Table 22), not a generated config
+            continue
         try:
             canonical = parse_config(config).name
         except ValueError as err:
@@ -176,7 +181,8 @@ def run_variant(entry: Entry, prompt: str, configs: Sequence[str]) -> Variant:
     try:
         variant = get_variant(prompt)
         for config in configs:
-            variant.vocabulary(config)
+            if config not in EXTERNAL_CONFIGS:
+                variant.vocabulary(config)
     except ValueError as err:
         raise entry.error("prompt", str(err)) from None
     return variant
@@ -188,7 +194,7 @@ def run_source(entry: Entry, configs: Sequence[str]) -> str | None:
     if source is not None and source not in SOURCE_NAMES and ":" not in source:
         raise entry.error("source", f"unknown source {source!r}{did_you_mean(source, SOURCE_NAMES)} "
                                     f"(sources: {', '.join(SOURCE_NAMES)} or package.module:Factory)")
-    for config in configs:
+    for config in (c for c in configs if c not in EXTERNAL_CONFIGS):
         bound = parse_config(config).source
         if bound not in (None, source):
             raise entry.error("source", f"config {config!r} is generated from the {bound} source only: give source: {bound}")

@@ -472,3 +472,83 @@ def cross_attribute(t: TableRequest) -> str:
     return ("Rows: the category whose attribute changes in the audio; columns: the attribute word asked "
             f"({', '.join(f'{c} = {attribute_word(c)}' for c in asked)}). Accuracy (%) against the audio's "
             "direction.\n\n" + "\n\n".join(parts))
+
+
+# ---- Table 22: transfer of VocalGrad fine-tuning to emotion recognition (MELD, appendix C.13) ------------
+MELD_CONFIG = "meld"
+
+
+def meld_transfer_inputs(t: TableRequest) -> list[tuple[str, list[str], list[str | None], list[str]] | None]:
+    """Per run: (label, gold, predictions, labels) of its `meld` samples, or None when they are missing."""
+    out: list[tuple[str, list[str], list[str | None], list[str]] | None] = []
+    for run in t.runs:
+        rows = t.inputs.rows(run.name, MELD_CONFIG)
+        if not rows:
+            out.append(None)
+            continue
+        ordered = sorted(rows, key=lambda r: str(r["benchmark_clip_id"]))  # paired by item
+        out.append((t.label(run), [str(r["gold"]) for r in ordered],
+                    [None if r.get("error") else r.get("pred") for r in ordered], list(ordered[0]["options"])))
+    return out
+
+
+def paired_macro_f1_test(gold: Sequence[str], a: Sequence[str | None], b: Sequence[str | None],
+                         labels: Sequence[str], samples: int = 1000, seed: int = 20260) -> tuple[float, float]:
+    """(macro-F1(b) − macro-F1(a), two-sided paired-bootstrap p): both runs resampled with the same items; p is
+    twice the smaller share of replicate differences on either side of 0 (capped at 1)."""
+    import numpy as np
+
+    from harness.classification import bootstrap_confusions, classification_metrics, scores_from_confusion
+
+    k = len(labels)
+    index = {lab: i for i, lab in enumerate(labels)}
+    g = np.array([index[x] for x in gold])
+    codes = [np.array([index.get(x, k) if x is not None else k for x in p]) for p in (a, b)]
+    diff = (classification_metrics(gold, b, labels, samples=0)["macro_f1"]
+            - classification_metrics(gold, a, labels, samples=0)["macro_f1"])
+    reps = [np.asarray(scores_from_confusion(bootstrap_confusions(g, c, k, samples, seed))["macro_f1"]) for c in codes]
+    d = reps[1] - reps[0]
+    return diff, float(min(1.0, 2 * min((d <= 0).mean(), (d >= 0).mean())))
+
+
+@table_kind("meld-transfer", runs=(1, None))
+def meld_transfer(t: TableRequest) -> str:
+    """Per-class precision / recall / F1 and macro-F1 of each run on MELD (the base first), and the paired tests
+    of each adapter against the base: McNemar (exact) on per-item correctness, paired bootstrap on macro-F1."""
+    from harness.classification import classification_metrics
+    from harness.metrics import mcnemar_exact
+
+    runs = meld_transfer_inputs(t)
+    labels = next((r[3] for r in runs if r is not None), [])
+    head = ["model", *(f"{lab.capitalize()} {m}" for lab in labels for m in ("P", "R", "F1")), "macro-F1", "acc"]
+    body, metrics = [], []
+    for run, data in zip(t.runs, runs, strict=True):
+        if data is None:
+            body.append([t.label(run), *[MISSING] * (len(head) - 1)])
+            metrics.append(None)
+            continue
+        m = classification_metrics(data[1], data[2], data[3])
+        metrics.append(m)
+        body.append([data[0], *(pct(m[f"{x}_{lab}"]) for lab in labels for x in ("precision", "recall", "f1")),
+                     f"{pct(m['macro_f1'])} [{pct(m['macro_f1_ci_low'])}, {pct(m['macro_f1_ci_high'])}]",
+                     pct(m["accuracy"])])
+    parts = [markdown_table(head, body)]
+    base = runs[0]
+    tests = []
+    for data in runs[1:]:
+        if base is None or data is None or data[1] != base[1]:
+            continue
+        right_a = [p == g for p, g in zip(base[2], base[1], strict=True)]
+        right_b = [p == g for p, g in zip(data[2], data[1], strict=True)]
+        only_a = sum(a and not b for a, b in zip(right_a, right_b, strict=True))
+        only_b = sum(b and not a for a, b in zip(right_a, right_b, strict=True))
+        diff, p_boot = paired_macro_f1_test(base[1], base[2], data[2], labels)
+        tests.append([f"{data[0]} vs {base[0]}", f"{100 * diff:+.1f}", f"{p_boot:.3f}", f"{only_a} / {only_b}",
+                      f"{mcnemar_exact(only_a, only_b):.3f}"])
+    if tests:
+        parts.append("Paired tests against the base (same items): macro-F1 difference (points) with its paired-"
+                     "bootstrap p (1,000 item resamples), and McNemar's exact test on per-item correctness "
+                     "(items right only for the base / only for the adapter).\n\n"
+                     + markdown_table(["comparison", "Δ macro-F1", "bootstrap p", "discordant", "McNemar p"], tests))
+    return ("Precision (P), recall (R) and F1 per emotion and macro-F1 (%) with its 95 % bootstrap interval; "
+            "an unparsed answer is a miss of its true class.\n\n" + "\n\n".join(parts))

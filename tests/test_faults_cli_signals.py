@@ -1,4 +1,4 @@
-"""Bad input and faults, round three (issue 22): each case of the issue reproduced for real and answered by one
+"""Bad input and faults, CLI output paths, signals, hostile inputs (issue 22): each case of the issue reproduced for real and answered by one
 clear line naming the file, clip or field, or by the right behaviour."""
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_a_key_from_the_environment_echoed_in_answers_reaches_no_file(release: P
                                                                        monkeypatch) -> None:
     monkeypatch.setenv("GEMINI_API_KEY", ENV_KEY)
     out = tmp_path / "run"
-    assert harness(["eval", "--model", "tests.test_faults_round3:EnvEchoModel", "--dataset", str(release),
+    assert harness(["eval", "--model", "tests.test_faults_cli_signals:EnvEchoModel", "--dataset", str(release),
                     "--configs", "volume", "--out", str(out), "--batch-size", "8"]) == 0
     rows = res.read_jsonl(res.samples_path(out, "volume"))
     assert len(rows) == 72 and all(r["raw"].endswith("(key ***)") for r in rows)  # scrubbed, not dropped
