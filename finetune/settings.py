@@ -154,10 +154,7 @@ class TrainSettings(ModelSettings, SourceSettings):
         """Raise ValueError for settings that cannot work, before any model is loaded."""
         self.category = config_name(self.category)
         self._check_data()
-        if self.dpo_rejected is None:
-            # The paper's: a random wrong option of an MCQ item (not its adversarial label); on VocalGrad configs the
-            # transcript's claim of an incongruent conflict row, else a random wrong answer (binary: the opposite)
-            self.dpo_rejected = "claim" if is_vocalgrad(self.category) else "random"
+        self.dpo_rejected = self.dpo_rejected or default_rejected(self.category)
         if not self.scope:  # the paper's stage 2 and DPO fine-tune the LLM: every linear layer
             if self.recipe is None:
                 raise ValueError("--scope is required (lm_head or all_linear) unless --recipe is given")
@@ -172,13 +169,16 @@ class TrainSettings(ModelSettings, SourceSettings):
         self._check_method()
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max-steps must be >= 1, got {self.max_steps}")
+        self._check_run()
+        if is_vocalgrad(self.category):
+            get_variant(self.prompt).vocabulary(self.category)
+
+    def _check_run(self) -> None:
         if not self.out:
             raise ValueError("--out is required")
         if "adapter" in self.model_args or self.adapter is not None:
             raise ValueError("training starts from the base model; an adapter (--adapter, --model-arg adapter=) "
                              "is for evaluation")
-        if is_vocalgrad(self.category):
-            get_variant(self.prompt).vocabulary(self.category)
 
     def _check_data(self) -> None:
         """The training source (resolved: recorded and fingerprinted so) and the eval configs (resolved). A
@@ -201,7 +201,6 @@ class TrainSettings(ModelSettings, SourceSettings):
         if items and len(items) != len(self.eval_configs):
             raise ValueError(f"--eval-configs mixes built-item configs ({', '.join(items)}) with the generator's: "
                              "evaluate them in separate runs")
-
 
     def _check_method(self) -> None:
         """--recipe resolves to its method and objective; the method's knobs must fit it."""
@@ -238,6 +237,12 @@ class TrainSettings(ModelSettings, SourceSettings):
             raise ValueError(f"pclm-hidden must be >= 1, got {self.pclm_hidden}")
         if self.prompt_encoder and not Path(self.prompt_encoder).expanduser().is_dir():
             raise ValueError(f"--prompt-encoder {self.prompt_encoder}: no such checkpoint directory")
+
+
+def default_rejected(category: str) -> str:
+    """The paper's DPO rejected answer: a random wrong option of an MCQ item (not its adversarial label); on
+    VocalGrad configs the transcript's claim of an incongruent conflict row, else the opposite direction."""
+    return "claim" if is_vocalgrad(category) else "random"
 
 
 def check_resumable(saved: dict[str, Any], settings: TrainSettings, where: Path) -> None:

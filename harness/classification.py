@@ -86,18 +86,21 @@ class MappedClassifySource(MappedMCQSource):
         super().__init__(dataset, split, mapping)
         self.description = f"classify:{self.root}"
 
-    def _load(self, dataset: str) -> list[dict[str, Any]]:
-        raw = self._preloaded
-        if raw is None:
-            from harness.mcq_source import local_files, read_table
+    def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
+        """(where, index, row) of every row: the MELD layout's preloaded items, local files or a Hub copy."""
+        if self._preloaded is not None:
+            return self._preloaded
+        from harness.mcq_source import local_files, read_table
 
-            if self.root.exists():
-                files = local_files(self.root, self.split)
-                if not files:
-                    raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or a data file)")
-                raw = [(str(f), i, r) for f in files for i, r in enumerate(read_table(f))]
-            else:
-                raw = self._hub_rows(dataset)
+        if not self.root.exists():
+            return self._hub_rows(dataset)
+        files = local_files(self.root, self.split)
+        if not files:
+            raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or a data file)")
+        return [(str(f), i, r) for f in files for i, r in enumerate(read_table(f))]
+
+    def _load(self, dataset: str) -> list[dict[str, Any]]:
+        raw = self._raw_rows(dataset)
         for where, _i, row in raw:  # the label set first: every item offers all of its task's labels
             if self.mapping["label"] not in row:
                 raise ValueError(f"{where}: --columns label={self.mapping['label']}: no column "

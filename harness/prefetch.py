@@ -1,11 +1,16 @@
-"""The front end ahead of the model: rows by background processes (DataLoader workers over source clips),
-then prompts and model inputs by a pool of front-end threads (run_ahead)."""
+"""The front end ahead of the model: rows by background processes (RowPool: one spawn pool per run, fed by
+chunks of source units; or DataLoader workers over source clips), then prompts and model inputs by a pool of
+front-end threads (run_ahead)."""
 
 from __future__ import annotations
 
+import hashlib
+import multiprocessing
+import pickle
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from queue import Queue
 from typing import Any, TypeVar
 
@@ -53,6 +58,105 @@ class UnitRows(IterableDataset):
         units = self.units if info is None else self.units[info.id :: info.num_workers]
         rows = self.source.rows(self.config, units)
         yield from rows if self.front_end is None else map(self.front_end, rows)
+
+
+def chunk_units(units: Sequence[SourceUnit], clips: int) -> list[SourceUnit]:
+    """The units cut into pieces of at most `clips` clips, in order (a source renders just the clips it is
+    asked for, in the unit's order, so the pieces' rows one after the other are the unit's rows)."""
+    out = []
+    for u in units:
+        for i in range(0, len(u.clip_ids), clips):
+            part = u.clip_ids[i : i + clips]
+            out.append(SourceUnit(u.key, u.duration_sec * len(part) / len(u.clip_ids), tuple(part)))
+    return out
+
+
+def _warm_worker() -> None:
+    """A pool process's start: the imports every task needs, once (while the model loads)."""
+    import harness.runner  # noqa: F401 - prompts, vocabularies
+    import vocalgrad_dataset.generate  # noqa: F401 - the generator
+
+
+def _ready() -> int:
+    return multiprocessing.current_process().pid or 0
+
+
+_CONTEXT: dict[str, Any] = {}  # a pool process's (source, front end) by token: unpickled once, caches kept
+
+
+def _chunk_rows(token: str, context: bytes, config: str, unit: SourceUnit) -> list[BenchRow]:
+    """One task of a pool process: the rows of one piece of a unit, through the front end."""
+    if token not in _CONTEXT:
+        _CONTEXT.clear()
+        _CONTEXT[token] = pickle.loads(context)
+    source, front_end = _CONTEXT[token]
+    rows = source.rows(config, [unit])
+    return list(rows if front_end is None else map(front_end, rows))
+
+
+Task = tuple[str, SourceUnit]  # (config name, a piece of a unit)
+
+
+class RowPool:
+    """Row processes created once per run (spawn: no CUDA state nor another thread's locks are inherited),
+    before the model loads, so their imports overlap the loading; each task is one piece of a source unit
+    (the config by name: resolved configs hold lambdas), its rows come back built (generation, prompt,
+    per-clip front end), and they are yielded in the tasks' order, so batches, shards and resume are the
+    serial path's. At most `depth` tasks are in flight; tasks of the next config (`then`) are started
+    while this one ends, and kept for the next call when it asks for the same ones (else dropped)."""
+
+    def __init__(self, workers: int, depth: int | None = None, chunk: int = 8) -> None:
+        self.workers, self.depth, self.chunk = workers, depth or 2 * workers, chunk
+        self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_warm_worker)
+        self.inflight: deque[tuple[Task, Future[list[BenchRow]]]] = deque()
+        self._started = [self.executor.submit(_ready) for _ in range(workers)]  # starts every process now
+
+    def wait_ready(self) -> list[int]:
+        """Block until every process has started (imports done); their pids."""
+        return [f.result() for f in self._started]
+
+    def tasks(self, config: str, units: Sequence[SourceUnit]) -> list[Task]:
+        return [(str(config), u) for u in chunk_units(units, self.chunk)]
+
+    def rows(self, source: RowSource, tasks: Sequence[Task], front_end: Callable[[BenchRow], BenchRow] | None,
+             then: Sequence[Task] = ()) -> Iterator[BenchRow]:
+        """The rows of `tasks` in order; `then`: the tasks the next call will likely ask for."""
+        todo = deque(tasks)
+        kept: deque[tuple[Task, Future[list[BenchRow]]]] = deque()
+        while self.inflight and todo and len(kept) < len(todo) and self.inflight[0][0] == todo[len(kept)]:
+            kept.append(self.inflight.popleft())  # started by the previous call as its `then`
+        self._drop()
+        self.inflight = kept
+        pending = deque(list(todo)[len(kept):] + list(then))
+        token, context = self._context(source, front_end)
+        for _ in range(len(todo)):
+            while pending and len(self.inflight) < self.depth:
+                task = pending.popleft()
+                self.inflight.append((task, self.executor.submit(_chunk_rows, token, context, *task)))
+            _task, future = self.inflight.popleft()
+            yield from future.result()
+
+    @staticmethod
+    def _context(source: RowSource, front_end: Any) -> tuple[str, bytes]:
+        """(token, pickled (source, front end)): the token is the bytes' digest, so a process unpickles
+        equal contexts once and the source's caches (source clips, speech) live on across tasks and configs."""
+        context = pickle.dumps((source, front_end))
+        return hashlib.sha256(context).hexdigest(), context
+
+    def _drop(self) -> None:
+        while self.inflight:
+            self.inflight.popleft()[1].cancel()
+
+    def close(self) -> None:
+        self._drop()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> RowPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 _DONE = object()

@@ -314,9 +314,28 @@ def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield batch
 
 
+def _my_units(units: Sequence[SourceUnit], done: set[str], dist: Dist) -> list[SourceUnit]:
+    """This rank's share of the units' clips not yet done."""
+    pending = [
+        SourceUnit(u.key, u.duration_sec * len(left) / len(u.clip_ids), tuple(left))
+        for u in units
+        if (left := [cid for cid in u.clip_ids if cid not in done])
+    ]  # weighted by what is left, so a resumed run is balanced too
+    return [pending[i] for i in assign_units(pending, dist.world_size)[dist.rank]]
+
+
+def expected_units(source: RowSource, config: str, settings: EvalSettings, dist: Dist) -> list[SourceUnit]:
+    """What run_config will most likely ask for on this rank (a hint for the row pool: read-only, no
+    barrier; if the shards change before run_config reads them, the pool's guess is dropped)."""
+    units = limit_units(source.units(config), settings.limit, settings.seed)
+    return _my_units(units, set(res.read_shards(Path(settings.out), config)), dist)
+
+
 def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSettings, dist: Dist,
-               variant: Variant, batch_size: int | None = None) -> dict[str, Any]:
-    """Evaluate one config on this rank, then (rank 0) merge the shards. Returns the task settings."""
+               variant: Variant, batch_size: int | None = None, pool: Any = None,
+               then: Sequence[Any] = ()) -> dict[str, Any]:
+    """Evaluate one config on this rank, then (rank 0) merge the shards. Returns the task settings. `pool`:
+    the run's RowPool (rows built by its processes); `then`: its tasks for the next config, started ahead."""
     out_dir = Path(settings.out)
     batch_size = batch_size or runner_batch_size(settings, model)
     all_units = source.units(config)
@@ -326,12 +345,7 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
     _check_resumable(done_rows.values(), settings, variant, out_dir)
     done = set(done_rows)
     dist.barrier()  # everyone has read the shards before anyone appends
-    pending = [
-        SourceUnit(u.key, u.duration_sec * len(left) / len(u.clip_ids), tuple(left))
-        for u in units
-        if (left := [cid for cid in u.clip_ids if cid not in done])
-    ]  # weighted by what is left, so a resumed run is balanced too
-    mine = [pending[i] for i in assign_units(pending, dist.world_size)[dist.rank]]
+    mine = _my_units(units, done, dist)
     todo = {cid for u in mine for cid in u.clip_ids}
     if todo:
         bar = progress(total=len(todo), desc=f"[rank {dist.rank}] {config}", unit="clip", position=dist.rank,
@@ -340,7 +354,10 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
         with bar, res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
             from harness.prefetch import prefetched_rows, run_ahead  # DataLoader: only when rows are read
 
-            produced = prefetched_rows(source, config, mine, settings.data_workers, row_front_end(model, variant))
+            if pool is not None:  # the run's row processes, in the tasks' (the serial path's) order
+                produced = pool.rows(source, pool.tasks(config, mine), row_front_end(model, variant), then)
+            else:
+                produced = prefetched_rows(source, config, mine, settings.data_workers, row_front_end(model, variant))
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
             secrets = run_secrets(settings.model_args)  # also keys read from the environment
             # The next batches' front end runs in a thread while the model answers this one (same order).
@@ -487,8 +504,15 @@ def merge_config(out_dir: str | Path, config: str, order: Sequence[str]) -> Path
 
 
 def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSource | None = None,
-             dist: Dist | None = None) -> dict[str, Any] | None:
-    """Run (or resume) an evaluation; rank 0 writes results.json and returns its content."""
+             dist: Dist | None = None, pool: Any = None) -> dict[str, Any] | None:
+    """Run (or resume) an evaluation; rank 0 writes results.json and returns its content. With
+    --data-workers N, rows come from a RowPool of N processes started here, before the model loads (or
+    from `pool`, one the caller started and closes)."""
+    if pool is None and settings.data_workers > 0:
+        from harness.prefetch import RowPool
+
+        with RowPool(settings.data_workers) as own:
+            return run_eval(settings, model, source, dist, own)
     dist = dist or Dist()
     variant = get_variant(settings.prompt)
     source = source or settings.open_rows(settings.configs)  # no --source: the configs' own (claims, beep)
@@ -526,7 +550,11 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
             res.atomic_write_text(out_dir / RUN_SETTINGS, json.dumps({"resume_key": key}, indent=1) + "\n")
         start = time.time()
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        tasks = {c: run_config(model, source, c, settings, dist, variant, batch_size) for c in configs}
+        tasks = {}
+        for i, c in enumerate(configs):
+            nxt = configs[i + 1] if i + 1 < len(configs) else None
+            then = pool.tasks(nxt, expected_units(source, nxt, settings, dist)) if pool and nxt else ()
+            tasks[c] = run_config(model, source, c, settings, dist, variant, batch_size, pool, then)
         if not dist.is_main:
             return None
         return _write_results(settings, source, variant, dist, out_dir, tasks, start,

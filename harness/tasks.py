@@ -18,7 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.classification import CLASSIFY_LM_EVAL, classification_macro, classification_summary, classify_prompt
+from harness.classification import (
+    CLASSIFY_LM_EVAL,
+    classification_macro,
+    classification_summary,
+    classify_prompt,
+)
 from harness.mcq import MCQ_FIELDS, mcq_prompt
 from harness.metrics import (
     CONFLICT_METRICS,

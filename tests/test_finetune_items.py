@@ -33,9 +33,9 @@ def _settings(**kw: object) -> TrainSettings:
     return s
 
 
-def test_item_rows_are_asked_with_lettered_options_and_reject_the_adversarial_one() -> None:
+def test_item_rows_are_asked_with_lettered_options_and_reject_a_random_wrong_one() -> None:
     settings = _settings(train_limit=4)
-    assert (settings.source, settings.eval_configs, settings.dpo_rejected) == (None, ["voxparadox-pitch"], "claim")
+    assert (settings.source, settings.eval_configs, settings.dpo_rejected) == (None, ["voxparadox-pitch"], "random")  # the paper's
     data = run_training_data(settings)
     assert data.train_ids[0] == FIRST_PITCH_TRAIN and len(data.train_ids) == 4
     assert not set(data.train_ids) & set(data.split.val)
@@ -50,9 +50,9 @@ def test_item_rows_are_asked_with_lettered_options_and_reject_the_adversarial_on
     opts = answer_options(row, task.vocabulary)
     assert (opts.answer, opts.wrong, opts.claim) == ("D", ("A", "B", "C"), "B")
     assert OptionParser(tuple(row["options"])).parse(opts.answer) == row["answer"]  # the parser reads it back
-    assert opts.pair("claim", seed=1, key=FIRST_PITCH_TRAIN) == ("D", "B")  # DPO's rejected: y_adv
+    assert opts.pair("claim", seed=1, key=FIRST_PITCH_TRAIN) == ("D", "B")  # --rejected claim: y_adv
     drawn = {opts.pair("random", seed=s, key=FIRST_PITCH_TRAIN)[1] for s in range(30)}
-    assert drawn == {"A", "B", "C"}  # --dpo-rejected random: any wrong option, never the answer
+    assert drawn == {"A", "B", "C"}  # --rejected random (default): any wrong option, never the answer
 
 
 def test_item_split_is_decided_per_item_so_a_limit_takes_a_prefix() -> None:
@@ -91,7 +91,7 @@ def test_dpo_on_items_starts_at_ln2(tmp_path: Path) -> None:
     assert main([*RUN, "--objective", "dpo", "--max-steps", "2", "--skip-eval", "--out", str(out)]) == 0
     info = json.loads((out / "training.json").read_text())
     assert abs(info["first_loss"] - math.log(2)) <= 1e-4  # the policy equals its reference at step 0
-    assert info["dpo"]["rejected"] == "claim" and info["steps"] == 2
+    assert info["dpo"]["rejected"] == "random" and info["steps"] == 2
     assert info["data"]["source"] == "voxparadox-lite" and info["data"]["n_train"] == 4
 
 

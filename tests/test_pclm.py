@@ -238,11 +238,13 @@ def test_full_finetuning_on_request_trains_the_lm_and_reloads(tmp_path: Path) ->
     assert (run.out / "adapter" / "lm_weights.safetensors").is_file()
     reloaded = get_model("tiny-qwen2-audio", adapter=str(run.out)).model.state_dict()
     assert all(torch.equal(reloaded[k], after2[k]) for k in lm_side)
-    with pytest.raises(ValueError, match="--full-finetune goes with --objective ce"):
-        from finetune.settings import TrainSettings
+    from finetune.pclm import Phases
+    from finetune.settings import TrainSettings
 
-        TrainSettings(model="m", category="volume", scope="all_linear", out="x", recipe="pclm+dpo",
-                      full_finetune=True).check()
+    paper = TrainSettings(model="m", category="volume", scope="all_linear", out="x", recipe="pclm+dpo",
+                          source="demo", full_finetune=True)
+    paper.check()  # the paper's recipe: stage 2 and DPO on the whole LLM
+    assert Phases.of(paper, 6).full and Phases.of(paper, 6).phase(5) == "dpo"
 
 
 BATCHES = {  # issue 33: generate() drops the all-ones mask of unpadded batches, which PCLM's hook must survive

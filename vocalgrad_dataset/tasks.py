@@ -68,8 +68,10 @@ class TaskConfig(str):
         obj.decl, obj.spec = decl, spec
         return obj
 
-    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole into DataLoader workers and accelerate ranks
-        return (TaskConfig, (str(self), self.decl, self.spec))
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by name, resolved again on the other side: a spec holds its category's lambdas (segment
+        # kernels), which pickle cannot carry into build workers, DataLoader workers or accelerate ranks.
+        return (resolve, (str(self),))
 
     def __repr__(self) -> str:
         return str.__repr__(self)  # messages quote a config as its name: 'voxparadox-pitch'
