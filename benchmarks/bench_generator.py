@@ -12,9 +12,8 @@ the published scripts' structure and imports none of our code: per condition it 
 again, makes one librosa call per 150 ms window (speed, pitch, clarity), applies one scalar gain per 50 ms
 step (volume), and for echo convolves once per source and tier with impulse responses cached for the run.
 WAV reading and writing are left out on both sides (the samples are decoded once before timing; ours
-returns rows with audio arrays, the baseline int16 arrays), onsets are given to both. The process is set up
-as `vocalgrad-dataset build` sets up its own (export.reuse_freed_memory: Arrow on malloc, glibc keeping
-freed blocks, no transparent huge pages), for both sides alike; --plain-process leaves it as Python starts.
+returns rows with audio arrays, the baseline int16 arrays), onsets are given to both, in a process as
+Python starts it (as `vocalgrad-dataset build` runs: it tunes no allocator, page or collector setting).
 
 Per repeat and category each side's CPU time (time.process_time) for the two sources is divided by the
 48 clips; the two sides alternate which goes first and categories are interleaved, so load from other
@@ -51,7 +50,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline_generator import render_source  # noqa: E402
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES  # noqa: E402
-from vocalgrad_dataset.export import reuse_freed_memory  # noqa: E402
 from vocalgrad_dataset.generate import render_clip_rows  # noqa: E402
 from vocalgrad_dataset.sources import SourceClip, detect_onset_offset, get_source  # noqa: E402
 
@@ -395,8 +393,6 @@ def main() -> int:
                    help="also measure the peak RSS of a whole build of one MINUTES-long clip (default 5), ours and "
                         "--build-against's")  # fmt: skip
     p.add_argument("--skip-categories", action="store_true", help="only --build / --memory / --memory-build")
-    p.add_argument("--plain-process", action="store_true",
-                   help="measure the categories in a process as Python starts it, not as the build CLI tunes its own")
     args = p.parse_args()
     names = tuple(args.only.split(",")) if args.only else CATEGORY_NAMES
     unknown = sorted(set(names) - set(CATEGORY_NAMES))
@@ -407,10 +403,8 @@ def main() -> int:
     if not 1 <= args.memory_conditions <= 24:
         p.error("--memory-conditions must be 1 to 24")
     cpu = pin(args.cpu)
-    tuned = {} if args.plain_process else reuse_freed_memory()  # as the CLI's build process (both sides alike)
-    setup = ", ".join(k for k, done in tuned.items() if done) or "as Python starts it"
     print(f"machine: {machine()}; pinned to CPU {cpu}; numpy {np.__version__}; load average "
-          f"{os.getloadavg()[0]:.1f}; process set up as the build CLI's: {setup}")  # fmt: skip
+          f"{os.getloadavg()[0]:.1f}")  # fmt: skip
     failed: list[str] = []
     if not args.skip_categories:
         sources = prepare()

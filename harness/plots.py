@@ -345,15 +345,18 @@ def confusion_counts(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -
 
 def plot_confusion(runs: Mapping[str, Sequence[Mapping[str, Any]]], labels: Sequence[str], stem: str | Path,
                    title: str = "") -> dict[str, Any]:
-    """One gold x answer count matrix per run (ternary / yes-no configs), cells annotated with the count and
+    """One gold x answer count matrix per run (ternary / yes-no configs, classification tasks), cells annotated with the count and
     its share of the gold row; returns the counts read back from the cell labels."""
     k = max(1, len(runs))
     cols = [*labels, "unparsed"]
 
+    # a panel 2.3 in wide and high; more labels (a classification task's) get taller rows for the 2-line cells
+    panel = max(2.3, 0.34 * len(labels) + 0.9)
+
     def draw(width: float) -> Drawing:
-        per_row = max(1, min(k, int(width // 2.3)))
+        per_row = max(1, min(k, int(width // max(2.3, 0.5 * len(cols)))))
         n_rows = math.ceil(k / per_row)
-        fig, axes = plt.subplots(n_rows, per_row, figsize=(width, 2.3 * n_rows + 0.3), squeeze=False,
+        fig, axes = plt.subplots(n_rows, per_row, figsize=(width, panel * n_rows + 0.3), squeeze=False,
                                  layout="constrained")
         out: dict[str, Any] = {"labels": list(labels), "columns": cols, "counts": {}}
         points: list[dict[str, Any]] = []

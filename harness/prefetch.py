@@ -72,8 +72,13 @@ def chunk_units(units: Sequence[SourceUnit], clips: int) -> list[SourceUnit]:
 
 
 def _warm_worker() -> None:
-    """A pool process's start: the imports every task needs, once (while the model loads)."""
-    import harness.runner  # noqa: F401 - prompts, vocabularies
+    """A pool process's start: the imports every task needs, once, while the model loads (else the first
+    task pays them: ~2 s for transformers' feature extractors, ~1.6 s for librosa's lazily loaded resampler)."""
+    import librosa.core.audio  # noqa: F401 - resampling to the model's rate (lazy_loader defers it)
+    import scipy.signal  # noqa: F401
+    import transformers.models.whisper.feature_extraction_whisper  # noqa: F401 - the log-mel front ends
+
+    import harness.prompts  # noqa: F401 - prompts, vocabularies
     import vocalgrad_dataset.generate  # noqa: F401 - the generator
 
 

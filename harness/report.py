@@ -114,6 +114,23 @@ def is_mcq(summary: Mapping[str, Any]) -> bool:
     return "ala" in summary
 
 
+def is_classify(summary: Mapping[str, Any]) -> bool:
+    """True for a classification task's metrics (the classify kind: per-class precision / recall / F1)."""
+    return "per_class_metrics" in summary
+
+
+def is_grid(summary: Mapping[str, Any]) -> bool:
+    """True for a VocalGrad config's metrics (neither a multiple-choice nor a classification task)."""
+    return not is_mcq(summary) and not is_classify(summary)
+
+
+def protocol_note(results: Mapping[str, Any]) -> str | None:
+    """"not the paper's protocol: dtype bfloat16 (the paper: float32); tf32" from results.json
+    model_info["not_paper_protocol"] (the opt-ins the run used), or None for a run of the paper's protocol."""
+    items = (results.get("model_info") or {}).get("not_paper_protocol") or []
+    return "not the paper's protocol: " + "; ".join(map(str, items)) if items else None
+
+
 def _ci(s: Mapping[str, Any], name: str) -> str:
     return f"{pct(s.get(name))} [{pct(s.get(f'{name}_ci_low'))}, {pct(s.get(f'{name}_ci_high'))}]"
 
@@ -136,9 +153,36 @@ def mcq_section(results: Mapping[str, Any]) -> list[str]:
             "README).", markdown_table(head, body)]
 
 
+def _ci_range(s: Mapping[str, Any], name: str) -> str:
+    lo, hi = s.get(f"{name}_ci_low"), s.get(f"{name}_ci_high")
+    return "—" if lo is None or hi is None else f"[{pct(lo)}, {pct(hi)}]"
+
+
+def classify_section(results: Mapping[str, Any]) -> list[str]:
+    """Per classification task: precision, recall, F1 (each with its bootstrap 95 % interval) and support per
+    class, then macro-F1, support-weighted F1 and accuracy with their intervals; [] when the run has none."""
+    res = {c: s for c, s in task_metrics(results).items() if is_classify(s)}
+    out: list[str] = []
+    for c, s in res.items():
+        head = ["class", "precision", "95% CI", "recall", "95% CI", "F1", "95% CI", "support"]
+        body = [[lab, pct(s.get(f"precision_{lab}")), _ci_range(s, f"precision_{lab}"),
+                 pct(s.get(f"recall_{lab}")), _ci_range(s, f"recall_{lab}"),
+                 pct(s.get(f"f1_{lab}")), _ci_range(s, f"f1_{lab}"), str(s.get(f"support_{lab}", "—"))]
+                for lab in s.get("labels") or []]
+        n = str(s.get("n", "—"))
+        body += [["**macro F1**", "", "", "", "", pct(s.get("macro_f1")), _ci_range(s, "macro_f1"), n],
+                 ["**weighted F1**", "", "", "", "", pct(s.get("weighted_f1")), _ci_range(s, "weighted_f1"), n],
+                 ["**accuracy**", "", "", "", "", pct(s.get("accuracy")), _ci_range(s, "accuracy"), n]]
+        out += [f"## Classification: {c} (%, seeded bootstrap 95 % CI over items)",
+                f"{s.get('n_unparsed', 0)} unparsed and {s.get('n_error', 0)} failed answers count as misses of "
+                "their true class (no class's false positive); a class never predicted has precision 0. "
+                "Weighted F1 weights each class's F1 by its support.", markdown_table(head, body)]
+    return out
+
+
 def format_report(results: Mapping[str, Any]) -> str:
     """All tables of a run as Markdown text."""
-    res = {c: s for c, s in task_metrics(results).items() if not is_mcq(s)}
+    res = {c: s for c, s in task_metrics(results).items() if is_grid(s)}
     cfg = results["config"]
     model = str(cfg.get("model"))
     group = group_metrics(results)
@@ -151,10 +195,11 @@ def format_report(results: Mapping[str, Any]) -> str:
         "clustered CI treats the 24 rows of a source clip as one cluster (CR1), reported from "
         f"{MIN_CLUSTERS} clusters on (Cameron & Miller 2015; fewer: read the Wilson interval).",
     ]
-    parts += [f"> **{line}**" for line in filter(None, [limit_note(results)])]
+    parts += [f"> **{line}**" for line in filter(None, [limit_note(results), protocol_note(results)])]
     parts += [f"> **Warning:** {w}" for w in sample_warnings(results)]
     parts += mcq_section(results)
-    if not res:  # a multiple-choice run only: none of the VocalGrad tables apply
+    parts += classify_section(results)
+    if not res:  # a multiple-choice or classification run only: none of the VocalGrad tables apply
         return "\n\n".join(parts) + "\n"
     head = ["config", "n", "acc", "95% CI", "clustered CI", "parsed acc", "balanced", "inc. ratio", "exact",
             "unparsed", "ambig.", "errors"]
@@ -315,7 +360,7 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
 
 def _row_cells(res: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
     cells = ["—" if not group.get("complete") else pct(group["accuracy"])]
-    return cells + [pct(res[c]["accuracy"]) if c in res and not is_mcq(res[c]) else "—" for c in CONFIGS]
+    return cells + [pct(res[c]["accuracy"]) if c in res and is_grid(res[c]) else "—" for c in CONFIGS]
 
 
 def format_comparison(runs: Sequence[Run]) -> str:
@@ -323,15 +368,18 @@ def format_comparison(runs: Sequence[Run]) -> str:
     cols = ["avg", *CONFIGS]
     parts = ["# VocalGrad report — " + ", ".join(r.label for r in runs),
              "Accuracy % over all clips (unparsed = wrong). avg: the unweighted mean over the nine categories "
-             "(— unless a run has all nine). Rows marked † are limited runs (a stratified sample of the clips)."]
+             "(— unless a run has all nine). Rows marked † are limited runs (a stratified sample of the clips)"
+             + ("; rows marked ‡ are not the paper's protocol (see the run's notes)." if any(
+                 protocol_note(r.results) for r in runs) else ".")]
     body = []
     for r in runs:
         mark = " †" if r.results.get("limited") else ""
+        mark += " ‡" if protocol_note(r.results) else ""
         body.append([f"**{r.label}**{mark}", *_row_cells(task_metrics(r.results), group_metrics(r.results))])
     body += [[f"{name} (paper)", *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
     parts += ["## Models side by side (paper Table 2 layout)", markdown_table(["model", *cols], body)]
     others = list(dict.fromkeys(c for r in runs for c, s in task_metrics(r.results).items()
-                                if c not in CONFIGS and not is_mcq(s)))
+                                if c not in CONFIGS and is_grid(s)))
     if others:
         rows = [[r.label, *(pct(task_metrics(r.results).get(c, {}).get("macro_f1" if parse_config(c).format in
                                                                          ("yesno", "ternary") else "accuracy"))
@@ -341,12 +389,18 @@ def format_comparison(runs: Sequence[Run]) -> str:
            if (g := group_metrics(r.results, "mcq"))]
     if mcq:
         parts += ["## Multiple choice, macro mean over tasks (%)", markdown_table(["model", "GT acc", "ALA", "Δ"], mcq)]
+    tasks = list(dict.fromkeys(c for r in runs for c, s in task_metrics(r.results).items() if is_classify(s)))
+    if tasks:
+        rows = [[r.label, *(_ci(s, "macro_f1") if (s := task_metrics(r.results).get(c)) and is_classify(s) else "—"
+                            for c in tasks)] for r in runs]
+        parts += ["## Classification tasks: macro-F1 % [95% CI]", markdown_table(["model", *tasks], rows)]
     bias = [[r.label, *(pct(task_metrics(r.results)[c]["increase_ratio"])
-                        if c in task_metrics(r.results) and not is_mcq(task_metrics(r.results)[c]) else "—"
+                        if c in task_metrics(r.results) and is_grid(task_metrics(r.results)[c]) else "—"
                         for c in CONFIGS)] for r in runs]
     parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', markdown_table(["model", *CONFIGS], bias)]
     for r in runs:
-        notes = [n for n in [limit_note(r.results)] if n] + [f"Warning: {w}" for w in sample_warnings(r.results)]
+        notes = [n for n in [limit_note(r.results), protocol_note(r.results)] if n]
+        notes += [f"Warning: {w}" for w in sample_warnings(r.results)]
         cfg = r.results["config"]
         parts.append(f"- **{r.label}**: `{r.path}`; mode {cfg.get('mode')}, prompt {cfg.get('prompt_variant')}, "
                      f"source {cfg.get('source', '?')}, split {cfg.get('split')}"
@@ -366,9 +420,10 @@ def table2_cells(runs: Sequence[Run]) -> tuple[list[str], list[tuple[str, list[C
     rows = []
     for r in runs:
         res, group = task_metrics(r.results), group_metrics(r.results)
+        res = {c: s for c, s in res.items() if is_grid(s)}
         avg: Cell = (group["accuracy"], group["accuracy_ci_low"], group["accuracy_ci_high"]) \
             if group.get("complete") else None
-        rows.append((r.label, [avg, *((res[c]["accuracy"], res[c]["accuracy_ci_low"], res[c]["accuracy_ci_high"])
+        rows.append((r.label + (" ‡" if protocol_note(r.results) else ""), [avg, *((res[c]["accuracy"], res[c]["accuracy_ci_low"], res[c]["accuracy_ci_high"])
                                       if c in res else None for c in CONFIGS)]))
     return cols, rows
 
@@ -381,6 +436,8 @@ def format_table2(runs: Sequence[Run], fmt: str) -> str:
     cols, rows = table2_cells(runs)
     caption = (r"Accuracy (\%) over all clips (unparsed = wrong), 95\,\% Wilson intervals in brackets; "
                "avg: the unweighted mean over the nine categories. Below the rule: the paper's Table 2.")
+    if any(protocol_note(r.results) for r in runs):
+        caption += " Rows marked ‡ are not the paper's protocol (dtype, TF32 or attention opt-ins)."
     latex = fmt == "latex"
     esc = latex_escape if latex else html.escape
 
@@ -416,20 +473,36 @@ def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
 
 def _grid_rows(run: Run) -> dict[str, list[dict[str, Any]]]:
     """A run's samples of the VocalGrad configs (not the multiple-choice ones)."""
-    return {c: rs for c, rs in run.rows.items() if not is_mcq(task_metrics(run.results).get(c, {}))}
+    return {c: rs for c, rs in run.rows.items() if is_grid(task_metrics(run.results).get(c, {}))}
+
+
+def classify_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
+    """`confusion_<task>` per classification task: gold x predicted counts (plus an unparsed column) of each
+    run that has the task, over the task's labels; returns the counts each figure shows by file stem."""
+    from harness import plots
+
+    figs: dict[str, Any] = {}
+    tasks = list(dict.fromkeys(c for r in runs for c, s in task_metrics(r.results).items()
+                               if is_classify(s) and r.rows.get(c)))
+    for c in tasks:
+        have = [r for r in runs if r.rows.get(c) and is_classify(task_metrics(r.results).get(c, {}))]
+        labels = list(task_metrics(have[0].results)[c].get("labels") or have[0].rows[c][0]["options"])
+        figs[f"confusion_{c}"] = plots.plot_confusion(
+            {r.label: r.rows[c] for r in have}, labels, out / f"confusion_{c}", f"{c}: gold vs answer")
+    return figs
 
 
 def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     """Every figure of a report (PDF, PNG and SVG at 7 and 3.5 in, a CSV of the points); returns each
-    figure's plotted data by file stem (VocalGrad configs only: a multiple-choice run's tables are its
-    report). Titles are short: the runs are named in the legend."""
+    figure's plotted data by file stem (VocalGrad configs, and a confusion matrix per classification task: a
+    multiple-choice run's tables are its report). Titles are short: the runs are named in the legend."""
     from harness import plots  # matplotlib: only when figures are drawn
 
+    figs: dict[str, Any] = classify_figures(runs, out)
     if not any(_grid_rows(r) for r in runs):
-        return {}
+        return figs
 
-    figs: dict[str, Any] = {}
-    main = {r.label: {c: s for c, s in task_metrics(r.results).items() if not is_mcq(s) and (
+    main = {r.label: {c: s for c, s in task_metrics(r.results).items() if is_grid(s) and (
         c in CONFIGS or parse_config(c).format == "direction")} for r in runs}
     human = HUMAN_TABLE2 if any(c in HUMAN_TABLE2 for s in main.values() for c in s) else None
     # the paper's row of a run's model, drawn over that run's bars
@@ -479,6 +552,8 @@ def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | No
     for r in runs:
         for w in sample_warnings(r.results):
             print(f"warning: {r.path}: {w}", file=sys.stderr)
+        if note := protocol_note(r.results):
+            print(f"note: {r.path}: {note}", file=sys.stderr)
     single = [format_report(r.results) for r in runs]
     demoted = ["\n".join("#" + line if line.startswith("#") else line for line in s.splitlines()) for s in single]
     text = single[0] if len(runs) == 1 else format_comparison(runs) + "\n" + "\n\n".join(demoted) + "\n"

@@ -1,4 +1,5 @@
-"""Every command in README.md's shell blocks is checked, so the docs cannot drift from the command lines.
+"""Every command in the shell blocks of README.md and of the docs pages (docs/*.md, where the README's commands
+moved) is checked, so the docs cannot drift from the command lines.
 
 Each ```bash / ```sh / ```console block (and an untagged block that starts with `$ ` or one of our commands) is
 split into commands: continuation lines joined, comments dropped, parsed with shlex. Then
@@ -30,7 +31,10 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+# README.md keeps the two newcomer commands; every other command moved to the docs site's pages
+DOC_FILES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+TEXTS = {name: (ROOT / name).read_text(encoding="utf-8") for name in DOC_FILES}
+README = "\n".join(TEXTS.values())
 SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
 # console script -> "module:function": pyproject.toml's [project.scripts] (no tomllib on Python 3.10)
 _SCRIPTS_TABLE = re.search(r"^\[project\.scripts\]\n(.*?)(?:^\[|\Z)", (ROOT / "pyproject.toml").read_text(), re.S | re.M)
@@ -47,6 +51,7 @@ class Command:
 
     line: int
     argv: tuple[str, ...]
+    file: str = "README.md"
 
     @property
     def key(self) -> str:
@@ -83,15 +88,16 @@ def _logical_lines(body: str, first_line: int) -> Iterator[tuple[int, str]]:
 def readme_commands() -> list[Command]:
     """Every command of every command block of README.md, in order."""
     commands = []
-    for found in re.finditer(r"^```(\w*)\n(.*?)^```", README, re.S | re.M):
-        language, body = found.group(1), found.group(2)
-        if not _is_command_block(language, body):
-            continue
-        first_line = README.count("\n", 0, found.start()) + 2  # the block's first line, 1-based
-        for line, text in _logical_lines(body, first_line):
-            argv = tuple(shlex.split(text, comments=True))
-            if argv:
-                commands.append(Command(line, argv))
+    for name, text_of_file in TEXTS.items():
+        for found in re.finditer(r"^```(\w*)\n(.*?)^```", text_of_file, re.S | re.M):
+            language, body = found.group(1), found.group(2)
+            if not _is_command_block(language, body):
+                continue
+            first_line = text_of_file.count("\n", 0, found.start()) + 2  # the block's first line, 1-based
+            for line, text in _logical_lines(body, first_line):
+                argv = tuple(shlex.split(text, comments=True))
+                if argv:
+                    commands.append(Command(line, argv, name))
     return commands
 
 
@@ -251,6 +257,10 @@ def _identical(out: str, earlier: dict[str, str]) -> None:
     assert summary["identical"] is True and summary["clips"] == summary["manifest_clips"] > 0
 
 
+def _evaluated(out: str, earlier: dict[str, str]) -> None:
+    assert "volume" in out  # the per-config table harness eval prints at the end
+
+
 BUILD = "vocalgrad-dataset build --config volume-conflict --split test --out D"
 
 
@@ -266,6 +276,10 @@ RUN: dict[str, tuple[dict[str, str], Callable[[str, dict[str, str]], None]]] = {
         ({}, _loaded),
     "vocalgrad-dataset manifest DIR": ({"DIR": "D"}, _manifest),
     "vocalgrad-dataset verify DIR --manifest FILE": ({"DIR": "D", "FILE": "D/manifest.csv"}, _identical),
+    "harness eval --model tiny-qwen2-audio --configs volume --source demo --limit 4 --out runs/tiny-fast "
+    "--frontend-workers 2 --model-arg fast_encoder=true --no-preflight": ({}, _evaluated),
+    "harness eval --model tiny-qwen2-audio --configs volume --source demo --limit 4 --out runs/tiny-serial "
+    "--frontend-workers 0 --no-preflight": ({}, _evaluated),
 }
 
 SKIP: dict[str, str] = {
@@ -357,8 +371,18 @@ SKIP: dict[str, str] = {
     "python scripts/make_voxparadox_bases.py --verify": "needs espeak-ng; rewrites the vendored base utterances",
     "python scripts/freeze_voxparadox_ids.py --split test": "Whisper on ~1,000 items, an hour on 2 cores; "
     "rewrites the frozen lists",
-    "harness eval --model transcript-reader --configs voxparadox-gender,voxparadox-pitch --split test --dataset D "
-    "--out runs/r": "Whisper tiny.en on 200 items (minutes on CPU); needs the VoxParadox build above",
+    "harness eval --model transcript-reader --configs voxparadox-gender,voxparadox-pitch --split test --out runs/r":
+        "Whisper tiny.en on 200 items built in memory from the vendored bases (minutes on CPU)",
+    "python benchmarks/bench_eval_pipeline.py --tiny-limit 16": "a benchmark (about a minute; its exit code depends "
+    "on the machine's free cores)",
+    "harness eval --model random --dataset items.csv --task-kind classify --columns audio=wav,label=emotion,id=utt "
+    "--mode choices --out runs/emotion": "needs a local items.csv (tests/test_classification.py runs the same shape)",
+    "harness eval --model kimi-audio --dataset MELD.Raw --task-kind classify --mode choices --out suite/runs/meld-base":
+        "needs the real MELD download and a Kimi-Audio checkpoint (tests/test_paper_meld.py: the fixture)",
+    "harness eval --model kimi-audio --adapter finetune/volume --dataset MELD.Raw --task-kind classify --mode choices "
+    "--out suite/runs/meld-volume": "needs the real MELD download and a Kimi-Audio checkpoint",
+    "vocalgrad-paper --model kimi-audio --out suite --suite meld_suite.yaml --tables-only":
+        "needs the two MELD runs above",
     "vocalgrad-dataset build --config voxparadox-pitch --split test --out D": "~2 minutes (tests/test_voxparadox.py)",
     "harness eval --model mcq-signal-oracle --configs voxparadox-gender,voxparadox-pitch --split test --dataset D "
     "--out runs/o": "needs the VoxParadox build above",
@@ -369,7 +393,7 @@ COMMANDS = readme_commands()
 
 def test_every_readme_command_is_run_or_skipped_with_a_reason() -> None:
     keys = [c.key for c in COMMANDS]
-    unlisted = [f"README.md:{c.line}: {c.key}" for c in COMMANDS if c.key not in RUN and c.key not in SKIP]
+    unlisted = [f"{c.file}:{c.line}: {c.key}" for c in COMMANDS if c.key not in RUN and c.key not in SKIP]
     assert not unlisted, "README commands neither run nor skipped (add to RUN, or to SKIP with a reason):\n" + "\n".join(
         unlisted)
     stale = sorted((set(RUN) | set(SKIP)) - set(keys))
@@ -377,7 +401,7 @@ def test_every_readme_command_is_run_or_skipped_with_a_reason() -> None:
     assert not set(RUN) & set(SKIP)
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"README.md:{c.line}")
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.file}:{c.line}")
 def test_readme_command_is_accepted_by_its_parser(command: Command, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         found = invocations(command.argv)
@@ -385,9 +409,9 @@ def test_readme_command_is_accepted_by_its_parser(command: Command, monkeypatch:
             with pytest.raises(_Parsed):
                 check_arguments(invocation, monkeypatch)
     except SystemExit as exc:  # argparse's error, already printed on stderr
-        pytest.fail(f"README.md:{command.line}: `{command.key}` is refused by its parser (exit {exc.code})")
+        pytest.fail(f"{command.file}:{command.line}: `{command.key}` is refused by its parser (exit {exc.code})")
     if not found:
-        assert command.key in SKIP or command.key in RUN, f"README.md:{command.line}: not ours, neither run nor skipped"
+        assert command.key in SKIP or command.key in RUN, f"{command.file}:{command.line}: not ours, neither run nor skipped"
 
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's code, also in a subprocess started elsewhere
@@ -414,3 +438,8 @@ def test_cheap_offline_readme_commands_run_end_to_end(tmp_path: Path) -> None:
         argv = [bound.get(w, w) for w in shlex.split(key)]
         outputs[key] = _run(argv, tmp_path)
         check(outputs[key], outputs)
+
+
+def test_readme_keeps_the_two_newcomer_commands() -> None:
+    in_readme = {c.key for c in COMMANDS if c.file == "README.md"}
+    assert {"bash scripts/demo.sh", "bash scripts/test.sh"} <= in_readme

@@ -317,3 +317,126 @@ def test_latex_and_html_table2(runs: dict[str, Path], tmp_path: Path, capsys: py
     kimi_html = next(r for r in parsed.rows if r[0] == "kimi-audio")
     assert kimi_html[4] == f"50.0 [{100 * lo:.1f}, {100 * hi:.1f}]" and "95 % Wilson" in parsed.caption
     assert (tmp_path / "table2.html").read_text() == page.rstrip("\n") + "\n"
+
+
+# ---- classification runs (issue 35) and the opt-ins that are not the paper's protocol (issue 37) -------------
+@pytest.fixture(scope="module")
+def classify_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """random on the MELD-shaped fixture (classify kind, choices mode): 36 items, seven emotions."""
+    from tests.meld_fixture import build_meld_shaped
+
+    root = tmp_path_factory.mktemp("classify")
+    folder = build_meld_shaped(root)
+    out = root / "run"
+    assert harness(["eval", "--model", "random", "--dataset", str(folder / "items.csv"), "--task-kind", "classify",
+                    "--columns", "audio=wav,label=emotion,id=utt", "--mode", "choices", "--out", str(out),
+                    "--no-preflight"]) == 0
+    return out
+
+
+def _md_rows(text: str, heading: str) -> dict[str, list[str]]:
+    """First cell -> the other cells of the Markdown table under `heading`."""
+    table = next(p for p in text.split(heading)[1].split("\n\n") if p.startswith("|")).splitlines()[2:]
+    return {r.strip("| ").split(" | ")[0]: r.strip("| ").split(" | ")[1:] for r in table}
+
+
+def _sk_confusion(rows: list[dict], labels: list[str]) -> list[list[int]]:
+    """gold x (labels + unparsed) counts by scikit-learn: an unparsed or failed answer is the extra column."""
+    from sklearn.metrics import confusion_matrix
+
+    none = "<unparsed>"
+    pred = [none if r["error"] or r["pred"] not in labels else r["pred"] for r in rows]
+    cm = confusion_matrix([r["gold"] for r in rows], pred, labels=[*labels, none])
+    return cm[: len(labels)].tolist()
+
+
+def test_classify_report_table_equals_the_run_metrics(classify_run: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    from harness.tables import pct
+
+    assert harness(["report", str(classify_run), "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    m = json.loads((classify_run / "results.json").read_text())["metrics"]["classify"]
+    rows = _md_rows(text, "## Classification: classify")
+    labels = m["labels"]
+    assert list(rows) == [*labels, "**macro F1**", "**weighted F1**", "**accuracy**"]
+    ci = lambda key: f"[{pct(m[f'{key}_ci_low'])}, {pct(m[f'{key}_ci_high'])}]"  # noqa: E731
+    for lab in labels:
+        assert rows[lab] == [pct(m[f"precision_{lab}"]), ci(f"precision_{lab}"), pct(m[f"recall_{lab}"]),
+                             ci(f"recall_{lab}"), pct(m[f"f1_{lab}"]), ci(f"f1_{lab}"), str(m[f"support_{lab}"])]
+    for name, key in (("**macro F1**", "macro_f1"), ("**weighted F1**", "weighted_f1"), ("**accuracy**", "accuracy")):
+        assert rows[name][4:] == [pct(m[key]), ci(key), str(m["n"])]
+    # the printed numbers are the run's, and they are scikit-learn's macro / weighted F1 of the samples
+    from sklearn.metrics import f1_score
+
+    samples = _rows(classify_run, "classify")
+    gold, pred = [r["gold"] for r in samples], [r["pred"] or "<unparsed>" for r in samples]
+    assert rows["**macro F1**"][4] == pct(f1_score(gold, pred, labels=labels, average="macro", zero_division=0))
+    assert rows["**weighted F1**"][4] == pct(f1_score(gold, pred, labels=labels, average="weighted", zero_division=0))
+    assert (tmp_path / "confusion_classify.png").read_bytes()[:4] == b"\x89PNG"
+    assert "not the paper's protocol" not in text  # model_info has no opt-ins
+
+
+def test_classify_confusion_figure_counts_equal_scikit_learn(classify_run: Path, tmp_path: Path) -> None:
+    from harness.report import load_runs
+
+    # a second run with unparsed and failed answers: they land in the unparsed column, not in a class
+    broken = tmp_path / "broken"
+    shutil.copytree(classify_run, broken)
+    rows = _rows(classify_run, "classify")
+    for i in (0, 7):
+        rows[i] = {**rows[i], "pred": None, "parsed": False}
+    rows[3] = {**rows[3], "error": "CUDA out of memory"}
+    (broken / "samples_classify.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = load_runs([classify_run, broken])
+    figs = write_figures(loaded, tmp_path)
+    conf = figs["confusion_classify"]
+    labels = json.loads((classify_run / "results.json").read_text())["metrics"]["classify"]["labels"]
+    assert conf["labels"] == labels and conf["columns"] == [*labels, "unparsed"]
+    for run in loaded:
+        want = _sk_confusion(_rows(run.path, "classify"), labels)
+        assert conf["counts"][run.label] == want
+    assert sum(row[-1] for row in conf["counts"][loaded[1].label]) == 3
+    assert set(figs) == {"confusion_classify"}  # no VocalGrad figure for a classification-only run
+    for stem in ("confusion_classify", "confusion_classify_1col"):
+        assert (tmp_path / f"{stem}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_opt_ins_are_flagged_as_not_the_papers_protocol(runs: dict[str, Path], classify_run: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    """Issue 37: a run whose model_info lists `not_paper_protocol` says so in the report, the comparison table
+    (‡) and the LaTeX Table 2; a run without the list (or with an empty one) says nothing."""
+    opted = tmp_path / "opted"
+    shutil.copytree(runs["base"], opted)
+    res = json.loads((opted / "results.json").read_text())
+    items = ["dtype bfloat16 (the paper: float32)", "tf32", "attn_implementation flash_attention_2"]
+    res["model_info"] = {**res.get("model_info", {}), "not_paper_protocol": items}
+    (opted / "results.json").write_text(json.dumps(res))
+    line = "not the paper's protocol: dtype bfloat16 (the paper: float32); tf32; attn_implementation flash_attention_2"
+
+    assert harness(["report", str(opted), "--out", str(tmp_path / "one"), "--no-figures"]) == 0
+    out = capsys.readouterr()
+    assert f"> **{line}**" in out.out and line in out.err
+    assert f"> **{line}**" in (tmp_path / "one" / "report.md").read_text()
+
+    empty = tmp_path / "empty"
+    shutil.copytree(runs["base"], empty)
+    res["model_info"]["not_paper_protocol"] = []
+    (empty / "results.json").write_text(json.dumps(res))
+    assert harness(["report", str(opted), str(empty), str(classify_run), "--out", str(tmp_path / "all"),
+                    "--no-figures"]) == 0
+    text = capsys.readouterr().out
+    table = _md_rows(text, "## Models side by side")
+    marked = [k for k in table if "‡" in k]
+    assert len(marked) == 1 and "[opted]" in marked[0]
+    assert "rows marked ‡ are not the paper's protocol" in text
+    assert text.count(f"  - {line}") == 1 and text.count(f"> **{line}**") == 1  # its notes and its own report
+    assert text.count("not the paper's protocol:") == 2  # nothing for the empty list or the classify run
+    macro = _md_rows(text, "## Classification tasks: macro-F1 % [95% CI]")
+    m = json.loads((classify_run / "results.json").read_text())["metrics"]["classify"]
+    assert macro["random"][0].startswith(f"{100 * m['macro_f1']:.1f} [") and macro["always-increase [opted]"] == ["—"]
+
+    assert harness(["report", str(opted), str(empty), "--out", str(tmp_path / "tex"), "--no-figures",
+                    "--format", "latex"]) == 0
+    tex = capsys.readouterr().out
+    assert sum("‡" in r[0] for r in _latex_rows(tex)) == 1 and "not the paper's protocol" in tex

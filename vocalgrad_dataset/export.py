@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import mmap
 import multiprocessing as mp
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ import pyarrow.parquet as pq
 from . import buildinfo
 from .arrowrows import rows_table
 from .card import write_card
-from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name, write_unbuffered
+from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
 from .generate import (
     GENERATOR_VERSION,
     config_clips,
@@ -102,53 +100,9 @@ def _parquet_options(names: Sequence[str]) -> dict[str, Any]:
             "use_dictionary": [c for c in names if c != "audio"]}  # fmt: skip
 
 
-DIRECT_WRITE_MAX_BYTES = 64 * _MIB  # shards up to this size (every demo / VCTK shard) are written unbuffered
-
-
-class _ParquetScratch:
-    """A page-aligned buffer (an anonymous mmap) that a process's shards are serialised into before they are
-    written with O_DIRECT (fileio.write_unbuffered); kept between shards, so its pages are touched once, and
-    released at the end of a build."""
-
-    def __init__(self) -> None:
-        self._map: mmap.mmap | None = None
-
-    def serialise(self, table: pa.Table, options: dict[str, Any]) -> memoryview | None:
-        """The Parquet file of `table` in the buffer, or None when it would not fit in DIRECT_WRITE_MAX_BYTES."""
-        if table.nbytes > DIRECT_WRITE_MAX_BYTES:
-            return None
-        need = min(DIRECT_WRITE_MAX_BYTES, table.nbytes + table.nbytes // 8 + _MIB)  # plain audio, small footer
-        if self._map is None or len(self._map) < need:
-            self.release()
-            self._map = mmap.mmap(-1, need)
-        sink = pa.FixedSizeBufferWriter(pa.py_buffer(self._map))
-        try:
-            pq.write_table(table, sink, **options)
-        except (pa.ArrowInvalid, OSError):  # larger than the bound after all: the caller writes it streaming
-            return None
-        return memoryview(self._map)[: sink.tell()]
-
-    def release(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-
-
-_SCRATCH = _ParquetScratch()
-
-
 def _write_table_file(table: pa.Table, path: Path) -> None:
-    """One Parquet file of `table` at `path`: serialised in memory and written past the page cache when it fits,
-    else streamed by pyarrow; the same bytes either way."""
-    options = _parquet_options(table.column_names)
-    data = _SCRATCH.serialise(table, options)
-    if data is None:
-        pq.write_table(table, path, **options)
-        return
-    try:
-        write_unbuffered(path, data)
-    finally:
-        data.release()
+    """One Parquet file of `table` at `path` (an atomic_path temporary), written by pyarrow through the page cache."""
+    pq.write_table(table, path, **_parquet_options(table.column_names))
 
 
 def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
@@ -218,45 +172,6 @@ def _terminated_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-# glibc's mallopt parameters (malloc.h)
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-_PR_SET_THP_DISABLE, _PR_GET_THP_DISABLE = 41, 42  # linux/prctl.h
-
-
-def reuse_freed_memory() -> dict[str, bool]:
-    """Let a process that only builds keep the memory it frees for its next allocations.
-
-    A build allocates and frees a clip's arrays per condition and a shard's Arrow buffers per shard. By
-    default pyarrow's mimalloc pool purges freed pages and glibc unmaps large blocks and trims its heap, so
-    the kernel zeroes every page again at the next first touch: in `perf`, clear_page was ~15 % of a demo
-    build's CPU. Here Arrow allocates through malloc, and malloc keeps blocks up to 32 MiB in its heap and
-    up to 512 MiB of free heap (peaks are unchanged; the process just does not shrink between shards).
-    Transparent huge pages are turned off for this process (Linux): each first touch of a growing heap or
-    block then zeroes 4 KiB, not 2 MiB, and `perf` showed the 2 MiB zeroing as most of the kernel time left
-    (a demo build's system CPU 1.4-2.1 s -> 0.7-1.1 s; rendering unchanged).
-    Called only where the process is the CLI or a build worker, never in a library user's process.
-    Returns what took effect (glibc / Linux only; elsewhere nothing changes).
-    """
-    done = {"arrow_system_pool": False, "mallopt": False, "no_transparent_huge_pages": False}
-    try:
-        pa.set_memory_pool(pa.system_memory_pool())
-        done["arrow_system_pool"] = True
-    except (AttributeError, NotImplementedError):
-        pass
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc
-        return done
-    settings = ((_M_MMAP_THRESHOLD, 32 * _MIB), (_M_TRIM_THRESHOLD, 512 * _MIB), (_M_TOP_PAD, 64 * _MIB))
-    done["mallopt"] = all(mallopt(param, value) == 1 for param, value in settings)
-    if sys.platform.startswith("linux"):
-        done["no_transparent_huge_pages"] = libc.prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
-    return done
-
-
 def _worker_init(parent: int) -> None:
     """A build worker: Ctrl-C is the parent's to handle (it terminates the pool), SIGTERM ends the worker quietly,
     and the worker dies with its parent even if that one is killed with -9 (Linux: PR_SET_PDEATHSIG)."""
@@ -270,7 +185,6 @@ def _worker_init(parent: int) -> None:
         pass
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
-    reuse_freed_memory()  # a worker process only writes shards
 
 
 def _write_shard_star(args: tuple[ShardTask, Path]) -> tuple[Path, int]:
@@ -416,10 +330,7 @@ def build(
             if t not in todo:  # skipped, so first make sure it is this config's (not a copy of another's)
                 buildinfo.check_shard_config(t.path(out), t.config)
         removed_manifest = _remove_stale_manifest(out, bool(todo or overwrite))
-        try:
-            written = _write_shards(todo, len(tasks), out, num_proc, f"build {config}", progress)
-        finally:
-            _SCRATCH.release()  # a library user's process does not keep the serialising buffer
+        written = _write_shards(todo, len(tasks), out, num_proc, f"build {config}", progress)
         formats = _finish_records(out, records)
         write_card(out, source=source)
     return {"shards": len(tasks), "written_shards": len(todo), "written_rows": written,

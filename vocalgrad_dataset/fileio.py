@@ -90,57 +90,6 @@ def atomic_path(path: str | os.PathLike[str], *, mkdir: bool = True) -> Iterator
     _fsync_dir(path.parent)
 
 
-DIRECT_IO_BLOCK = 4096  # O_DIRECT transfers whole blocks from aligned memory (4 KiB covers 512-byte devices too)
-
-
-def _write_all(fd: int, data: memoryview) -> None:
-    while data:
-        data = data[os.write(fd, data) :]
-
-
-def write_unbuffered(path: str | os.PathLike[str], data: memoryview) -> bool:
-    """Replace an existing file's content with `data`, bypassing the page cache where the OS and filesystem allow it.
-
-    Bulk output that is not read back at once (a build's Parquet shards) costs the kernel a copy into fresh
-    page-cache pages when written normally; on a VM whose free memory is handed back to the host that copy ran
-    at ~150 MB/s (1 s of system CPU per 200 MB) against ~0.02 s with O_DIRECT. The whole 4 KiB blocks are
-    written with O_DIRECT, the tail without it. `data` must start on a page boundary (an mmap). Where O_DIRECT
-    is missing or refused (tmpfs, macOS, Windows) the bytes are written normally. Returns whether O_DIRECT
-    was used. The file keeps its mode (it exists: atomic_path created it with the user's umask).
-    """
-    full = len(data) // DIRECT_IO_BLOCK * DIRECT_IO_BLOCK
-    direct = getattr(os, "O_DIRECT", 0)
-    fd = -1
-    if direct and full:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | direct)
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
-    if fd >= 0:
-        try:
-            try:
-                _write_all(fd, data[:full])
-            except OSError as exc:  # the filesystem opened it but refuses the transfer: start over, buffered
-                if exc.errno != errno.EINVAL:
-                    raise
-                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~direct)
-                os.lseek(fd, 0, os.SEEK_SET)
-                _write_all(fd, data)
-                return False
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~direct)
-            _write_all(fd, data[full:])
-            return True
-        finally:
-            os.close(fd)
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-    return False
-
-
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write bytes atomically (temp file in the same folder, fsync, rename), with the user's umask."""
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:

@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.paper.run import SuiteSettings, assemble_tables, plan, plan_markdown, run_suite, write_plan
+from harness.paper.run import (
+    EXTERNAL_STATUS,
+    SuiteSettings,
+    assemble_tables,
+    plan,
+    plan_markdown,
+    run_suite,
+    write_plan,
+)
 from harness.paper.suite import Suite, SuiteRun, default_suite, load_suite
 from harness.settings import MODES, add_model_arguments, add_source_arguments, limit_type, settings_from_args
 from vocalgrad_dataset.argtypes import nonnegative_int
@@ -68,12 +76,15 @@ def dry_run(suite: Suite, settings: SuiteSettings, runs: Sequence[SuiteRun]) -> 
     return 0
 
 
-def report(out: Path, status: dict[str, str | None], failed_runs: Sequence[Any]) -> int:
-    """Print why each incomplete table is incomplete and a summary line; 1 when anything is incomplete."""
+def report(out: Path, status: dict[str, str | None], failed_runs: Sequence[Any], skipped: Sequence[str] = ()) -> int:
+    """Print why each incomplete table is incomplete and a summary line; 1 when anything is incomplete. A
+    skipped table (Table 22 without its external MELD runs) is neither complete nor incomplete."""
     incomplete = {k: v for k, v in status.items() if v}
     for key, why in incomplete.items():
         print(f"table {key}: {why}", file=sys.stderr)
-    print(f"wrote {out / 'tables'} ({len(status) - len(incomplete)}/{len(status)} tables complete, "
+    shown = len(status) - len(skipped)
+    skip = f", table {', '.join(skipped)} skipped (no runs)" if skipped else ""
+    print(f"wrote {out / 'tables'} ({shown - len(incomplete)}/{shown} tables complete{skip}, "
           f"{len(failed_runs)} run(s) failed)")
     return 1 if incomplete or failed_runs else 0
 
@@ -87,12 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = suite.select(names(ns.only), names(ns.skip))
         if ns.dry_run:
             return dry_run(suite, settings, runs)
-        failed_runs = [] if ns.tables_only else [e for e in run_suite(settings, runs, suite) if e["status"] != "done"]
-        status = assemble_tables(ns.out, ns.model, suite=suite)
+        failed_runs = [] if ns.tables_only else [e for e in run_suite(settings, runs, suite)
+                                                 if e["status"] not in ("done", EXTERNAL_STATUS)]
+        skipped: list[str] = []
+        status = assemble_tables(ns.out, ns.model, suite=suite, skipped=skipped)
     except (ValueError, FileNotFoundError) as err:
         print(f"vocalgrad-paper: error: {err}", file=sys.stderr)
         return 2
-    return report(Path(ns.out), status, failed_runs)
+    return report(Path(ns.out), status, failed_runs, skipped)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+# Tasks of a --task-kind classify dataset (Table 22's MELD), not generated configs: a run of only these is
+# *external*: made with `harness eval --task-kind classify` (per adapter), never by vocalgrad-paper itself.
+EXTERNAL_CONFIGS: tuple[str, ...] = ("meld",)
+
 
 @dataclass(frozen=True)
 class SuiteRun:
@@ -25,6 +29,11 @@ class SuiteRun:
     @property
     def dirname(self) -> str:
         return self.name.replace(":", "-")
+
+    @property
+    def external(self) -> bool:
+        """True for a run of external tasks only (MELD): its samples come from `harness eval`, not the suite."""
+        return bool(self.configs) and all(c in EXTERNAL_CONFIGS for c in self.configs)
 
 
 @dataclass(frozen=True)

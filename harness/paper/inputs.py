@@ -48,6 +48,22 @@ class SuiteInputs:
             self._loaded[name] = rows
         return self._loaded[name]
 
+    def has_samples(self, run: str) -> bool:
+        """True when the run's directory holds any samples file (whatever its prompt or model)."""
+        return any((self.out_dir / "runs" / self.runs[run].dirname).glob("samples_*.jsonl"))
+
+    def not_paper_protocol(self, run: str) -> list[str]:
+        """The opt-ins a run used that are not the paper's protocol (results.json model_info
+        "not_paper_protocol": dtype, TF32, attention implementation); [] for the paper's protocol or no run."""
+        import json
+
+        path = self.out_dir / "runs" / self.runs[run].dirname / "results.json"
+        try:
+            info = json.loads(path.read_text(encoding="utf-8")).get("model_info") or {}
+        except (OSError, ValueError):
+            return []
+        return [str(x) for x in info.get("not_paper_protocol") or []]
+
     def rows(self, run: str, config: str) -> Rows | None:
         """A config's samples rows of a run (re-parsed), or None when absent (recorded as missing)."""
         if self.dry_run:

@@ -68,10 +68,22 @@ def run_sizes(run: SuiteRun, settings: SuiteSettings) -> dict[str, int]:
 # ---- the plan ------------------------------------------------------------------------------------------
 
 
+EXTERNAL_STATUS = "external"  # the status of a run made by `harness eval` (MELD), never by the suite
+
+
 def plan(runs: Sequence[SuiteRun], settings: SuiteSettings) -> list[dict[str, Any]]:
-    """Every run with its directory, source and sizes (what --dry-run prints)."""
+    """Every run with its directory, source and sizes (what --dry-run prints); an external run (MELD,
+    harness.paper.declared.EXTERNAL_CONFIGS) is listed with no queries and the status "external"."""
     out = []
     for run in runs:
+        if run.external:
+            out.append({
+                "run": run.name, "dir": f"runs/{run.dirname}", "prompt": run.prompt, "group": run.group,
+                "source": "harness eval --task-kind classify", "data_dir": None,
+                "configs": dict.fromkeys(run.configs, 0), "queries": 0, "audios_per_query": run.audios_per_query,
+                "tables": list(run.tables), "status": EXTERNAL_STATUS,
+            })  # fmt: skip
+            continue
         source, data_dir, dataset = settings.run_source(run)
         sizes = run_sizes(run, settings)
         out.append({
@@ -114,6 +126,8 @@ def run_suite(settings: SuiteSettings, runs: Sequence[SuiteRun], suite: Suite | 
     write_plan(out, settings, entries, suite)
     model, dist = load_model(settings), Dist()
     for run, entry in zip(runs, entries, strict=True):
+        if run.external:  # MELD: `harness eval --task-kind classify` per adapter; the tables read its samples
+            continue
         source, data_dir, dataset = settings.run_source(run)
         ev = derive(EvalSettings, settings, configs=list(run.configs), out=str(out / "runs" / run.dirname),
                     prompt=run.prompt, source=source, data_dir=data_dir, dataset=dataset, split="test")
@@ -132,9 +146,23 @@ def run_suite(settings: SuiteSettings, runs: Sequence[SuiteRun], suite: Suite | 
 # ---- tables --------------------------------------------------------------------------------------------
 
 
+def skipped_note(table: SuiteTable, inputs: SuiteInputs) -> str | None:
+    """The one-line note of a table whose runs are all external (MELD) and none of them has samples yet: the
+    table is skipped, not incomplete, so a default suite without MELD runs stays complete; else None."""
+    runs = [inputs.runs[name] for name in table.runs]
+    if not runs or not all(r.external for r in runs) or any(inputs.has_samples(r.name) for r in runs):
+        return None
+    dirs = ", ".join(f"runs/{r.dirname}" for r in runs)
+    return (f"Skipped: no samples in {dirs}; these runs are made with `harness eval --task-kind classify "
+            f"--mode choices --out DIR/runs/<run>` (one per adapter), not by vocalgrad-paper")
+
+
 def render_table(table: SuiteTable, inputs: SuiteInputs, ref: ReferenceIndex, model: str) -> tuple[str, str | None]:
-    """A table file's text and None when complete, else why not (missing samples, another prompt's files)."""
+    """A table file's text and None when complete (or skipped: see skipped_note), else why not (missing samples,
+    another prompt's files)."""
     inputs.missing = []
+    if skip := skipped_note(table, inputs):
+        return f"# {table.head}: {table.title}\n\nModel: `{model}`.\n\n_{skip}._\n", None
     request = TableRequest(inputs, ref, model, tuple(inputs.runs[name] for name in table.runs), table.labels)
     try:
         body = TABLE_KINDS[table.kind].build(request)
@@ -144,13 +172,17 @@ def render_table(table: SuiteTable, inputs: SuiteInputs, ref: ReferenceIndex, mo
         body, problem = "", str(err)
     note = ("_Dry run: no model outputs yet; published values only._\n\n" if inputs.dry_run
             else f"_INCOMPLETE: {problem}._\n\n" if problem else "")
+    if not inputs.dry_run:  # a run with dtype / TF32 / attention opt-ins: flagged, its numbers kept
+        flagged = [f"{name}: {'; '.join(items)}" for name in dict.fromkeys(table.runs)
+                   if (items := inputs.not_paper_protocol(name))]
+        note += "".join(f"_‡ not the paper's protocol: {f}._\n\n" for f in flagged)
     return f"# {table.head}: {table.title}\n\nModel: `{model}`.\n\n{note}{body}\n", problem
 
 
 def assemble_tables(out_dir: str | Path, model: str, *, dry_run: bool = False,
-                    suite: Suite | None = None) -> dict[str, str | None]:
+                    suite: Suite | None = None, skipped: list[str] | None = None) -> dict[str, str | None]:
     """Write every table file of a suite (default: the paper's) under out_dir/tables; returns table key ->
-    None when complete, else why not."""
+    None when complete (or skipped: its keys are appended to `skipped`), else why not."""
     suite = suite or default_suite()
     out = Path(out_dir)
     inputs = SuiteInputs(out, model, suite.by_name, dry_run=dry_run)
@@ -160,7 +192,10 @@ def assemble_tables(out_dir: str | Path, model: str, *, dry_run: bool = False,
     for table in suite.tables:
         text, status[table.key] = render_table(table, inputs, ref, model)
         atomic_write_text(out / "tables" / table.filename, text)
-        state = "dry run" if dry_run else "incomplete" if status[table.key] else "complete"
+        skip = skipped_note(table, inputs) is not None
+        if skip and skipped is not None:
+            skipped.append(table.key)
+        state = "skipped" if skip else "dry run" if dry_run else "incomplete" if status[table.key] else "complete"
         index.append(f"| {table.key} | [{table.filename}]({table.filename}) | {state} |")
     atomic_write_text(out / "tables" / "README.md", "# VocalGrad paper tables\n\n" + "\n".join(index) + "\n")
     return status

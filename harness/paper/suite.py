@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS
-from harness.paper.declared import Suite, SuiteRun, SuiteTable
+from harness.paper.declared import EXTERNAL_CONFIGS, Suite, SuiteRun, SuiteTable
 from harness.paper.tables import TABLE_KINDS, TableKind
 from harness.prompts import FEW_SHOT_AUDIOS, Variant, get_variant
 from vocalgrad_dataset.generate import parse_config
@@ -149,7 +149,6 @@ def collect_entries(path: Path, seen: tuple[Path, ...] = ()) -> tuple[list[Entry
 # ---- runs ----------------------------------------------------------------------------------------------
 
 
-EXTERNAL_CONFIGS: tuple[str, ...] = ("meld",)  # tasks of a --task-kind classify dataset (Table 22's MELD)
 
 
 def run_configs(entry: Entry) -> tuple[str, ...]:

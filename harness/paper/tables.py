@@ -478,9 +478,13 @@ def cross_attribute(t: TableRequest) -> str:
 MELD_CONFIG = "meld"
 
 
-def meld_transfer_inputs(t: TableRequest) -> list[tuple[str, list[str], list[str | None], list[str]] | None]:
-    """Per run: (label, gold, predictions, labels) of its `meld` samples, or None when they are missing."""
-    out: list[tuple[str, list[str], list[str | None], list[str]] | None] = []
+MeldRun = tuple[str, list[str], list[str | None], list[str], list[str]]  # label, gold, preds, labels, item ids
+
+
+def meld_transfer_inputs(t: TableRequest) -> list[MeldRun | None]:
+    """Per run: (label, gold, predictions, labels, ids) of its `meld` samples in item-id order (so that runs
+    pair by item, whatever order their files hold), or None when they are missing."""
+    out: list[MeldRun | None] = []
     for run in t.runs:
         rows = t.inputs.rows(run.name, MELD_CONFIG)
         if not rows:
@@ -488,7 +492,8 @@ def meld_transfer_inputs(t: TableRequest) -> list[tuple[str, list[str], list[str
             continue
         ordered = sorted(rows, key=lambda r: str(r["benchmark_clip_id"]))  # paired by item
         out.append((t.label(run), [str(r["gold"]) for r in ordered],
-                    [None if r.get("error") else r.get("pred") for r in ordered], list(ordered[0]["options"])))
+                    [None if r.get("error") else r.get("pred") for r in ordered], list(ordered[0]["options"]),
+                    [str(r["benchmark_clip_id"]) for r in ordered]))
     return out
 
 
@@ -534,9 +539,12 @@ def meld_transfer(t: TableRequest) -> str:
                      pct(m["accuracy"])])
     parts = [markdown_table(head, body)]
     base = runs[0]
-    tests = []
+    tests, unpaired = [], []
     for data in runs[1:]:
-        if base is None or data is None or data[1] != base[1]:
+        if base is None or data is None:
+            continue
+        if data[4] != base[4] or data[1] != base[1]:  # paired tests need the same items with the same gold
+            unpaired.append(data[0])
             continue
         right_a = [p == g for p, g in zip(base[2], base[1], strict=True)]
         right_b = [p == g for p, g in zip(data[2], data[1], strict=True)]
@@ -550,5 +558,7 @@ def meld_transfer(t: TableRequest) -> str:
                      "bootstrap p (1,000 item resamples), and McNemar's exact test on per-item correctness "
                      "(items right only for the base / only for the adapter).\n\n"
                      + markdown_table(["comparison", "Δ macro-F1", "bootstrap p", "discordant", "McNemar p"], tests))
+    if unpaired:
+        parts.append(f"Not compared with the base (other items or gold labels): {', '.join(unpaired)}.")
     return ("Precision (P), recall (R) and F1 per emotion and macro-F1 (%) with its 95 % bootstrap interval; "
             "an unparsed answer is a miss of its true class.\n\n" + "\n\n".join(parts))
