@@ -1,9 +1,12 @@
 """The evaluation path's CPU front end overlapped with the model, against the serial path, in one run.
 
 Both paths are the real runner (harness.runner.run_eval) over the same generated rows (the demo speech through
-vocalgrad_dataset.generate, 48 kHz; --data-workers 0 both sides by default): serial (--frontend-workers 0: rows, template, resampling and log-mels in
-the model's thread) and ours (--frontend-workers N: a feeder thread pulls the rows and N threads build prompts
-and model inputs while the model answers the batch before). Two models:
+vocalgrad_dataset.generate, 48 kHz): serial (--data-workers 0 --frontend-workers 0: rows, template, resampling
+and log-mels in the model's thread) and ours (--data-workers N: a RowPool of N processes, one BLAS thread each,
+builds rows, prompts and per-clip features in the serial path's order while the model answers; plus
+--frontend-workers threads). Both sides are measured warm: the serial process has run the front end once
+(front_end_seconds), the pool has run every config once (warm_pool); the pool's start-up is printed apart and
+also counted in (a real run starts it before the model loads, so loading hides it). Two models:
 
   standin  benchmarks/standin.py:StandInModel: Whisper log-mels on the CPU (prepare_prompts), then a fixed
            wait per clip (the accelerator's share; a wait, so the ratio holds on a busy machine). The wait is

@@ -1,11 +1,13 @@
-"""The front end ahead of the model: rows by background processes (RowPool: one spawn pool per run, fed by
-chunks of source units; or DataLoader workers over source clips), then prompts and model inputs by a pool of
-front-end threads (run_ahead)."""
+"""The front end ahead of the model: rows by background processes (RowPool, --data-workers: one spawn pool
+per run, fed by pieces of source units, its rows in the serial path's order), then prompts and model inputs
+by a pool of front-end threads (run_ahead, --frontend-workers)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing
+import os
 import pickle
 import threading
 from collections import deque
@@ -14,50 +16,10 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from queue import Queue
 from typing import Any, TypeVar
 
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
-
 from harness.data import BenchRow, RowSource, SourceUnit
 
 T = TypeVar("T")
 U = TypeVar("U")
-
-
-def _identity(x: Any) -> Any:
-    return x
-
-
-def prefetched_rows(source: RowSource, config: str, units: Sequence[SourceUnit], workers: int,
-                    front_end: Callable[[BenchRow], BenchRow] | None = None) -> Iterator[BenchRow]:
-    """The units' rows, produced by `workers` background processes (each takes every workers-th unit), each
-    row passed through `front_end` (picklable: prompt, resampling, per-clip features) in its process.
-
-    Generation, decoding and the per-row front end then overlap the model's forward passes and each other;
-    rows of different units may interleave, which the runner does not rely on (it merges by clip id). With
-    no workers, rows come from this process and `front_end` is not applied (the caller's threads do it).
-    """
-    if workers <= 0 or len(units) <= 1:
-        yield from source.rows(config, units)
-        return
-    # spawn: workers must not inherit CUDA state, nor locks held by this process's other threads (a fork
-    # from the runner's front-end threads deadlocked its workers)
-    # the plain name: a resolved config object may hold generator callables that do not pickle
-    yield from DataLoader(UnitRows(source, str(config), list(units), front_end), batch_size=None,
-                          num_workers=min(workers, len(units)), collate_fn=_identity,
-                          multiprocessing_context="spawn", prefetch_factor=8)  # fmt: skip
-
-
-class UnitRows(IterableDataset):
-    """Rows of one DataLoader worker's share of the units (units[id::num_workers]), through `front_end`."""
-
-    def __init__(self, source: RowSource, config: str, units: list[SourceUnit],
-                 front_end: Callable[[BenchRow], BenchRow] | None = None) -> None:
-        self.source, self.config, self.units, self.front_end = source, config, units, front_end
-
-    def __iter__(self) -> Iterator[BenchRow]:
-        info = get_worker_info()
-        units = self.units if info is None else self.units[info.id :: info.num_workers]
-        rows = self.source.rows(self.config, units)
-        yield from rows if self.front_end is None else map(self.front_end, rows)
 
 
 def chunk_units(units: Sequence[SourceUnit], clips: int) -> list[SourceUnit]:
@@ -71,13 +33,35 @@ def chunk_units(units: Sequence[SourceUnit], clips: int) -> list[SourceUnit]:
     return out
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def one_thread_each() -> Iterator[None]:
+    """Processes started inside inherit one BLAS / OpenMP thread each (read at their import), as DataLoader
+    workers do: N row processes with a thread per core each would oversubscribe the cores (measured on 2
+    cores: 1.2x over the serial path with the default threads, 2.0x with one). The caller's own stay."""
+    saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, "1"))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _warm_worker() -> None:
     """A pool process's start: the imports every task needs, once, while the model loads (else the first
     task pays them: ~2 s for transformers' feature extractors, ~1.6 s for librosa's lazily loaded resampler)."""
     import librosa.core.audio  # noqa: F401 - resampling to the model's rate (lazy_loader defers it)
     import scipy.signal  # noqa: F401
+    import torch
     import transformers.models.whisper.feature_extraction_whisper  # noqa: F401 - the log-mel front ends
 
+    torch.set_num_threads(1)  # torch's intra-op pool too (one_thread_each covers OpenMP and BLAS)
     import harness.prompts  # noqa: F401 - prompts, vocabularies
     import vocalgrad_dataset.generate  # noqa: F401 - the generator
 
@@ -115,7 +99,8 @@ class RowPool:
         self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=_warm_worker)
         self.inflight: deque[tuple[Task, Future[list[BenchRow]]]] = deque()
-        self._started = [self.executor.submit(_ready) for _ in range(workers)]  # starts every process now
+        with one_thread_each():
+            self._started = [self.executor.submit(_ready) for _ in range(workers)]  # starts every process now
 
     def wait_ready(self) -> list[int]:
         """Block until every process has started (imports done); their pids."""
@@ -172,7 +157,7 @@ def run_ahead(items: Iterable[T], prepare: Callable[[T], U], workers: int,
     """(item, prepare(item)) in the items' order, prepared ahead by `workers` threads (0: in the caller's
     thread, the serial path).
 
-    A feeder thread pulls the items (decoding rows when no DataLoader workers do) and hands each to the pool;
+    A feeder thread pulls the items (decoding rows when no row processes do) and hands each to the pool;
     the pool runs `prepare` (prompt template, resampling, features: numpy and soxr release the GIL) while the
     caller runs the model on an earlier item. At most `depth` (default 4 * workers) items are pulled and not
     yet done with (the caller's current one included), which bounds memory; results come back in the items' order, so shards and resume are

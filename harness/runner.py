@@ -233,11 +233,11 @@ def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
     return out
 
 
-PROMPT_KEY = "_front_end_prompt"  # (prompt, vocabulary) a DataLoader worker built for its row (RowFrontEnd)
+PROMPT_KEY = "_front_end_prompt"  # (prompt, vocabulary) a row process built for its row (RowFrontEnd)
 
 
 class RowFrontEnd:
-    """The per-row front end DataLoader workers run (picklable): the prompt, then the model's per-clip CPU work
+    """The per-row front end row processes (RowPool) run (picklable): the prompt, then the model's per-clip CPU work
     (clip_front_end: resampling, per-clip features). A row it fails on is left as it was, so the main
     process builds it again and records the error as the serial path does."""
 
@@ -256,7 +256,7 @@ class RowFrontEnd:
 
 
 def row_front_end(model: AudioLM, variant: Variant) -> RowFrontEnd | None:
-    """What DataLoader workers may run ahead for this model and variant; None where it cannot travel to
+    """What row processes may run ahead for this model and variant; None where it cannot travel to
     another process (few-shot variants carry their train pool)."""
     if variant.base == "few-shot":
         return None
@@ -352,12 +352,12 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
                    dynamic_ncols=True, leave=True)
         # the bar closes (ending its line) also when an error propagates, so the message starts a line
         with bar, res.ShardWriter(res.shard_path(out_dir, config, dist.rank)) as writer:
-            from harness.prefetch import prefetched_rows, run_ahead  # DataLoader: only when rows are read
+            from harness.prefetch import run_ahead
 
             if pool is not None:  # the run's row processes, in the tasks' (the serial path's) order
                 produced = pool.rows(source, pool.tasks(config, mine), row_front_end(model, variant), then)
             else:
-                produced = prefetched_rows(source, config, mine, settings.data_workers, row_front_end(model, variant))
+                produced = source.rows(config, mine)
             rows = (r for r in produced if r["benchmark_clip_id"] in todo)
             secrets = run_secrets(settings.model_args)  # also keys read from the environment
             # The next batches' front end runs in a thread while the model answers this one (same order).

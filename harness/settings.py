@@ -20,6 +20,7 @@ from harness.sampling import parse_limit
 
 MODES: tuple[str, ...] = ("generate", "choices")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+ATTN_IMPLEMENTATIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
 AUTO_BATCH_START = 64  # `--batch-size auto` starts here; the model's OOM back-off halves it until it fits
 S = TypeVar("S")
 
@@ -34,13 +35,15 @@ class ModelSettings:
     adapter: str | None = None  # a LoRA adapter (finetune/ output or Hub id) attached to the model
     device: str | None = None  # None: this process's accelerate device
     dtype: str | None = None  # None: the family's choice (bfloat16 on GPU, float32 on CPU unless pinned)
+    tf32: bool = False  # TF32 float32 matmuls (a speed opt-in: not the paper's protocol)
+    attn_implementation: str | None = None  # None: the family's (sdpa); flash_attention_2 is an opt-in
 
     def model_kwargs(self) -> dict[str, Any]:
         """The factory keywords: --model-arg values plus --adapter / --device / --dtype when given."""
         out = dict(self.model_args)
-        for name in ("adapter", "device", "dtype"):
+        for name in ("adapter", "device", "dtype", "tf32", "attn_implementation"):
             value = getattr(self, name)
-            if value is None:
+            if value is None or value is False:
                 continue
             if name in out and out[name] != value:
                 raise ValueError(f"--{name} {value!r} contradicts --model-arg {name}={out[name]!r}; give it once")
@@ -202,7 +205,14 @@ def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 
         g.add_argument("--adapter", default=None, help="LoRA adapter (finetune/ output directory or Hub id) to attach")
     g.add_argument("--device", default=None, help="torch device (default: this process's accelerate device)")
     g.add_argument("--dtype", default=None, choices=DTYPES,
-                   help="weights dtype (default: the family's; bfloat16 on GPU, float32 on CPU)")
+                   help="weights dtype (default: the family's; bfloat16 on GPU, float32 on CPU; another than "
+                        "the protocol's is recorded as not the paper's protocol)")
+    g.add_argument("--tf32", action="store_true",
+                   help="TF32 for float32 matmuls on Ampere+ GPUs (faster, ~3 decimal digits; not the paper's "
+                        "protocol)")
+    g.add_argument("--attn-implementation", default=None, choices=ATTN_IMPLEMENTATIONS,
+                   help="attention kernel of transformers models (default: the family's, sdpa; another is not "
+                        "the paper's protocol)")
 
 
 def add_source_arguments(p: argparse.ArgumentParser, *, what: str = "rows", default: str | None = "vctk") -> Any:

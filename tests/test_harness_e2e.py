@@ -64,8 +64,8 @@ def test_kill_9_mid_run_then_resume_equals_uninterrupted(tmp_path: Path) -> None
 
 def test_data_workers_give_the_same_samples(tmp_path: Path) -> None:
     runs = {}
-    for workers in (0, 2):
+    for workers in (0, 2):  # two configs: the row pool starts the second's rows while the first ends
         out = tmp_path / f"w{workers}"
-        run_eval(EvalSettings("signal-oracle", ["volume"], str(out), source="demo", data_workers=workers))
-        runs[workers] = (out / "samples_volume.jsonl").read_bytes()
-    assert runs[0] == runs[2] and runs[0].count(b"\n") == 72
+        run_eval(EvalSettings("signal-oracle", ["volume", "pitch"], str(out), source="demo", data_workers=workers))
+        runs[workers] = [(out / f"samples_{c}.jsonl").read_bytes() for c in ("volume", "pitch")]
+    assert runs[0] == runs[2] and [r.count(b"\n") for r in runs[0]] == [72, 72]

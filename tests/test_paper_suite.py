@@ -167,10 +167,10 @@ def test_yaml_is_read_safely(tmp_path: Path) -> None:
         read_suite(path)
 
 
-def test_the_readme_and_docstring_examples_are_valid_suites(tmp_path: Path) -> None:
+def test_the_docs_and_docstring_examples_are_valid_suites(tmp_path: Path) -> None:
     import harness.paper
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[1] / "docs" / "paper-suite.md").read_text(encoding="utf-8")
     block = re.search(r"```yaml\n(# my_suite\.yaml\n.*?)```", readme, re.S)
     doc = re.search(r"\n( +# my_suite\.yaml\n.*?)\n\n", harness.paper.__doc__ or "", re.S)
     assert block and doc

@@ -64,3 +64,32 @@ def test_look_ahead_is_bounded_and_reached(workers: int, depth: int) -> None:
             state["consumed"] += 1  # done with this item: its slot is given back when the next is asked for
     assert state["started"] == n
     assert state["peak"] == bound
+
+
+def _digest(rows: list[dict]) -> list[tuple[str, str]]:
+    import hashlib
+
+    import numpy as np
+
+    return [(r["benchmark_clip_id"], hashlib.sha256(np.ascontiguousarray(r["audio"]["array"]).tobytes()).hexdigest())
+            for r in rows]
+
+
+def test_the_row_pool_yields_the_serial_rows_in_order_across_configs() -> None:
+    """RowPool (--data-workers): pieces of units rendered in 2 processes come back as the serial path's rows,
+    in its order; the next config's tasks started ahead (`then`) are used when asked for, dropped if not."""
+    from harness.data import GeneratorSource
+    from harness.prefetch import RowPool, chunk_units
+
+    source = GeneratorSource("test", "demo")
+    units = {c: source.units(c)[:2] for c in ("volume", "pitch", "noise")}
+    serial = {c: _digest(list(source.rows(c, u))) for c, u in units.items()}
+    assert [len(p.clip_ids) for p in chunk_units(units["volume"], 10)] == [10, 10, 4, 10, 10, 4]
+    with RowPool(2, chunk=10) as pool:
+        assert len(set(pool.wait_ready())) == 2
+        ahead = pool.tasks("pitch", units["pitch"])
+        assert _digest(list(pool.rows(source, pool.tasks("volume", units["volume"]), None, then=ahead))) == serial["volume"]
+        assert [t for t, _ in pool.inflight] == ahead[: len(pool.inflight)] and pool.inflight  # started ahead
+        assert _digest(list(pool.rows(source, ahead, None, then=pool.tasks("pitch", units["pitch"][:1])))) == serial["pitch"]
+        # a guess that is wrong (pitch again, noise asked) is dropped: noise still comes out whole and in order
+        assert _digest(list(pool.rows(source, pool.tasks("noise", units["noise"]), None))) == serial["noise"]

@@ -203,6 +203,31 @@ def set_active_lora(model: Any, name: str | None) -> list[str]:
     return sorted(active)
 
 
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def protocol_deviations(spec: FamilySpec, dtype: Any, own_dtype: Any, attn_implementation: str | None,
+                        tf32: bool) -> list[str]:
+    """The speed opt-ins a run took that its protocol does not (recorded as model_info["not_paper_protocol"],
+    flagged by the report): a dtype other than the protocol's own (`own_dtype`: the family's, or the
+    checkpoint's under the paper protocol where the paper loaded it so), TF32 matmuls, another attention kernel."""
+    out = []
+    if dtype != own_dtype:
+        out.append(f"dtype {dtype_name(dtype)} (the protocol's: {dtype_name(own_dtype)})")
+    if tf32:
+        out.append("tf32 matmuls")
+    if attn_implementation is not None and attn_implementation != spec.attn_implementation:
+        out.append(f"attn_implementation {attn_implementation} (the family's: {spec.attn_implementation})")
+    return out
+
+
+def enable_tf32() -> None:
+    """TF32 for float32 matmuls and convolutions on Ampere+ GPUs (~10 mantissa bits: faster, not exact)."""
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+
+
 class HFAudioLM(BaseAudioLM):
     """A transformers audio LM: greedy generation, choice scoring and hidden states, batched by the base."""
 
@@ -221,6 +246,7 @@ class HFAudioLM(BaseAudioLM):
         batch_size: int = 8,
         trust_remote_code: bool = False,
         attn_implementation: str | None = None,
+        tf32: bool = False,
         fast_encoder: bool = False,
         feature_device: str | None = None,
         stop_strings: list[str] | tuple[str, ...] | None = None,
@@ -241,10 +267,18 @@ class HFAudioLM(BaseAudioLM):
         self.revision = revision or self.spec.revision
         self.protocol = self._protocol(protocol)
         paper = self.spec.paper if self.protocol == "paper" else None
-        if dtype is None and paper is not None and paper.dtype == "checkpoint" and model is None:
+        from_checkpoint = paper is not None and paper.dtype == "checkpoint" and model is None
+        asked_dtype = dtype
+        if dtype is None and from_checkpoint:
             dtype = checkpoint_dtype(model_id, self.revision)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype or self.spec.dtype, self.device)
+        # what this run changes from its protocol's own choices (speed opt-ins; the report flags them)
+        own_dtype = self.dtype if asked_dtype is None else resolve_dtype(
+            checkpoint_dtype(model_id, self.revision) if from_checkpoint else self.spec.dtype, self.device)
+        self.deviations = protocol_deviations(self.spec, self.dtype, own_dtype, attn_implementation, tf32)
+        if tf32:
+            enable_tf32()
         # trust_remote_code is only ever what the caller passed: never switched on here.
         hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
         if model is None:
@@ -346,6 +380,8 @@ class HFAudioLM(BaseAudioLM):
             # which speed paths ran: the fast encoder per mode (off where not proven exact), stop strings
             "fast_encoder": {"choices": self.fast is not None, "generate": self.fast_generate},
             "stop_strings": list(self.stop_strings),
+            "attn_implementation": getattr(self.model.config, "_attn_implementation", None),
+            "not_paper_protocol": list(self.deviations),
             "versions": {p: version(p) for p in ("torch", "transformers", "vocalgrad")},
         }
 
