@@ -53,9 +53,14 @@ def one_thread_each() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _warm_worker() -> None:
+_START_BARRIER: Any = None  # a pool process's copy of the pool's start barrier (see RowPool.wait_ready)
+
+
+def _warm_worker(barrier: Any) -> None:
     """A pool process's start: the imports every task needs, once, while the model loads (else the first
     task pays them: ~2 s for transformers' feature extractors, ~1.6 s for librosa's lazily loaded resampler)."""
+    global _START_BARRIER
+    _START_BARRIER = barrier
     import librosa.core.audio  # noqa: F401 - resampling to the model's rate (lazy_loader defers it)
     import scipy.signal  # noqa: F401
     import torch
@@ -67,6 +72,10 @@ def _warm_worker() -> None:
 
 
 def _ready() -> int:
+    """One per process: each waits for the others, so no process can take two (a fast process would
+    otherwise run every one while the rest are still importing)."""
+    with contextlib.suppress(threading.BrokenBarrierError):
+        _START_BARRIER.wait(timeout=600)
     return multiprocessing.current_process().pid or 0
 
 
@@ -96,14 +105,15 @@ class RowPool:
 
     def __init__(self, workers: int, depth: int | None = None, chunk: int = 8) -> None:
         self.workers, self.depth, self.chunk = workers, depth or 2 * workers, chunk
-        self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_warm_worker)
+        spawn = multiprocessing.get_context("spawn")
+        self.executor = ProcessPoolExecutor(workers, mp_context=spawn, initializer=_warm_worker,
+                                            initargs=(spawn.Barrier(workers),))
         self.inflight: deque[tuple[Task, Future[list[BenchRow]]]] = deque()
         with one_thread_each():
             self._started = [self.executor.submit(_ready) for _ in range(workers)]  # starts every process now
 
     def wait_ready(self) -> list[int]:
-        """Block until every process has started (imports done); their pids."""
+        """Block until every process has started (imports done); their pids, one each."""
         return [f.result() for f in self._started]
 
     def tasks(self, config: str, units: Sequence[SourceUnit]) -> list[Task]:

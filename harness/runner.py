@@ -572,7 +572,7 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
         "mode": settings.mode,
         "prompt_variant": variant.name,
         "split": settings.split,
-        "source": source.description,
+        "source": run_source(source, list(tasks)),
         "batch_size": settings.batch_size,
         # lm-eval's record of what "auto" found: the size the model's OOM back-off ended at
         "batch_sizes": [int(getattr(model, "batch_size", batch_size)) if settings.batch_size == "auto" else batch_size],
@@ -622,6 +622,15 @@ def summary_table(results: dict[str, Any]) -> str:
                      pct(group["accuracy"]), f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
                      "", "", ""])
     return markdown_table(["config", "accuracy %", "95% CI", "n", "unparsed", "errors"], rows)
+
+
+def run_source(source: RowSource, configs: Sequence[str]) -> str:
+    """Where the run's rows came from: the configs' sources, each once, in order (a VoxParadox-lite-only
+    run says its items, not the generator it never used)."""
+    describe = getattr(source, "config_description", None)
+    if describe is None:
+        return source.description
+    return ",".join(dict.fromkeys(describe(c) for c in configs))
 
 
 def model_info(model: AudioLM, settings: EvalSettings) -> dict[str, Any]:

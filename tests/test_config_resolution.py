@@ -6,6 +6,8 @@ build` (the reference is the build's Parquet file, read with pyarrow/soundfile h
 
 from __future__ import annotations
 
+import json
+
 import io
 import pickle
 from pathlib import Path
@@ -100,3 +102,5 @@ def test_every_config_runs_without_a_build(tmp_path: Path) -> None:
         rows = read_jsonl(samples_path(out, c))
         assert len(rows) == 3 and all(r["pred"] == r["gold"] for r in rows)  # the signal oracle reads the truth
     assert all(r["benchmark_clip_id"].endswith("-rev") for r in read_jsonl(samples_path(out, "voxparadox-gender-reversed")))
+    # the run says where its rows came from: the items, not the generator it never used
+    assert json.loads((out / "results.json").read_text())["config"]["source"] == "items:voxparadox-lite"
