@@ -140,6 +140,14 @@ def step_loader(settings: TrainSettings, data: TrainingData, steps: StepCounts, 
                                        generator=torch.Generator().manual_seed(settings.seed))
 
 
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Dropout off, as TRL's DPOTrainer does by default (disable_dropout): else the policy's pass draws masks
+    the reference's does not, and DPO would not start at ln 2 once stage 2 has moved the LoRA."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+
+
 @dataclass
 class Stepper:
     """Runs the optimizer steps: each micro-batch's forward and backward, then at a step's last one the
@@ -179,6 +187,8 @@ class Stepper:
         """Forward and backward of one micro-batch; gradients are synchronised after the step's last one."""
         acc, world = self.acc, self.acc.num_processes
         self.phases.set_trainable(mb.step, self.lm, self.mixer)
+        if self.phases.objective_at(mb.step) == "dpo":
+            disable_dropout(self.lm.model)  # DPO's stage ends the run, so it stays off
         if self.reference is not None and self.reference.saved is None and self.phases.phase(mb.step) == DPO:
             self.reference.take()  # the first DPO micro-batch: the model is exactly the stage-2 model
         with nullcontext() if mb.last else acc.no_sync(self.ddp_model):

@@ -35,7 +35,8 @@ def test_three_stages_with_the_papers_rates_and_dpo_starting_at_ln2(recipe_run: 
     assert [s["objective"] for s in stages] == ["ce", "ce", "dpo"]
     assert [s["lr"] for s in stages] == [5e-5, 5e-5, 5e-7]
     assert [s["steps"] for s in stages] == [2, 2, 2]
-    # the reference is the stage-2 model itself, so the first DPO step's policy equals it: -log sigma(0)
+    # the reference is the stage-2 model itself and dropout is off (TRL's default), so the first DPO step's
+    # policy equals it: -log sigma(0)
     assert abs(stages[2]["first_loss"] - math.log(2)) < 1e-4
     assert info["pclm"]["stage_lrs"] == [5e-5, 5e-5, 5e-7] and info["pclm"]["stage2_end"] == 4
 
@@ -61,3 +62,13 @@ def test_rejected_policy_default_and_alias() -> None:
     assert options.pair("adversarial", seed=0, key="k") == ("B", "C") == options.pair("claim", seed=0, key="k")
     assert options.pair("random", seed=0, key="k")[1] in ("A", "C")
     assert AnswerOptions("up", ("down",)).pair("claim", seed=0, key="k") == ("up", "down")  # binary: the opposite
+
+
+def test_dpo_reference_is_the_model_stage_2_left(tmp_path: Path) -> None:
+    """With a stage 2 that moves the LoRA a lot (lr 5e-2), DPO still starts at ln 2 only if its reference
+    is taken when DPO begins; one taken before stage 2 would be the stage-1 model, and the first loss moves."""
+    out = tmp_path / "run"
+    assert main([*RECIPE, "--pclm-lr", "5e-2", "--out", str(out)]) == 0
+    stages = json.loads((out / "training.json").read_text())["stages"]
+    assert stages[1]["lr"] == 5e-2 and stages[1]["first_loss"] != stages[1]["last_loss"]
+    assert abs(stages[2]["first_loss"] - math.log(2)) < 1e-4

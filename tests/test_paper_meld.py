@@ -74,7 +74,7 @@ def test_the_default_suite_reads_meld_runs_paired_by_id_and_never_runs_them(tmp_
 
     folder = build_meld_shaped(tmp_path)
     out = tmp_path / "suite"
-    for seed, name in ((1, "meld-base"), (2, "meld-volume")):
+    for seed, name in ((1, "meld-base"), (2, "meld-volume"), (3, "meld-pitch")):
         harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--task-kind",
                       "classify", "--mode", "choices", "--out", str(out / "runs" / name), "--no-preflight"])
     vol_file = out / "runs" / "meld-volume" / "samples_meld.jsonl"
@@ -84,7 +84,7 @@ def test_the_default_suite_reads_meld_runs_paired_by_id_and_never_runs_them(tmp_
     assert paper_main(["--model", "random", "--out", str(out), "--only", "meld"]) == 1
     assert vol_file.read_text() == before  # not re-run
     plan = {r["run"]: r for r in json.loads((out / "suite.json").read_text())["runs"]}
-    assert plan["meld-base"]["status"] == plan["meld-volume"]["status"] == "external"
+    assert plan["meld-base"]["status"] == plan["meld-volume"]["status"] == plan["meld-pitch"]["status"] == "external"
     text = (out / "tables" / "table22_meld_transfer.md").read_text()
     assert "INCOMPLETE" not in text and "Skipped" not in text
     base = {r["benchmark_clip_id"]: r for r in _samples(out / "runs" / "meld-base")}
@@ -94,6 +94,7 @@ def test_the_default_suite_reads_meld_runs_paired_by_id_and_never_runs_them(tmp_
     only_vol = sum(vol[i]["pred"] == vol[i]["gold"] and base[i]["pred"] != base[i]["gold"] for i in base)
     assert only_base + only_vol > 0
     assert "| volume adapter vs base | " in text and f"| {only_base} / {only_vol} |" in text
+    assert "| pitch adapter vs base | " in text  # the paper's two adapters, both against the base
     assert "| 22 | [table22_meld_transfer.md](table22_meld_transfer.md) | complete |" in (
         out / "tables" / "README.md").read_text()
 
