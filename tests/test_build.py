@@ -16,7 +16,7 @@ import pytest
 import soundfile as sf
 from datasets.distributed import split_dataset_by_node
 
-from tests.fixtures_sources import build_vctk_tree, vctk_wav_path
+from tests.helpers.sources import build_vctk_tree, vctk_wav_path
 from vocalgrad_dataset.builder import VocalGrad
 from vocalgrad_dataset.cli import main as cli
 from vocalgrad_dataset.export import build

@@ -11,7 +11,7 @@ from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_su
 
 from harness.classification import classification_metrics, parse_columns
 from harness.meld import MELD_EMOTIONS, meld_items, video_audio
-from tests.meld_fixture import COUNTS, build_meld_shaped
+from tests.helpers.meld import COUNTS, build_meld_shaped
 
 LABELS = ["anger", "joy", "neutral", "sadness"]
 

@@ -6,9 +6,8 @@ build` (the reference is the build's Parquet file, read with pyarrow/soundfile h
 
 from __future__ import annotations
 
-import json
-
 import io
+import json
 import pickle
 from pathlib import Path
 

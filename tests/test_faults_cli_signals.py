@@ -19,9 +19,9 @@ import pytest
 
 from harness import results as res
 from harness.cli import main as harness
+from tests.helpers.user_errors import assert_one_error_line, without_root_override
 from tests.test_faults_dataset import fbuild, tiny_folder
 from tests.test_runner import FakeModel, make_release
-from tests.user_errors import assert_one_error_line, without_root_override
 from vocalgrad_dataset.buildinfo import BuildMismatchError
 from vocalgrad_dataset.export import build
 

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
-from tests.user_errors import without_root_override
+from tests.helpers.user_errors import without_root_override
 from vocalgrad_dataset import argtypes
 from vocalgrad_dataset.buildinfo import RECORD_NAME, BuildMismatchError
 from vocalgrad_dataset.cli import main as cli

@@ -29,8 +29,8 @@ from harness.data import open_source
 from harness.models.base import BaseAudioLM
 from harness.models.protocol import HiddenStates
 from harness.runner import EvalSettings, run_eval
+from tests.helpers.user_errors import assert_one_error_line
 from tests.test_runner import CONFIGS, FakeDist, FakeModel, make_release, merged
-from tests.user_errors import assert_one_error_line
 from vocalgrad_dataset import grid
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import pytest
 
 from listening.cli import main as listen
 from listening.sampler import balance_problems, balanced_sample, candidate_pool, direction_split, draw
-from tests.fixtures_sources import build_folder
+from tests.helpers.sources import build_folder
 
 # the published tool's sampled volume items, copied unchanged from the release (shared/reference/human_eval/)
 PUBLISHED = Path(__file__).parent / "data" / "published_human_eval" / "volume_shared_annotation_50.csv"

@@ -12,7 +12,7 @@ import torch
 from harness.models import families as fam
 from harness.models.protocol import Prompt
 from harness.models.tiny import TINY_FAMILIES, tiny_model
-from tests.synthetic_audio import tone_clip
+from tests.helpers.synthetic_audio import tone_clip
 
 ALL = list(TINY_FAMILIES)
 QUESTION = 'Does the volume increase or decrease over time?\n\nAnswer with only one word: "increase" or "decrease".'

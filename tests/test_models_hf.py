@@ -11,7 +11,7 @@ from harness.models.base import ItemErrors, ModelError
 from harness.models.fast_encoder import build_fast_audio
 from harness.models.protocol import Prompt
 from harness.models.tiny import tiny_model
-from tests.synthetic_audio import tone_clip
+from tests.helpers.synthetic_audio import tone_clip
 
 FAMILIES = ("qwen2-audio", "audio-flamingo-3")
 QUESTION = 'Does the volume increase or decrease over time?\n\nAnswer with only one word: "increase" or "decrease".'

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sklearn.metrics import f1_score
 
-from tests.meld_fixture import build_meld_shaped
+from tests.helpers.meld import build_meld_shaped
 
 SUITE = """runs:
   - {name: meld-base, prompt: default, configs: [meld], group: meld}

@@ -276,10 +276,8 @@ RUN: dict[str, tuple[dict[str, str], Callable[[str, dict[str, str]], None]]] = {
         ({}, _loaded),
     "vocalgrad-dataset manifest DIR": ({"DIR": "D"}, _manifest),
     "vocalgrad-dataset verify DIR --manifest FILE": ({"DIR": "D", "FILE": "D/manifest.csv"}, _identical),
-    "harness eval --model tiny-qwen2-audio --configs volume --source demo --limit 4 --out runs/tiny-fast "
-    "--frontend-workers 2 --model-arg fast_encoder=true --no-preflight": ({}, _evaluated),
-    "harness eval --model tiny-qwen2-audio --configs volume --source demo --limit 4 --out runs/tiny-serial "
-    "--frontend-workers 0 --no-preflight": ({}, _evaluated),
+    "harness eval --model tiny-qwen2-audio --configs volume --source demo --limit 4 --data-workers 2 "
+    "--out runs/tiny-pool --no-preflight": ({}, _evaluated),
 }
 
 SKIP: dict[str, str] = {
@@ -302,11 +300,6 @@ SKIP: dict[str, str] = {
     "python benchmarks/bench_generator.py --skip-categories --memory-build 20 --only volume":
         "a benchmark: two builds of a 20-minute source, 11 GB of RAM",
     "python benchmarks/bench_generator.py --skip-categories --memory 20": "a benchmark: 20-minute sources, GBs of RAM",
-    "python benchmarks/bench_generator.py --skip-categories --memory 20 --memory-conditions 2":
-        "a benchmark: 20-minute sources, GBs of RAM",
-    "python benchmarks/bench_generator.py --skip-categories --memory 20 --only volume": "a benchmark: 1.1 GB of RAM",
-    "python benchmarks/bench_generator.py --skip-categories --memory 20 --only volume --memory-conditions 2":
-        "a benchmark: 1.1 GB of RAM",
     "python benchmarks/bench_generator.py --skip-categories --memory 20 --only vibration --memory-conditions 3":
         "a benchmark: 3 GB of RAM",
     "accelerate launch --multi_gpu --num_processes 2 harness/eval.py --model signal-oracle --configs volume,noise "
@@ -381,8 +374,9 @@ SKIP: dict[str, str] = {
         "needs the real MELD download and a Kimi-Audio checkpoint (tests/test_paper_meld.py: the fixture)",
     "harness eval --model kimi-audio --adapter finetune/volume --dataset MELD.Raw --task-kind classify --mode choices "
     "--out suite/runs/meld-volume": "needs the real MELD download and a Kimi-Audio checkpoint",
-    "vocalgrad-paper --model kimi-audio --out suite --suite meld_suite.yaml --tables-only":
-        "needs the two MELD runs above",
+    "harness eval --model kimi-audio --adapter finetune/pitch --dataset MELD.Raw --task-kind classify --mode choices "
+    "--out suite/runs/meld-pitch": "needs the real MELD download and a Kimi-Audio checkpoint",
+    "vocalgrad-paper --model kimi-audio --out suite --tables-only": "needs the three MELD runs above",
     "vocalgrad-dataset build --config voxparadox-pitch --split test --out D": "~2 minutes (tests/test_voxparadox.py)",
     "harness eval --model mcq-signal-oracle --configs voxparadox-gender,voxparadox-pitch --split test --dataset D "
     "--out runs/o": "needs the VoxParadox build above",

@@ -323,7 +323,7 @@ def test_latex_and_html_table2(runs: dict[str, Path], tmp_path: Path, capsys: py
 @pytest.fixture(scope="module")
 def classify_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """random on the MELD-shaped fixture (classify kind, choices mode): 36 items, seven emotions."""
-    from tests.meld_fixture import build_meld_shaped
+    from tests.helpers.meld import build_meld_shaped
 
     root = tmp_path_factory.mktemp("classify")
     folder = build_meld_shaped(root)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.fixtures_sources import build_folder, build_vctk_tree, frozen_rows, vctk_wav_path
+from tests.helpers.sources import build_folder, build_vctk_tree, frozen_rows, vctk_wav_path
 from vocalgrad_dataset.sources import (
     DemoSource,
     FolderSource,

@@ -32,7 +32,7 @@ from harness.prompts import (
     get_variant,
     prepare_variant,
 )
-from tests.fixtures_sources import demo_speech
+from tests.helpers.sources import demo_speech
 from vocalgrad_dataset import generate
 from vocalgrad_dataset.card import card_text
 from vocalgrad_dataset.cli import main as cli

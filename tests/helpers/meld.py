@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 
 from harness.meld import MELD_EMOTIONS
-from tests.fixtures_sources import demo_speech, fit_length
+from tests.helpers.sources import demo_speech, fit_length
 from vocalgrad_dataset.sources.audio_io import write_wav_pcm16
 
 # items per label: imbalanced (neutral dominates, as in MELD) so prevalence-dependent expectations differ
