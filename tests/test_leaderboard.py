@@ -438,3 +438,24 @@ def test_precision_is_what_the_model_loaded_in(runs: dict[str, Path], tmp_path: 
     del results["model_info"]["dtype"]
     (run / "results.json").write_text(json.dumps(results))
     assert make_submission(run, model_name="x")["model"]["precision"].startswith("auto")
+
+
+def test_a_run_off_the_papers_protocol_is_flagged(submission: Path) -> None:
+    """Issue 37: a run with speed opt-ins (results.json model_info "not_paper_protocol") gets ‡ and the list
+    in leaderboard.md, the page and the CSV; a run under the paper's protocol gets none."""
+    from harness.leaderboard.build import render_csv, render_html, render_markdown, submission_row
+
+    sub = json.loads(submission.read_text())
+    plain = submission_row(sub, "random.json")
+    sub["results"].setdefault("model_info", {})["not_paper_protocol"] = ["tf32 matmuls", "dtype bfloat16"]
+    flagged = submission_row(sub, "flagged.json")
+    assert plain.not_paper_protocol == () and flagged.not_paper_protocol == ("tf32 matmuls", "dtype bfloat16")
+    md = render_markdown([plain], "")
+    assert "‡" not in md and "not the paper's protocol" not in md
+    md = render_markdown([flagged], "")
+    assert "| Coin &lt;b&gt;flip&lt;/b&gt; ‡ |" in md  # the row itself, then the line that explains it
+    assert "not the paper's protocol: tf32 matmuls; dtype bfloat16" in md
+    page = render_html([flagged], "")
+    assert 'class="sub not-paper-protocol"' in page and "tf32 matmuls; dtype bfloat16" in page
+    rows = list(csv.DictReader(io.StringIO(render_csv([plain, flagged]))))
+    assert [r["not_paper_protocol"] for r in rows] == ["", "tf32 matmuls; dtype bfloat16"]

@@ -63,6 +63,8 @@ class Row:
     below_design: bool = False
     conflict: dict[str, float] = field(default_factory=dict)  # lexical-conflict metrics (%), when the run has any
     mcq: dict[str, float] = field(default_factory=dict)  # multiple-choice macro GT / ALA / Δ (%), when the run has any
+    # results.json model_info "not_paper_protocol": the speed opt-ins that ran (bf16, TF32, another attention)
+    not_paper_protocol: tuple[str, ...] = ()
 
     @property
     def section_only(self) -> bool:
@@ -158,6 +160,7 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
         conflict={m: 100 * float(v) for m, _ in CONFLICT_FIELDS
                   if (v := group_metrics(res, "conflict").get(m)) is not None},
         mcq={m: 100 * float(v) for m, _ in MCQ_FIELDS if (v := group_metrics(res, "mcq").get(m)) is not None},
+        not_paper_protocol=tuple(clean_text(x) for x in (res.get("model_info") or {}).get("not_paper_protocol") or ()),
     )
 
 
@@ -217,11 +220,21 @@ DETAIL_FIELDS: tuple[str, ...] = ("data", "family", "prompt", "params", "precisi
                                   "protocol", "notes", "file")
 
 
+PROTOCOL_MARK = "‡"
+
+
+def protocol_note(r: Row) -> str:
+    """The line that explains a row's ‡ (empty for a run under the paper's protocol)."""
+    return f"{PROTOCOL_MARK} {r.model}: not the paper's protocol: {'; '.join(r.not_paper_protocol)}" if (
+        r.not_paper_protocol) else ""
+
+
 def _cells(r: Row) -> list[tuple[str, str | None]]:
     """(display text, numeric sort key or None) per column."""
     avg = _fmt(r.average) + ("" if r.complete else "*")
     return [
-        (str(r.rank) if r.rank else "—", str(r.rank) if r.rank else ""), (r.model, None), (r.data, None),
+        (str(r.rank) if r.rank else "—", str(r.rank) if r.rank else ""),
+        (r.model + (f" {PROTOCOL_MARK}" if r.not_paper_protocol else ""), None), (r.data, None),
         (avg, _fmt(r.average)),
         *((_fmt(r.accuracy.get(c)), _fmt(r.accuracy.get(c))) for c in CONFIGS),
         (f"{r.params / 1e9:.2f} B" if r.params else "", str(r.params) if r.params else ""),
@@ -257,6 +270,8 @@ def _page_row(r: Row, index: int) -> str:
             sub = "" if r.official else f'<span class="sub">{html.escape(r.data)}</span>'
             if r.protocol:  # a human row says who answered and who was left out, on the row itself
                 sub += f'<span class="sub protocol">{html.escape(r.protocol)}</span>'
+            if r.not_paper_protocol:
+                sub += f'<span class="sub not-paper-protocol">{html.escape(protocol_note(r))}</span>'
             tds.append(f'<td class="text model">{html.escape(text)}{sub}</td>')
             continue
         tds.append(f'<td class="{" ".join(c for c in cls if c)}"{sort}>{html.escape(text)}</td>')
@@ -311,6 +326,8 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     other = [r for r in rows if not r.official and not r.section_only]
     if other:
         text += f"\n\n## {OTHER_DATA_TITLE}\n\n" + table(other)
+    if flagged := [protocol_note(r) for r in rows if r.not_paper_protocol]:
+        text += "\n\n" + "\n".join(f"- {markdown_cell(line)}" for line in flagged)
     humans = [f"- {r.model}: {r.protocol}" for r in rows if r.protocol]
     if humans:
         text += "\n\nListening tests (annotators, completeness, exclusions):\n\n" + "\n".join(humans)
@@ -367,13 +384,13 @@ def render_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["rank", "kind", "model", "family", "data", "comparable", "complete", "avg", *CONFIGS, "params",
-                "precision", "adapter", "prompt", "scoring", "clips", "file"])
+                "precision", "adapter", "prompt", "scoring", "clips", "file", "not_paper_protocol"])
     for r in rows:
         text = [csv_text(x) for x in (r.model, r.family, r.data)]
         w.writerow([r.rank or "", r.kind, *text, r.official, r.complete, _fmt(r.average),
                     *(_fmt(r.accuracy.get(c)) for c in CONFIGS), r.params or "",
                     *(csv_text(x) for x in (r.precision, r.adapter, r.prompt, r.scoring)), r.clips or "",
-                    csv_text(r.file)])
+                    csv_text(r.file), csv_text("; ".join(r.not_paper_protocol))])
     return buf.getvalue()
 
 
