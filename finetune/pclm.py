@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from finetune.lora import our_lora_names
 from harness.models import pclm
 from harness.models.protocol import TrainableAudioLM
 
@@ -119,9 +120,9 @@ class Phases:
         """Freeze what step `step` does not train: LoRA (or the full LM) in stage 1, the mixer under DPO."""
         phase = self.phase(step)
         lm_on = phase != STAGE1
-        for name, p in lm.model.named_parameters():
-            if "lora_" in name:
-                p.requires_grad_(lm_on and not self.full)
+        params = dict(lm.model.named_parameters())
+        for name in our_lora_names(lm.model):  # a built-in adapter (Phi-4's, Granite's) never trains
+            params[name].requires_grad_(lm_on and not self.full)
         if self.full:
             for p in lm_parameters(lm).values():
                 p.requires_grad_(lm_on)
@@ -171,7 +172,7 @@ def reference_snapshot(lm: TrainableAudioLM, phases: Phases) -> ReferenceSnapsho
     tensors and, under --full-finetune, the LM's (the mixer is frozen under DPO, so it is the reference's)."""
     if phases.stage2_end is None:
         return None
-    names = [n for n, _ in lm.model.named_parameters() if "lora_" in n and not phases.full]
+    names = [] if phases.full else our_lora_names(lm.model)  # ours only: a built-in adapter never trains
     if phases.full:
         names = [n for n in lm_parameters(lm)]
     return ReferenceSnapshot(lm.model, names)

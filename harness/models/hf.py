@@ -604,10 +604,21 @@ class HFAudioLM(BaseAudioLM):
     def load_adapter(self, path: str) -> None:
         """Attach a saved PEFT LoRA adapter to the wrapped model in place (unmerged: logits as trained)."""
         from peft import PeftModel
+        from peft.tuners.tuners_utils import BaseTunerLayer
 
-        peft_model = PeftModel.from_pretrained(self.model, str(path), is_trainable=False)
+        layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
+        # The checkpoint's own adapters in use (Phi-4's speech LoRA, Granite's LLM LoRA) stay on beside ours,
+        # which gets a name of its own (Granite's is "default"), as vocalgrad-finetune trained it.
+        theirs = sorted({a for m in layers for a in m.active_adapters})
+        ours = "vocalgrad" if theirs else "default"
+        peft_model = PeftModel.from_pretrained(self.model, str(path), adapter_name=ours, is_trainable=False)
         # PEFT injects the LoRA layers into self.model itself; keep the transformers class on the surface.
         self.model = peft_model.base_model.model.eval()
+        if theirs:
+            for m in self.model.modules():
+                if isinstance(m, BaseTunerLayer) and (names := [a for a in (*theirs, ours) if a in m.lora_A]):
+                    m.set_adapter(names)
+            self.active_adapters = [*theirs, ours]
         self.adapter = str(path)
         self.__dict__.pop("_weights", None)  # provenance names the adapter now attached
         self._attach_saved_pclm(path)
