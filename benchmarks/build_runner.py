@@ -48,7 +48,6 @@ def main() -> int:
 
     base.Category.render_clip = timed
     from vocalgrad_dataset import cli
-
     sys.argv = ["vocalgrad-dataset", *argv]
     return cli.main()  # as the console script calls it (no argv: the process is the CLI)
 

@@ -85,7 +85,7 @@ def build_eval_items(settings: TrainSettings, out: Path) -> str | None:
     configs = settings.eval_configs or []
     if not any(is_item_config(c) for c in configs):
         return None
-    from vocalgrad_dataset.voxparadox_export import build_voxparadox
+    from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
     for config in configs:
         build_voxparadox(config, ["test"], out / EVAL_ITEMS_DIR, limit=settings.eval_limit)

@@ -162,7 +162,7 @@ def existing_configs(repo_id: str) -> list[str]:
 
 def push_results(run_dir: str | Path, repo_id: str, *, config_name: str | None = None, private: bool = False) -> str:
     """Upload an evaluation run as one config of a results dataset repo (through the dataset build's push)."""
-    from vocalgrad_dataset.export import push_to_hub
+    from vocalgrad_dataset.build.export import push_to_hub
 
     require_token()
     with tempfile.TemporaryDirectory(prefix="vocalgrad-results-") as tmp:

@@ -1,7 +1,7 @@
 """Training rows of the multiple-choice configs built from items (VoxParadox-lite `voxparadox-<task>`).
 
 Their items are not grid clips: each is made by our DSP from vendored base utterances
-(vocalgrad_dataset.voxparadox_export.config_items, the same builder `vocalgrad-dataset build` runs), in a fixed
+(vocalgrad_dataset.voxparadox.export.config_items, the same builder `vocalgrad-dataset build` runs), in a fixed
 build order that is already a seeded shuffle of the task's combinations. The train split's items are built
 once per run and kept as the rows a build writes (PCM16 WAV), so training hears what evaluation hears; with
 frozen train ids (data/voxparadox/ids/<task>-train.txt) the full build is checked against them.
@@ -46,7 +46,7 @@ class ItemRenderer:
     def load(self, n: int | None = None) -> list[str]:
         """Build the split's first n items (None: the whole split, checked against its frozen ids when there
         are some); returns their ids in build order. Each is kept as the row a build writes (PCM16 WAV bytes)."""
-        from vocalgrad_dataset.voxparadox_export import config_items, item_row
+        from vocalgrad_dataset.voxparadox.export import config_items, item_row
 
         self._rows = {item.id: item_row(item, self.config) for item in config_items(self.config, self.split, n)}
         self._order = list(self._rows)

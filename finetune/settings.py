@@ -28,7 +28,7 @@ from harness.settings import (
     settings_from_args,
 )
 from harness.tasks import task_kind
-from vocalgrad_dataset.cliinfo import add_version_argument
+from vocalgrad_dataset.cli.info import add_version_argument
 from vocalgrad_dataset.generate import resolve_source
 from vocalgrad_dataset.tasks import is_vocalgrad
 

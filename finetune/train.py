@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The `vocalgrad-finetune` command (also `python -m finetune.train`, `accelerate launch finetune/train.py`)."""
     from finetune.settings import settings_from_argv
-    from vocalgrad_dataset.cliinfo import path_error
+    from vocalgrad_dataset.cli.info import path_error
 
     try:
         train(settings_from_argv(argv))

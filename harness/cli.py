@@ -7,7 +7,7 @@ import sys
 
 from harness.models.protocol import MissingDependency, ModelError
 from harness.runner import RunIncomplete, add_eval_arguments, eval_settings_from_args, run_eval, summary_table
-from vocalgrad_dataset.cliinfo import console_script, run_command
+from vocalgrad_dataset.cli.info import console_script, run_command
 
 
 def _eval(ns: argparse.Namespace) -> int:

@@ -17,11 +17,17 @@ import numpy as np
 import soundfile as sf
 
 from harness.mcq import normalize_mcq_row
-from vocalgrad_dataset import buildinfo, grid
+from vocalgrad_dataset import grid
+from vocalgrad_dataset.build import info as buildinfo
+from vocalgrad_dataset.build.manifest import (
+    MANIFEST_NAME,
+    read_manifest,
+    read_release_metadata,
+    short_category,
+)
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import parse_config, serves, unit_ids
-from vocalgrad_dataset.manifest import MANIFEST_NAME, read_manifest, read_release_metadata, short_category
 from vocalgrad_dataset.sources import SourceError, check_wav_complete
 from vocalgrad_dataset.tasks import task_config
 
@@ -227,12 +233,12 @@ class ItemSource:
         self.description = "items:voxparadox-lite"
 
     def units(self, config: str) -> list[SourceUnit]:
-        from vocalgrad_dataset.voxparadox_export import config_item_ids
+        from vocalgrad_dataset.voxparadox.export import config_item_ids
 
         return [SourceUnit(i, self.UNIT_SEC, (i,)) for i in config_item_ids(config, self.split)]
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
-        from vocalgrad_dataset.voxparadox_export import item_row, iter_config_items
+        from vocalgrad_dataset.voxparadox.export import item_row, iter_config_items
 
         wanted = {cid for u in units for cid in u.clip_ids}
         if not wanted:

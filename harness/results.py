@@ -284,7 +284,7 @@ def validate_results(obj: Any) -> None:
 
 def versions(generator_version: str | None = None) -> dict[str, str]:
     """Versions stored in results.json."""
-    from vocalgrad_dataset.cliinfo import package_version
+    from vocalgrad_dataset.cli.info import package_version
 
     harness_version = package_version()
     if generator_version is None:

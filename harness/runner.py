@@ -46,7 +46,7 @@ from harness.settings import (
 )
 from harness.tasks import TaskKind, row_kind, source_kind
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.argtypes import nonnegative_int, positive_int, share
+from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
 
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective

@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 from listening.analysis import ATTENTION_THRESHOLD
-from vocalgrad_dataset.argtypes import fraction, int_range, nonnegative_int, positive_int, share
-from vocalgrad_dataset.cliinfo import console_script, run_command
+from vocalgrad_dataset.cli.argtypes import fraction, int_range, nonnegative_int, positive_int, share
+from vocalgrad_dataset.cli.info import console_script, run_command
 from vocalgrad_dataset.generate import SPLITS
 
 DEFAULT_DB = "listening-study.sqlite"

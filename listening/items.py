@@ -88,8 +88,8 @@ def built_pool(config: str, split: str, dataset: str) -> list[McqItem]:
 
 
 def builder_items(config: str, split: str, n: int) -> list[Any]:
-    """The split's first n items from the item builder (vocalgrad_dataset.voxparadox_export.config_items)."""
-    from vocalgrad_dataset.voxparadox_export import config_items
+    """The split's first n items from the item builder (vocalgrad_dataset.voxparadox.export.config_items)."""
+    from vocalgrad_dataset.voxparadox.export import config_items
 
     return config_items(config, split, n)
 
@@ -168,7 +168,7 @@ class BuilderRows:
             import io
 
             from harness.data import read_audio
-            from vocalgrad_dataset.voxparadox_export import item_row
+            from vocalgrad_dataset.voxparadox.export import item_row
 
             rows = {}
             for item in builder_items(config, self.split, self.pool[config]):

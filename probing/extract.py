@@ -46,7 +46,7 @@ from harness.settings import (
     settings_from_args,
 )
 from probing.store import FORMAT, FeatureWriter, config_hash
-from vocalgrad_dataset.argtypes import positive_int
+from vocalgrad_dataset.cli.argtypes import positive_int
 from vocalgrad_dataset.tasks import task_config
 
 log = logging.getLogger(__name__)
@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m probing.extract`."""
-    from vocalgrad_dataset.cliinfo import path_error
+    from vocalgrad_dataset.cli.info import path_error
 
     ns = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")

@@ -26,7 +26,7 @@ from harness.results import atomic_write_bytes, atomic_write_text
 from probing.directions import alignment, category_direction
 from probing.probes import ProbeJob, ProbeSettings, fit_jobs, grouped_folds
 from probing.store import Extraction, FeatureSet, StoreError
-from vocalgrad_dataset.argtypes import nonnegative_int, positive_int
+from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from vocalgrad_dataset.voxparadox import (  # noqa: E402
     whisper_accepts,
     word_error_rate,
 )
-from vocalgrad_dataset.voxparadox_items import signal_verified  # noqa: E402
+from vocalgrad_dataset.voxparadox.items import signal_verified  # noqa: E402
 
 DEFAULT_CACHE = ROOT / "runs" / "voxparadox-freeze" / "transcripts.tsv"
 
@@ -191,7 +191,7 @@ def rehash_task(task: str, split: str) -> list[str]:
     """The frozen lines of a task and split with each item's sha256 recomputed by the current builder (after a
     change that keeps the selection, e.g. BUILDER_VERSION 3's C-library log2/log10/pow): the ids and WER stay,
     and every item is built and its signal measurement checked again (build_items raises on a flip)."""
-    from vocalgrad_dataset.voxparadox_items import build_items
+    from vocalgrad_dataset.voxparadox.items import build_items
 
     path = IDS_DIR / f"{task}-{split}.txt"
     old = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

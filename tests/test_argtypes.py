@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from vocalgrad_dataset import argtypes
+from vocalgrad_dataset.cli import argtypes
 
 
 @pytest.mark.parametrize(("fn", "text", "value"), [

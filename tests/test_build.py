@@ -17,9 +17,9 @@ import soundfile as sf
 from datasets.distributed import split_dataset_by_node
 
 from tests.helpers.sources import build_vctk_tree, vctk_wav_path
+from vocalgrad_dataset.build.export import build
 from vocalgrad_dataset.builder import VocalGrad
 from vocalgrad_dataset.cli import main as cli
-from vocalgrad_dataset.export import build
 from vocalgrad_dataset.generate import iter_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,7 +182,7 @@ def test_ids_and_list_commands(capsys) -> None:
 
 def test_card_load_example_names_what_the_build_holds(tmp_path: Path) -> None:
     """Issue 23: a volume-only build's card named "pitch" and `all`; it names its own config and split."""
-    from vocalgrad_dataset.card import load_line
+    from vocalgrad_dataset.build.card import load_line
 
     (tmp_path / "volume").mkdir()
     (tmp_path / "volume" / "train-00000-of-00001.parquet").write_bytes(b"")

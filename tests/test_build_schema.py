@@ -19,8 +19,8 @@ import yaml
 from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCardData
 
-from vocalgrad_dataset import arrowrows, card
-from vocalgrad_dataset.arrowrows import rows_table
+from vocalgrad_dataset.build import arrowrows, card
+from vocalgrad_dataset.build.arrowrows import rows_table
 from vocalgrad_dataset.cli import main as cli
 from vocalgrad_dataset.features import arrow_schema, features_dict, vocalgrad_features, yaml_features
 from vocalgrad_dataset.generate import iter_config_rows, parse_config, wav_bytes
@@ -226,7 +226,6 @@ def test_skip_exit_collection_freezes_where_it_can_and_else_changes_nothing(monk
     import gc
 
     from vocalgrad_dataset import cli
-
     frozen: list[bool] = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))  # the real one would freeze this test process
     assert cli.skip_exit_collection() is True and frozen == [True]

@@ -20,9 +20,9 @@ from harness.cli import main as cli_main
 from harness.data import ConfigSource, ItemSource, ParquetSource, open_source
 from harness.results import read_jsonl, samples_path
 from vocalgrad_dataset import generate
-from vocalgrad_dataset.export import build
+from vocalgrad_dataset.build.export import build
 from vocalgrad_dataset.tasks import TaskConfig, resolve
-from vocalgrad_dataset.voxparadox_export import build_voxparadox
+from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
 CONFIG = "voxparadox-pitch"
 N = 3  # items built by the build under test (its first items in build order)

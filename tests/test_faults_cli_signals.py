@@ -22,8 +22,8 @@ from harness.cli import main as harness
 from tests.helpers.user_errors import assert_one_error_line, without_root_override
 from tests.test_faults_dataset import fbuild, tiny_folder
 from tests.test_runner import FakeModel, make_release
-from vocalgrad_dataset.buildinfo import BuildMismatchError
-from vocalgrad_dataset.export import build
+from vocalgrad_dataset.build.export import build
+from vocalgrad_dataset.build.info import BuildMismatchError
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -71,7 +71,7 @@ def _eval(dataset: Path, out: Path, *extra: str) -> int:
 def test_a_deleted_shard_is_named_not_evaluated_around(built: Path, tmp_path: Path, capsys, manifest: bool) -> None:
     c = _copy(built, tmp_path)
     if manifest:
-        from vocalgrad_dataset.manifest import write_manifest
+        from vocalgrad_dataset.build.manifest import write_manifest
 
         write_manifest(c)
     (c / "volume" / "test-00001-of-00003.parquet").unlink()
@@ -80,8 +80,8 @@ def test_a_deleted_shard_is_named_not_evaluated_around(built: Path, tmp_path: Pa
 
 
 def test_a_deleted_shard_and_its_record_caught_by_the_manifest(built: Path, tmp_path: Path, capsys) -> None:
-    from vocalgrad_dataset.buildinfo import RECORD_NAME
-    from vocalgrad_dataset.manifest import write_manifest
+    from vocalgrad_dataset.build.info import RECORD_NAME
+    from vocalgrad_dataset.build.manifest import write_manifest
 
     c = _copy(built, tmp_path)
     write_manifest(c)
@@ -395,8 +395,7 @@ def test_num_proc_is_capped_by_the_shards_to_write(tmp_path: Path, monkeypatch) 
             sizes.append(n)
             return real(n, **kw)
 
-    from vocalgrad_dataset import export
-
+    from vocalgrad_dataset.build import export
     monkeypatch.setattr(export.mp, "get_context", lambda kind: Ctx())
     data = tiny_folder(tmp_path / "src", n=3)
     fbuild(data, tmp_path / "C", clips_per_shard=1, num_proc=16)

@@ -24,10 +24,10 @@ import pytest
 import soundfile as sf
 
 from tests.helpers.user_errors import without_root_override
-from vocalgrad_dataset import argtypes
-from vocalgrad_dataset.buildinfo import RECORD_NAME, BuildMismatchError
+from vocalgrad_dataset.build.export import PUSH_IGNORE, BuildError, build, push_to_hub
+from vocalgrad_dataset.build.info import RECORD_NAME, BuildMismatchError
+from vocalgrad_dataset.cli import argtypes
 from vocalgrad_dataset.cli import main as cli
-from vocalgrad_dataset.export import PUSH_IGNORE, BuildError, build, push_to_hub
 from vocalgrad_dataset.fileio import LOCK_NAME, LockedError, atomic_path, atomic_write_text
 from vocalgrad_dataset.progress import LineProgress, progress
 from vocalgrad_dataset.sources import SourceError, get_source, read_pcm, write_wav_pcm16
@@ -174,8 +174,8 @@ def test_float_source_builds_the_same_audio_as_pcm16_and_the_card_says_so(tmp_pa
 def test_a_shard_over_the_row_group_limit_is_written_in_row_groups_with_the_same_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vocalgrad_dataset import buildinfo, export
-
+    from vocalgrad_dataset.build import export
+    from vocalgrad_dataset.build import info as buildinfo
     src = tiny_folder(tmp_path / "float", "FLOAT")
     fbuild(src, tmp_path / "whole")
     held: list[int] = []
@@ -360,7 +360,7 @@ def test_new_split_is_added_to_the_record(tmp_path: Path) -> None:
 
 KILL_MID_WRITE = """
 import os, signal, sys
-from vocalgrad_dataset import export
+from vocalgrad_dataset.build import export
 calls = []
 real = export._write_table_file
 def torn(table, path):

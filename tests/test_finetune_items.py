@@ -67,7 +67,7 @@ def test_item_split_is_decided_per_item_so_a_limit_takes_a_prefix() -> None:
 def test_training_items_are_the_built_items(tmp_path: Path) -> None:
     """What training hears is what a `vocalgrad-dataset build` of the same items holds (PCM16)."""
     from harness.data import ParquetSource
-    from vocalgrad_dataset.voxparadox_export import build_voxparadox
+    from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
     build_voxparadox("voxparadox-pitch", ["train"], tmp_path, limit=1)
     source = ParquetSource(tmp_path, "train")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES, get_category
+from vocalgrad_dataset.dsp.schedule import continuous, stepped
 from vocalgrad_dataset.generate import frozen_ids
 from vocalgrad_dataset.grid import (
     BEEP_IDS_SHA256,
@@ -19,7 +20,6 @@ from vocalgrad_dataset.grid import (
     parse_clip_id,
     progress,
 )
-from vocalgrad_dataset.schedule import continuous, stepped
 
 
 @pytest.mark.parametrize("config", CATEGORY_NAMES)

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from finetune import hub
 from finetune.settings import TrainSettings
 from finetune.train import train
-from vocalgrad_dataset.export import PUSH_IGNORE
+from vocalgrad_dataset.build.export import PUSH_IGNORE
 
 TOKEN = "hf_offlineTestTokenThatMustNeverAppear"
 

@@ -101,7 +101,7 @@ def test_site_shows_conflict_run_in_its_section_unranked(conflict_sub: Path, tmp
 @pytest.mark.slow  # the full 100-item VoxParadox-lite build: ~50 s on a loaded machine, the eval ~15 s
 def test_mcq_run_submits_validates_and_shows_in_its_section(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     data, run = tmp_path / "vp", tmp_path / "run"
-    from vocalgrad_dataset.voxparadox_export import build_voxparadox
+    from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
     build_voxparadox(MCQ, ["test"], data)  # checked against the frozen ids by the builder
     assert harness(["eval", "--model", "mcq-signal-oracle", "--configs", MCQ, "--split", "test",

@@ -176,7 +176,7 @@ def test_ternary_study_three_buttons_and_export(tmp_path: Path) -> None:
 
 def test_audio_from_a_parquet_build_equals_the_generator(tmp_path: Path) -> None:
     from listening.study import AudioProvider
-    from vocalgrad_dataset.export import build as build_dataset
+    from vocalgrad_dataset.build.export import build as build_dataset
 
     build_dataset("volume", ["test"], tmp_path / "ds", source="demo", progress=False)
     from_build = create_study(tmp_path / "p.sqlite", "volume", 6, 2, dataset=str(tmp_path / "ds"))

@@ -102,7 +102,7 @@ def test_page_api_answers_store_options_and_export_scores_acc_and_ala(tmp_path: 
 
 
 def test_study_from_a_build(tmp_path: Path) -> None:
-    from vocalgrad_dataset.voxparadox_export import build_voxparadox
+    from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
     build_voxparadox("voxparadox-gender", ["test"], tmp_path / "D", limit=12)
     store = create_study(tmp_path / "s.sqlite", "voxparadox-gender", 6, 0, dataset=str(tmp_path / "D"),

@@ -152,7 +152,6 @@ def test_adapter_extraction_records_and_changes_features(tmp_path: Path, tiny_qw
 def synthetic_extraction(root: Path) -> None:
     """Train/test feature sets for two configs with direction signal in some representations only."""
     from vocalgrad_dataset import grid
-
     rng = np.random.default_rng(0)
     keys = ["mel/0", "pre_llm/0", "late_llm/2", "text/0", "text/1", "text/2",
             *(f"pos_{p}/{k}" for k in (0, 2) for p in ("a1", "a2", "a3", "a4", "attribute", "query-2", "query-1"))]

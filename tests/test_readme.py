@@ -22,7 +22,7 @@ def _block(name: str) -> str:
 @pytest.mark.parametrize("name", ["categories", "models"])
 def test_readme_tables_equal_the_generated_ones(name: str) -> None:
     if name == "categories":
-        from vocalgrad_dataset.card import category_table_markdown as generate
+        from vocalgrad_dataset.build.card import category_table_markdown as generate
     else:
         from harness.models.registry import models_table_markdown as generate
     assert _block(name) == generate().strip(), f"regenerate the docs {name} table from the registry"

@@ -1,4 +1,4 @@
-"""One reader of a release's metadata.csv (vocalgrad_dataset.manifest.read_release_metadata) serves the harness
+"""One reader of a release's metadata.csv (vocalgrad_dataset.build.manifest.read_release_metadata) serves the harness
 (harness.data.ReleaseSource) and the manifests: both see the same rows and give the same one-line errors."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.data import ReleaseSource
-from vocalgrad_dataset.manifest import ManifestError, read_release_metadata
+from vocalgrad_dataset.build.manifest import ManifestError, read_release_metadata
 
 IDS = ["p1_01__p1_1__linear__low__up", "p1_01__p1_1__linear__low__down", "p1_01__p1_1__linear__mid__up"]
 HEADER = "file_name,category,benchmark_clip_id,duration_sec"

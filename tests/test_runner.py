@@ -271,7 +271,7 @@ def test_assign_units_is_longest_first_to_least_loaded() -> None:
 
 
 def test_parquet_build_matches_on_the_fly_rows(tmp_path: Path) -> None:
-    from vocalgrad_dataset.export import build
+    from vocalgrad_dataset.build.export import build
 
     build("volume", ["test"], tmp_path, source="demo", progress=False)
     src = open_source(dataset=str(tmp_path))

@@ -12,8 +12,8 @@ from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.categories.echo import schroeder_ir
 from vocalgrad_dataset.categories.noise import unit_noise
 from vocalgrad_dataset.dsp import rms, to_pcm16
+from vocalgrad_dataset.dsp.segments import crossfade_join, plan_chunks
 from vocalgrad_dataset.grid import Condition
-from vocalgrad_dataset.segments import crossfade_join, plan_chunks
 
 SEGMENTED = ("speed", "pitch", "distortion", "roughness", "clarity")
 
@@ -154,7 +154,7 @@ def test_noise_seed_reproducible_and_scaled(demo_clip) -> None:
 @pytest.mark.parametrize(("seed", "n"), [(0, 1), (7, 1000), (2**63 + 12345, 300_000), (987654321, 1_000_000)])
 def test_noise_draw_is_numpys_standard_normal_bit_for_bit(seed: int, n: int) -> None:
     # the numba PCG64 + ziggurat must give numpy's stream, the rare tail (idx 0) and wedge paths included
-    from vocalgrad_dataset.kernels import pcg64_state, standard_normal_float32_into
+    from vocalgrad_dataset.dsp.kernels import pcg64_state, standard_normal_float32_into
 
     expected = np.random.default_rng(seed).standard_normal(size=(n, 1)).astype(np.float32)[:, 0]
     state = pcg64_state(seed)
@@ -171,7 +171,7 @@ def test_noise_draw_is_numpys_standard_normal_bit_for_bit(seed: int, n: int) -> 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 127, 128, 129, 136, 1000, 8193, 192_000, 254_411])
 def test_noise_square_sum_is_numpys_float32_mean_order(n: int) -> None:
     # the noise kernel sums float32 squares itself; numpy's pairwise order differs from a running sum
-    from vocalgrad_dataset.kernels import float32_square_sum
+    from vocalgrad_dataset.dsp.kernels import float32_square_sum
 
     draw = np.random.default_rng(n).standard_normal(size=(n, 1))
     column = draw.astype(np.float32)
@@ -227,7 +227,7 @@ def test_librosa_free_helpers_equal_librosa(n_fft: int) -> None:
     needs no librosa import) are bit-identical to librosa's."""
     import librosa
 
-    from vocalgrad_dataset.stft import fft_frequencies, hann_window, window_sumsquare
+    from vocalgrad_dataset.dsp.stft import fft_frequencies, hann_window, window_sumsquare
 
     np.testing.assert_array_equal(hann_window(n_fft), librosa.filters.get_window("hann", n_fft, fftbins=True))
     for n_frames, hop in ((1, 128), (7, max(1, n_fft // 4)), (60, 128)):
@@ -261,8 +261,8 @@ def test_rendering_imports_no_librosa() -> None:
 def test_small_batches_and_chunks_change_nothing(name: str, demo_clip, monkeypatch) -> None:
     """Bounded memory (conditions rendered a few at a time, one window's jobs per window-op call, spectra
     computed 5 windows at a time, nothing cached for the next tier) gives the same samples as one batch."""
-    from vocalgrad_dataset import segments, stft
     from vocalgrad_dataset.categories import base, echo, vibration
+    from vocalgrad_dataset.dsp import segments, stft
 
     _, audio, sr, onset, offset = demo_clip
     conds = [Condition(c, t, "up" if i % 2 else "down") for i, (c, t) in enumerate([("linear", "low"), ("jump", "mid"), ("quad_last_flat", "high"), ("linear", "high")])]

@@ -34,7 +34,7 @@ from harness.prompts import (
 )
 from tests.helpers.sources import demo_speech
 from vocalgrad_dataset import generate
-from vocalgrad_dataset.card import card_text
+from vocalgrad_dataset.build.card import card_text
 from vocalgrad_dataset.cli import main as cli
 from vocalgrad_dataset.generate import config_ids, iter_rows, parse_config
 from vocalgrad_dataset.grid import BEEP_IDS_SHA256, TEST_IDS_SHA256, ids_sha256

@@ -16,7 +16,7 @@ import pytest
 import soundfile as sf
 
 from vocalgrad_dataset import voxparadox as vp
-from vocalgrad_dataset.voxparadox_items import build_items, measure, signal_verified
+from vocalgrad_dataset.voxparadox.items import build_items, measure, signal_verified
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,7 +140,7 @@ def test_frozen_lists_and_a_fresh_build_agree(split: str) -> None:
 def test_the_appended_range_tier_keeps_every_earlier_item_and_builds_to_its_frozen_bits() -> None:
     """Range's middle-version candidates (F0 range x0.33 / x2.2) come after all two-version ones, so no earlier
     item moved; the first of them kept in train builds to its frozen sha256."""
-    from vocalgrad_dataset.voxparadox_items import candidates
+    from vocalgrad_dataset.voxparadox.items import candidates
 
     first_new, index, two_version_candidates = "vpl-range-train-1655bd46e2", 280, 480
     order = [c.id for c in candidates("range", "train")]
@@ -160,7 +160,7 @@ def test_the_appended_range_tier_keeps_every_earlier_item_and_builds_to_its_froz
 AVX512_CHECK = """
 import sys
 from vocalgrad_dataset import voxparadox as vp
-from vocalgrad_dataset.voxparadox_items import build_items
+from vocalgrad_dataset.voxparadox.items import build_items
 for task in vp.TASKS:
     for item in build_items(task, "test", 6):
         print(task, item.id, vp.pcm_sha256(item.audio))
@@ -198,7 +198,7 @@ def test_train_and_test_are_disjoint_in_ids_voices_and_wordings() -> None:
 
 
 def test_a_whole_frozen_task_rebuilds_exactly() -> None:
-    from vocalgrad_dataset.voxparadox_export import config_items
+    from vocalgrad_dataset.voxparadox.export import config_items
 
     items = config_items("voxparadox-gender", "test")  # raises when an id or a sha256 differs from the list
     assert [i.id for i in items] == vp.frozen_ids("gender", "test") and len(items) >= 100
@@ -207,7 +207,7 @@ def test_a_whole_frozen_task_rebuilds_exactly() -> None:
 
 def test_build_load_and_eval_through_both_loaders(tmp_path: Path) -> None:
     from harness.runner import EvalSettings, run_eval
-    from vocalgrad_dataset.voxparadox_export import build_voxparadox
+    from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
     out = tmp_path / "D"
     for config in ("voxparadox-gender", "voxparadox-pitch"):
@@ -311,7 +311,7 @@ def test_freeze_keeps_what_whisper_hears_right_and_resumes_from_its_cache(tmp_pa
 
 @pytest.mark.parametrize("task", ["identity", "counting", "pitch"])
 def test_candidate_ids_are_unique(task: str) -> None:
-    from vocalgrad_dataset.voxparadox_items import candidates
+    from vocalgrad_dataset.voxparadox.items import candidates
 
     ids = [c.id for c in candidates(task, "test")]
     assert len(ids) == len(set(ids)) > 100
@@ -321,7 +321,7 @@ def test_rehash_refuses_a_builder_whose_items_are_not_the_frozen_ones(tmp_path: 
     import importlib.util
     from types import SimpleNamespace
 
-    import vocalgrad_dataset.voxparadox_items as items_module
+    import vocalgrad_dataset.voxparadox.items as items_module
 
     spec = importlib.util.spec_from_file_location("freeze", Path(__file__).parents[1] / "scripts" / "freeze_voxparadox_ids.py")
     freeze = importlib.util.module_from_spec(spec)

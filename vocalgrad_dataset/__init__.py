@@ -13,7 +13,6 @@ __all__ = ["VocalGrad", "VocalGradConfig"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from . import builder
-
+        from vocalgrad_dataset import builder
         return getattr(builder, name)
     raise AttributeError(f"module 'vocalgrad_dataset' has no attribute {name!r}")

@@ -8,8 +8,8 @@ from typing import Any
 
 import datasets
 
-from .features import vocalgrad_features
-from .generate import (
+from vocalgrad_dataset.features import vocalgrad_features
+from vocalgrad_dataset.generate import (
     GENERATOR_VERSION,
     config_names,
     expand_config,
@@ -19,7 +19,7 @@ from .generate import (
     serves,
     source_splits,
 )
-from .sources import SourceClip, get_source
+from vocalgrad_dataset.sources import SourceClip, get_source
 
 _DESCRIPTION = (
     "VocalGrad (Ryu & Yanaka 2026): speech clips in which exactly one acoustic factor rises or falls over "
@@ -72,7 +72,7 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
 
     def _source_root(self, dl_manager: Any) -> str | None:
         if self._source_name() == "vctk" and self.config.data_dir is None and self.config.download:
-            from .sources import download_vctk
+            from vocalgrad_dataset.sources import download_vctk
 
             return str(download_vctk(dl_manager))
         return self.config.data_dir

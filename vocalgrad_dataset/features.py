@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .grid import CLAIM_FORMATS, FORMAT_LABELS
+from vocalgrad_dataset.grid import CLAIM_FORMATS, FORMAT_LABELS
 
 if TYPE_CHECKING:
     import datasets

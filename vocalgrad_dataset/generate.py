@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from .categories import CATEGORY_NAMES, Category, get_category
-from .categories.base import REGISTRY as CATEGORY_REGISTRY
-from .categories.base import load_plugin_categories
-from .categories.distortion import hold_length
-from .dsp import to_pcm16
-from .grid import (
+from vocalgrad_dataset.categories import CATEGORY_NAMES, Category, get_category
+from vocalgrad_dataset.categories.base import REGISTRY as CATEGORY_REGISTRY
+from vocalgrad_dataset.categories.base import load_plugin_categories
+from vocalgrad_dataset.categories.distortion import hold_length
+from vocalgrad_dataset.dsp import to_pcm16
+from vocalgrad_dataset.grid import (
     CLAIM_FORMATS,
     FORMAT_LABELS,
     NO_CONDITION,
@@ -44,9 +44,16 @@ from .grid import (
     iter_ids,
     source_clip_id,
 )
-from .prompt import format_prompt
-from .sources import Source, SourceClip, SourceError, detect_onset_offset, get_source, span_samples
-from .sources.vctk import SELECTION_DIR, SPLIT_FILES
+from vocalgrad_dataset.prompt import format_prompt
+from vocalgrad_dataset.sources import (
+    Source,
+    SourceClip,
+    SourceError,
+    detect_onset_offset,
+    get_source,
+    span_samples,
+)
+from vocalgrad_dataset.sources.vctk import SELECTION_DIR, SPLIT_FILES
 
 GENERATOR_VERSION = "1.0.0"
 SPLITS: tuple[str, ...] = ("test", "train")

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .grid import CURVES, TIERS, progress
-from .schedule import STEP_SEC
-from .segments import CROSSFADE_SEC
+from vocalgrad_dataset.dsp.schedule import STEP_SEC
+from vocalgrad_dataset.dsp.segments import CROSSFADE_SEC
+from vocalgrad_dataset.grid import CURVES, TIERS, progress
 
 Measure = Callable[[np.ndarray, int], float]  # (span audio as float64, sr) -> signed score
 
@@ -253,7 +253,7 @@ def _pitch(x: np.ndarray, sr: int) -> float:
 @lru_cache(maxsize=1)
 def _speed_deltas() -> tuple[float, ...]:
     """The speed tiers' d (rate 1 - d -> 1 + d), read from the category's published config."""
-    from .categories import get_category  # deferred: keeps importing the oracle light
+    from vocalgrad_dataset.categories import get_category  # deferred: keeps importing the oracle light
 
     cat = get_category("speed")
     return tuple(cat.tier_value(t) for t in TIERS)
@@ -346,7 +346,7 @@ def evaluate_oracle(
     config: str, split: str, source: str = "demo", data_dir: str | Path | None = None
 ) -> dict[str, Any]:
     """Run `predict` over a config's generated rows: overall accuracy and by tier / category (/ curve)."""
-    from .generate import iter_rows  # deferred: generation pulls in the sources
+    from vocalgrad_dataset.generate import iter_rows  # deferred: generation pulls in the sources
 
     by: dict[str, dict[str, list[bool]]] = {
         "tier": defaultdict(list),

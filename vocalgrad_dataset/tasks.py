@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from .generate import ConfigSpec, config_names, parse_config, registry_key
+from vocalgrad_dataset.generate import ConfigSpec, config_names, parse_config, registry_key
 
 TASKS_DIR = Path(__file__).parent / "data" / "tasks"
 FIELDS: tuple[str, ...] = ("include", "task", "family", "kind", "format", "categories", "source", "params",
@@ -246,7 +246,7 @@ def expand(name: str) -> list[TaskConfig]:
     """The resolved configs a name stands for: `all`, `all-<format>` and `beep-all` expand (each spec parsed
     once, by expand_config), anything else is `resolve(name)`."""
     if name in ("all", "beep-all") or str(name).startswith("all-"):
-        from .generate import expand_config
+        from vocalgrad_dataset.generate import expand_config
 
         out = []
         for spec in expand_config(str(name)):

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from vocalgrad_dataset.cliinfo import Command, subcommands
+from vocalgrad_dataset.cli.info import Command, subcommands
 
 
 def _submit(ns: argparse.Namespace) -> int:

@@ -83,7 +83,6 @@ def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
 def _builder_ids(config: str, split: str) -> tuple[str, ...]:
     """A VoxParadox-lite config's frozen item ids (the reversed control's carry the builder's "-rev")."""
     from vocalgrad_dataset import voxparadox
-
     params = task_config(config).params
     ids = voxparadox.frozen_ids(str(params.get("task")), split)
     if ids is None:

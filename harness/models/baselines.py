@@ -130,7 +130,7 @@ class MCQSignalOracle(LabelBaseline):
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
         from vocalgrad_dataset.voxparadox import TASKS  # lazy: the DSP stack loads only when used
-        from vocalgrad_dataset.voxparadox_items import measure
+        from vocalgrad_dataset.voxparadox.items import measure
 
         task = str(prompt.meta.get("task") or prompt.meta.get("category") or "")
         name = task.removeprefix("voxparadox-").removesuffix("-reversed")

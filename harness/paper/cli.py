@@ -28,8 +28,8 @@ from harness.paper.run import (
 )
 from harness.paper.suite import Suite, SuiteRun, default_suite, load_suite
 from harness.settings import MODES, add_model_arguments, add_source_arguments, limit_type, settings_from_args
-from vocalgrad_dataset.argtypes import nonnegative_int
-from vocalgrad_dataset.cliinfo import DefaultsHelpFormatter, add_version_argument
+from vocalgrad_dataset.cli.argtypes import nonnegative_int
+from vocalgrad_dataset.cli.info import DefaultsHelpFormatter, add_version_argument
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -411,7 +411,7 @@ def paraphrase_metrics(t: TableRequest) -> str:
 @table_kind("source-domain", runs=(1, None), checks=(same_configs,))
 def source_domain(t: TableRequest) -> str:
     """Accuracy per config of runs on other source corpora (16 kHz), published models with all of them beside."""
-    from vocalgrad_dataset.card import noop_text
+    from vocalgrad_dataset.build.card import noop_text
 
     configs = t.run.configs
     body = [[t.label(run), t.ours, *accuracy_cells(t, run, configs)] for run in t.runs]

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import schedule as sched
-from ..grid import Condition, seed_from
+from vocalgrad_dataset.dsp import schedule as sched
+from vocalgrad_dataset.grid import Condition, seed_from
 
 Render = Callable[[np.ndarray, int, Sequence[sched.Schedule], dict[str, Any]], Iterable[np.ndarray]]
 # Working memory of one render call: conditions are rendered in batches whose float64 outputs fit in it, so a
@@ -136,7 +136,7 @@ def register(category: Category) -> Category:
 
 def load_plugin_categories() -> list[Category]:
     """Register the categories installed packages declare under the `vocalgrad.categories` entry points."""
-    from ..plugins import entry_point_objects
+    from vocalgrad_dataset.plugins import entry_point_objects
 
     found = []
     for where, obj in entry_point_objects("vocalgrad.categories"):

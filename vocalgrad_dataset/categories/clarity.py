@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dsp import match_rms, rms
-from ..segments import render_segmented
-from .base import Category, register
+from vocalgrad_dataset.categories.base import Category, register
+from vocalgrad_dataset.dsp import match_rms, rms
+from vocalgrad_dataset.dsp.segments import render_segmented
 
 N_FFT, HOP = 512, 128
 TRANSITION_HZ = 800.0
@@ -33,7 +33,11 @@ def lowpass_windows(
     windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, float]], sr: int
 ) -> list[np.ndarray]:
     """Low-pass every (window, cutoff) job: one STFT per window, one batched ISTFT per window length."""
-    from ..stft import batched_window_jobs, fft_frequencies, istft_batch  # numba loads only when rendering
+    from vocalgrad_dataset.dsp.stft import (  # numba loads only when rendering
+        batched_window_jobs,
+        fft_frequencies,
+        istft_batch,
+    )
 
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(jobs)
     gains: dict[tuple[int, float], np.ndarray] = {}  # a cutoff recurs across windows and conditions

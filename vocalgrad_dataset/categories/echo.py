@@ -7,8 +7,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..dsp import match_rms
-from .base import Category, register
+from vocalgrad_dataset.categories.base import Category, register
+from vocalgrad_dataset.dsp import match_rms
 
 
 def _delay(ms: float, sr: int) -> int:
@@ -113,7 +113,7 @@ def _ir_spectrum(sr: int, room: float, n_fft: int) -> np.ndarray:
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
-    from ..kernels import wet_mix
+    from vocalgrad_dataset.dsp.kernels import wet_mix
 
     wet = _wet(audio, sr, fixed["room_scale_max"], fixed.get("clip_cache", {}))
     for s in schedules:  # the mix (1 - w) * dry + w * wet in float64 per sample, cast once, in one pass

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .base import Category, register
+from vocalgrad_dataset.categories.base import Category, register
 
 RMS_FLOOR = 1e-6
 
@@ -33,7 +33,7 @@ def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
 
 
 def _render(audio: np.ndarray, sr: int, schedules: Sequence, fixed: dict) -> Iterator[np.ndarray]:
-    from ..kernels import add_noise, pcg64_state, standard_normal_float32_into
+    from vocalgrad_dataset.dsp.kernels import add_noise, pcg64_state, standard_normal_float32_into
 
     cache = fixed.get("clip_cache", {})
     # One buffer per batch of conditions. Each clip's seeded draw is numpy's default_rng(seed)

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import soxr
 
-from ..segments import render_segmented
-from .base import Category, register
-from .speed import stretch_windows
+from vocalgrad_dataset.categories.base import Category, register
+from vocalgrad_dataset.categories.speed import stretch_windows
+from vocalgrad_dataset.dsp.segments import render_segmented
 
 BINS_PER_OCTAVE = 12
 

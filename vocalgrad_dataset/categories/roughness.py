@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dsp import match_rms
-from ..segments import per_window, render_segmented
-from .base import Category, register
+from vocalgrad_dataset.categories.base import Category, register
+from vocalgrad_dataset.dsp import match_rms
+from vocalgrad_dataset.dsp.segments import per_window, render_segmented
 
 
 def bit_depth(value: float, sr: int = 0) -> float:

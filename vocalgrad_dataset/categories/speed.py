@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..segments import render_segmented
-from .base import Category, register
+from vocalgrad_dataset.categories.base import Category, register
+from vocalgrad_dataset.dsp.segments import render_segmented
 
 if TYPE_CHECKING:
-    from ..stft import VocoderInput
+    from vocalgrad_dataset.dsp.stft import VocoderInput
 
 N_FFT, HOP = 512, 128
 JOBS_PER_BATCH = 32  # cache-sized batches: the vocoder is memory-bound
@@ -22,7 +22,7 @@ def stretch_windows(windows: Sequence[np.ndarray], jobs: Sequence[tuple[int, flo
 
     Each window's STFT is computed once and shared by every rate it is stretched at.
     """
-    from ..stft import (  # librosa, numba
+    from vocalgrad_dataset.dsp.stft import (  # librosa, numba
         batched_window_jobs,
         istft_batch,
         phase_vocoder_batch,

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..schedule import Schedule
-from .base import Category, register
+from vocalgrad_dataset.categories.base import Category, register
+from vocalgrad_dataset.dsp.schedule import Schedule
 
 
 def step_gains(schedule: Schedule) -> np.ndarray:

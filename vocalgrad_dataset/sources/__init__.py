@@ -8,17 +8,17 @@ import difflib
 import importlib
 from pathlib import Path
 
-from ..plugins import entry_point_objects
-from .audio_io import check_wav_complete, read_pcm, write_wav_pcm16
-from .base import PCM, Source, SourceClip, SourceError
-from .beep import BeepSource
-from .claims import CarrierClip, ClaimsSource
-from .commonvoice import CommonVoiceSpontaneousSource
-from .demo import DemoSource
-from .folder import FolderSource
-from .loquacious import LoquaciousSource
-from .onset import detect_onset_offset, span_samples
-from .vctk import VCTKSource, download_vctk
+from vocalgrad_dataset.plugins import entry_point_objects
+from vocalgrad_dataset.sources.audio_io import check_wav_complete, read_pcm, write_wav_pcm16
+from vocalgrad_dataset.sources.base import PCM, Source, SourceClip, SourceError
+from vocalgrad_dataset.sources.beep import BeepSource
+from vocalgrad_dataset.sources.claims import CarrierClip, ClaimsSource
+from vocalgrad_dataset.sources.commonvoice import CommonVoiceSpontaneousSource
+from vocalgrad_dataset.sources.demo import DemoSource
+from vocalgrad_dataset.sources.folder import FolderSource
+from vocalgrad_dataset.sources.loquacious import LoquaciousSource
+from vocalgrad_dataset.sources.onset import detect_onset_offset, span_samples
+from vocalgrad_dataset.sources.vctk import VCTKSource, download_vctk
 
 SOURCE_NAMES: tuple[str, ...] = ("vctk", "demo", "folder", "beep", "loquacious", "commonvoice-spontaneous", "claims")
 

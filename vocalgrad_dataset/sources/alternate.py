@@ -12,7 +12,7 @@ from typing import IO
 import numpy as np
 import soundfile as sf
 
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 ALTERNATE_DIR = Path(__file__).resolve().parent.parent / "data" / "selection" / "alternate_sources"
 SAMPLE_RATE = 16000

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from ..fileio import atomic_path
-from .base import PCM, SourceError
+from vocalgrad_dataset.fileio import atomic_path
+from vocalgrad_dataset.sources.base import PCM, SourceError
 
 
 def to_int16_grid(data: np.ndarray) -> np.ndarray:

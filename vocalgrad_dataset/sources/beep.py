@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 SAMPLE_RATE = 48000
 ONSET_SEC = 0.75

@@ -17,9 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..fileio import file_sha256
-from .audio_io import read_pcm
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.fileio import file_sha256
+from vocalgrad_dataset.sources.audio_io import read_pcm
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 CLAIMS_DIR = Path(__file__).resolve().parent.parent / "data" / "claims"
 TEMPLATES_FILE = CLAIMS_DIR / "templates.json"
@@ -95,7 +95,7 @@ def claim_of_text(text: str, category: str) -> str | None:
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
     """Word-level Levenshtein distance / reference length, on normalised words."""
-    from ..wer import words_error_rate
+    from vocalgrad_dataset.wer import words_error_rate
 
     return words_error_rate(normalise_text(reference), normalise_text(hypothesis))
 

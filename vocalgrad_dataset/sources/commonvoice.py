@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .alternate import ALTERNATE_DIR, SPLITS, check_split, decode_16k, frozen_clip, read_selection
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.sources.alternate import (
+    ALTERNATE_DIR,
+    SPLITS,
+    check_split,
+    decode_16k,
+    frozen_clip,
+    read_selection,
+)
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 SELECTION = ALTERNATE_DIR / "commonvoice_spontaneous" / "test_source_clips_100.csv"
 HOW_TO_GET = (

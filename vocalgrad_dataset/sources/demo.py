@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .audio_io import read_pcm
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.sources.audio_io import read_pcm
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "demo"
 SAMPLE_RATE = 48000

@@ -8,9 +8,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from ..fileio import PathOutsideError, ragged_row, safe_join
-from .audio_io import read_pcm
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.fileio import PathOutsideError, ragged_row, safe_join
+from vocalgrad_dataset.sources.audio_io import read_pcm
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 DEFAULT_SPEAKER = "spk"  # used when the CSV has no speaker_id column or the cell is empty
 

@@ -11,8 +11,15 @@ import io
 from pathlib import Path
 from typing import Any
 
-from .alternate import ALTERNATE_DIR, SPLITS, check_split, decode_16k, frozen_clip, read_selection
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.sources.alternate import (
+    ALTERNATE_DIR,
+    SPLITS,
+    check_split,
+    decode_16k,
+    frozen_clip,
+    read_selection,
+)
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 SELECTION = ALTERNATE_DIR / "loquaciousset" / "test_source_clips_100.csv"
 REPO_ID = "speechbrain/LoquaciousSet"

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .base import SourceError
+from vocalgrad_dataset.sources.base import SourceError
 
 FRAME_SEC = 0.01  # 10 ms frames with a 10 ms hop
 NOISE_SEC = 0.2  # noise floor = median RMS of the frames within the first 200 ms

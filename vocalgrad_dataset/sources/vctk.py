@@ -8,9 +8,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..fileio import file_sha256
-from .audio_io import read_pcm
-from .base import PCM, SourceClip, SourceError
+from vocalgrad_dataset.fileio import file_sha256
+from vocalgrad_dataset.sources.audio_io import read_pcm
+from vocalgrad_dataset.sources.base import PCM, SourceClip, SourceError
 
 SELECTION_DIR = Path(__file__).resolve().parent.parent / "data" / "selection"
 SPLIT_FILES: dict[str, tuple[str, str]] = {

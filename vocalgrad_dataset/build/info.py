@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .fileio import atomic_write_text
-from .sources import SourceClip
+from vocalgrad_dataset.fileio import atomic_write_text
+from vocalgrad_dataset.sources import SourceClip
 
 RECORD_NAME = "build_settings.json"
 RECORD_SCHEMA = 1
@@ -86,7 +86,7 @@ def missing_shards(config_dir: Path, split: str, files: Sequence[Path]) -> list[
 def foreign_category(values: Sequence[Any], config: str) -> str | None:
     """The first `category` value of a shard's rows that is not `config`'s category (a shard of another config
     copied under this config's name), None when every row belongs."""
-    from .generate import parse_config
+    from vocalgrad_dataset.generate import parse_config
 
     want = parse_config(config).category.name
     for v in values:

@@ -9,9 +9,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from .argtypes import nonnegative_float, nonnegative_int, positive_int
-from .cliinfo import console_script, run_command
-from .generate import SPLITS
+from vocalgrad_dataset.cli.argtypes import nonnegative_float, nonnegative_int, positive_int
+from vocalgrad_dataset.cli.info import console_script, run_command
+from vocalgrad_dataset.generate import SPLITS
 
 _AS_PROGRAM = False  # main() called without argv: this process is the CLI and exits when the command returns
 
@@ -36,12 +36,12 @@ def _splits(value: str, config: str, source: str | None) -> list[str]:
     """The requested split, or every split the config's source has for "all" (beep: test only)."""
     if value != "all":
         return [value]
-    from .tasks import task_config
+    from vocalgrad_dataset.tasks import task_config
 
     if task_config(config).family != "vocalgrad":  # declared configs built from vendored data: test and train
         return list(SPLITS)
-    from .generate import resolve_source, source_splits
-    from .sources import get_source
+    from vocalgrad_dataset.generate import resolve_source, source_splits
+    from vocalgrad_dataset.sources import get_source
 
     name = resolve_source(config, source)
     if name in ("vctk", "folder"):  # no corpus needed to know: both offer test and train
@@ -51,7 +51,7 @@ def _splits(value: str, config: str, source: str | None) -> list[str]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Render a config's splits to Parquet + data card; optionally push every config to the Hub."""
-    from .export import build, push_to_hub
+    from vocalgrad_dataset.build.export import build, push_to_hub
 
     report = build(
         args.config, _splits(args.split, args.config, args.source), args.out, source=args.source, data_dir=args.data_dir,
@@ -69,11 +69,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_ids(args: argparse.Namespace) -> int:
     """Print a split's clip ids, one per line (frozen lists for vctk, beep and the alternative sources: no audio),
     or with --sha256 only the list's check value."""
-    from .generate import config_ids
+    from vocalgrad_dataset.generate import config_ids
 
     ids = config_ids(args.config, args.split, args.source, args.data_dir)
     if args.sha256:
-        from .grid import ids_sha256
+        from vocalgrad_dataset.grid import ids_sha256
 
         print(ids_sha256(ids))
         return 0
@@ -83,8 +83,8 @@ def cmd_ids(args: argparse.Namespace) -> int:
 
 def cmd_oracle(args: argparse.Namespace) -> int:
     """Score the signal oracle on generated clips; the last line is JSON with accuracy and by_tier."""
-    from .generate import resolve_source
-    from .oracle import evaluate_oracle
+    from vocalgrad_dataset.generate import resolve_source
+    from vocalgrad_dataset.oracle import evaluate_oracle
 
     result = evaluate_oracle(args.config, args.split, resolve_source(args.config, args.source), args.data_dir)
     for key in ("by_category",):
@@ -96,15 +96,15 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """The category table, generated from the registry (or, with --configs, every config name)."""
-    from .card import category_rows, category_table_markdown
+    from vocalgrad_dataset.build.card import category_rows, category_table_markdown
 
     if args.configs:
-        from .generate import config_names, parse_config
+        from vocalgrad_dataset.generate import config_names, parse_config
 
         for name in config_names():
             spec = parse_config(name)
             print(f"{name:20s} {spec.format:9s} {spec.source or '-':5s} {' / '.join(spec.labels)}")
-        from .tasks import declarations
+        from vocalgrad_dataset.tasks import declarations
 
         for decl in declarations():  # the declared configs of other families (VoxParadox-lite, ...)
             if decl.family != "vocalgrad":
@@ -120,7 +120,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_manifest(args: argparse.Namespace) -> int:
     """Hash every clip of a build or release folder; write the manifest (DIR/manifest.csv, or --out; - for stdout)."""
-    from .manifest import manifest_sha256, manifest_text, scan_dataset, write_manifest
+    from vocalgrad_dataset.build.manifest import manifest_sha256, manifest_text, scan_dataset, write_manifest
 
     if args.out == "-":
         sys.stdout.write(manifest_text(c.hash for c in scan_dataset(args.dir)))
@@ -133,7 +133,7 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Compare a folder with a manifest clip by clip; exit 0 when identical, 1 on any difference."""
-    from .manifest import report_lines, verify
+    from vocalgrad_dataset.build.manifest import report_lines, verify
 
     report = verify(args.dir, args.manifest)
     for line in report_lines(report, limit=args.show):
@@ -216,8 +216,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; errors about inputs print one clear line instead of a traceback."""
-    from .fileio import LockedError
-    from .sources import SourceError
+    from vocalgrad_dataset.fileio import LockedError
+    from vocalgrad_dataset.sources import SourceError
 
     global _AS_PROGRAM
     _AS_PROGRAM = argv is None  # the console script or `python -m`: nothing runs in this process afterwards

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .grid import progress
+from vocalgrad_dataset.grid import progress
 
 STEP_SEC = 0.05
 CACHED_SPAN = 2**22  # per-sample progress curves up to this span (87 s at 48 kHz) are shared by a clip's conditions

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .features import arrow_schema, columns, label_names
-from .generate import WAV_HEADER_BYTES, wav_header
+from vocalgrad_dataset.features import arrow_schema, columns, label_names
+from vocalgrad_dataset.generate import WAV_HEADER_BYTES, wav_header
 
 # binary and string arrays have int32 offsets: a longer column is split into chunks (a long source's shard)
 MAX_CHUNK_BYTES = 2**31 - 1

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .schedule import Schedule
+from vocalgrad_dataset.dsp.schedule import Schedule
 
 CONTEXT_SEC = 0.05
 CROSSFADE_SEC = 0.005

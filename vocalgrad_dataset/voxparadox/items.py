@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schedule import Schedule
-from .voxparadox import (
+from vocalgrad_dataset.dsp.schedule import Schedule
+from vocalgrad_dataset.voxparadox import (
     LEVELS,
     PATTERN_TASKS,
     SPLIT_SIZES,
@@ -233,22 +233,22 @@ def libm_log2(x: np.ndarray) -> np.ndarray:
 
 def pitch_shift(x: np.ndarray, semitones: float) -> np.ndarray:
     """The whole utterance shifted by `semitones`, duration kept (the pitch category's shifter)."""
-    from .categories.pitch import shift_windows
+    from vocalgrad_dataset.categories.pitch import shift_windows
 
     return x if semitones == 0 else shift_windows([x], [(0, float(semitones))], SR)[0]
 
 
 def stretch(x: np.ndarray, rate: float) -> np.ndarray:
     """Time stretch by `rate` (> 1 faster), pitch kept (the speed category's phase vocoder)."""
-    from .categories.speed import stretch_windows
+    from vocalgrad_dataset.categories.speed import stretch_windows
 
     return x if rate == 1.0 else stretch_windows([x], [(0, float(rate))])[0]
 
 
 def stepped_shift(x: np.ndarray, values: np.ndarray) -> np.ndarray:
     """A per-50-ms-step pitch shift (semitones per step) through the segment framework."""
-    from .categories.pitch import shift_windows
-    from .segments import render_segmented
+    from vocalgrad_dataset.categories.pitch import shift_windows
+    from vocalgrad_dataset.dsp.segments import render_segmented
 
     n = int(np.ceil(len(x) / STEP))
     vals = np.resize(np.asarray(values, np.float64), n)

@@ -17,9 +17,9 @@ from typing import Any
 
 import soundfile as sf
 
-from .fileio import atomic_path, atomic_write_text, dir_lock
-from .tasks import task_config
-from .voxparadox import (
+from vocalgrad_dataset.fileio import atomic_path, atomic_write_text, dir_lock
+from vocalgrad_dataset.tasks import task_config
+from vocalgrad_dataset.voxparadox import (
     BUILDER_VERSION,
     IDS_DIR,
     SR,
@@ -29,7 +29,7 @@ from .voxparadox import (
     pcm_sha256,
     reverse_item,
 )
-from .voxparadox_items import build_items, candidates
+from vocalgrad_dataset.voxparadox.items import build_items, candidates
 
 CARD_NAME = "README.md"
 

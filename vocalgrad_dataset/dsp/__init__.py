@@ -1,7 +1,7 @@
 """Numerics shared by the categories: RMS and its matching, PCM16 output, the short-window FFT rule.
 
 numpy only, so that importing the categories (their metadata, the CLI, the harness) stays instant; the
-batched STFT / phase vocoder / ISTFT with their numba kernels live in `vocalgrad_dataset.stft`.
+batched STFT / phase vocoder / ISTFT with their numba kernels live in `vocalgrad_dataset.dsp.stft`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def to_pcm16(y: np.ndarray) -> tuple[np.ndarray, float]:
     """Float audio in [-1, 1) to int16 by clip and truncation toward zero; returns (pcm, clipped fraction)."""
     if y.size == 0:
         return np.zeros(0, dtype=np.int16), 0.0
-    from .kernels import pcm16_into  # numba: loaded when audio is rendered
+    from vocalgrad_dataset.dsp.kernels import pcm16_into  # numba: loaded when audio is rendered
 
     pcm = np.empty(len(y), dtype=np.int16)
     clipped = pcm16_into(np.ascontiguousarray(y), pcm)  # one pass: scale, clip, truncate, count

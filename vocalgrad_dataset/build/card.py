@@ -10,13 +10,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .buildinfo import SHARD_RE, build_section
-from .categories import CATEGORIES, CATEGORY_NAMES
-from .cliinfo import package_version
-from .fileio import atomic_write_text
-from .generate import BEEP_CATEGORIES, BEEP_PROMPT_VARIANT, GENERATOR_VERSION, noop_tiers, parse_config
-from .grid import FORMAT_LABELS, TIERS
-from .sources.alternate import SAMPLE_RATE as ALTERNATE_RATE
+from vocalgrad_dataset.build.info import SHARD_RE, build_section
+from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
+from vocalgrad_dataset.cli.info import package_version
+from vocalgrad_dataset.fileio import atomic_write_text
+from vocalgrad_dataset.generate import (
+    BEEP_CATEGORIES,
+    BEEP_PROMPT_VARIANT,
+    GENERATOR_VERSION,
+    noop_tiers,
+    parse_config,
+)
+from vocalgrad_dataset.grid import FORMAT_LABELS, TIERS
+from vocalgrad_dataset.sources.alternate import SAMPLE_RATE as ALTERNATE_RATE
 
 
 def category_rows() -> list[dict[str, str]]:
@@ -201,7 +207,7 @@ def _split_sizes(by_split: dict[str, list[Path]]) -> tuple[dict[str, tuple[int, 
 def _dataset_info(fmt: str, by_split: dict[str, list[Path]], rate: int | None) -> dict[str, Any]:
     """A config's `dataset_info` entry as datasets' DatasetInfo._to_yaml_dict() gives it (features with the Audio
     sampling rate, splits with num_examples, sizes), without importing datasets."""
-    from .features import yaml_features
+    from vocalgrad_dataset.features import yaml_features
 
     sizes, download = _split_sizes(by_split)
     return {

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-DATA_DIR = Path(__file__).parent / "data" / "voxparadox"
+DATA_DIR = Path(__file__).parents[1] / "data" / "voxparadox"
 BASES_DIR = DATA_DIR / "bases"
 BASES_TSV = DATA_DIR / "bases.tsv"
 IDS_DIR = DATA_DIR / "ids"
@@ -144,7 +144,7 @@ def normalize_text(text: str) -> str:
 
 def word_error_rate(hypothesis: str, reference: str) -> float:
     """Word edit distance / reference words, after normalize_text (1.0 and more: nothing right)."""
-    from .wer import words_error_rate
+    from vocalgrad_dataset.wer import words_error_rate
 
     return words_error_rate(normalize_text(reference).split(), normalize_text(hypothesis).split())
 
@@ -263,7 +263,7 @@ def frozen_ids(task: str, split: str) -> list[str] | None:
 
 def pcm_sha256(audio: np.ndarray) -> str:
     """sha256 of the PCM16 samples an item is stored as (what the frozen lists hold)."""
-    from .dsp import to_pcm16
+    from vocalgrad_dataset.dsp import to_pcm16
 
     return hashlib.sha256(to_pcm16(audio)[0].tobytes()).hexdigest()
 

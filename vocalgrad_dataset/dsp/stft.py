@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .dsp import fft_sizes
+from vocalgrad_dataset.dsp import fft_sizes
 
 
 @lru_cache(maxsize=64)

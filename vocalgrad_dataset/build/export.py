@@ -21,11 +21,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import buildinfo
-from .arrowrows import rows_table
-from .card import write_card
-from .fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
-from .generate import (
+from vocalgrad_dataset.build import info as buildinfo
+from vocalgrad_dataset.build.arrowrows import rows_table
+from vocalgrad_dataset.build.card import write_card
+from vocalgrad_dataset.build.manifest import MANIFEST_NAME
+from vocalgrad_dataset.fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
+from vocalgrad_dataset.generate import (
     GENERATOR_VERSION,
     config_clips,
     iter_config_rows,
@@ -33,9 +34,8 @@ from .generate import (
     resolve_source,
     source_splits,
 )
-from .manifest import MANIFEST_NAME
-from .progress import progress as progress_bar
-from .sources import SourceClip, get_source
+from vocalgrad_dataset.progress import progress as progress_bar
+from vocalgrad_dataset.sources import SourceClip, get_source
 
 DEFAULT_CLIPS_PER_SHARD = 4
 # What push_to_hub never uploads: temporaries of a killed writer and the lock file (hidden files in general).
@@ -309,11 +309,11 @@ def build(
     refused (BuildMismatchError) unless `overwrite`, which first deletes that config's shards.
     """
     _check_build_numbers(num_proc, clips_per_shard)
-    from .tasks import expand
+    from vocalgrad_dataset.tasks import expand
 
     resolved = expand(config)  # the one resolution: everything below receives these TaskConfig objects
     if len(resolved) == 1 and resolved[0].rows == "items":  # declared MCQ items, from vendored bases
-        from .voxparadox_export import build_voxparadox
+        from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
         return build_voxparadox(resolved[0], splits, out_dir, overwrite=overwrite, lock_timeout=lock_timeout)
     out = Path(out_dir)

@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from .categories import CATEGORY_NAMES
-from .fileio import PathOutsideError, atomic_write_text, ragged_row, safe_join
-from .generate import parse_config
+from vocalgrad_dataset.categories import CATEGORY_NAMES
+from vocalgrad_dataset.fileio import PathOutsideError, atomic_write_text, ragged_row, safe_join
+from vocalgrad_dataset.generate import parse_config
 
 MANIFEST_COLUMNS = ("category", "benchmark_clip_id", "sample_rate", "n_samples", "pcm_sha256")
 MANIFEST_NAME = "manifest.csv"  # in harness.results.MANIFEST_FILES: results.json records its sha256

@@ -1,0 +1,1 @@
+"""Building a release: Parquet shards (export), the dataset card, manifests, build records."""
