@@ -74,13 +74,13 @@ def test_a_run_and_a_table_added_by_yaml_alone(tmp_path: Path, capsys: pytest.Ca
 
 def test_the_shipped_suite_is_the_papers() -> None:
     suite = default_suite()
-    assert suite.path == str(DEFAULT_SUITE) and len(suite.runs) == 26 and len(suite.tables) == 17
+    assert suite.path == str(DEFAULT_SUITE) and len(suite.runs) == 27 and len(suite.tables) == 17
     assert suite.groups == ("main", "prompt-variants", "paraphrase", "few-shot", "beep", "sources", "formats",
                             "source-bias", "cross-attribute", "meld")
     # Table 22 (MELD): external runs (made by `harness eval --task-kind classify`), the only external ones
-    assert [r.name for r in suite.runs if r.external] == ["meld-base", "meld-volume"]
+    assert [r.name for r in suite.runs if r.external] == ["meld-base", "meld-volume", "meld-pitch"]
     t22 = next(t for t in suite.tables if t.key == "22")
-    assert t22.kind == "meld-transfer" and t22.runs == ("meld-base", "meld-volume")
+    assert t22.kind == "meld-transfer" and t22.runs == ("meld-base", "meld-volume", "meld-pitch")
     fig8 = next(t for t in suite.tables if t.key == "figure8")
     assert fig8.head == "Figure 8" and fig8.runs == tuple(f"cross-attribute:{c}" for c in suite.by_name["main"].configs)
     assert suite.by_name["yesno"].configs[0] == "speed-yesno" and suite.by_name["beep"].source == "beep"

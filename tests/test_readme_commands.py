@@ -293,6 +293,8 @@ SKIP: dict[str, str] = {
     "vocalgrad-dataset verify mine --manifest published.csv": "needs the VCTK build and the release manifest",
     "vocalgrad-dataset verify mine --manifest RELEASE_DIR": "needs the VCTK build and the release folder",
     "python benchmarks/bench_generator.py": "a benchmark, minutes of CPU",
+    "python benchmarks/bench_generator.py --repeats 3": "a benchmark: nine categories, three repeats, minutes of CPU",
+    "python benchmarks/bench_generator.py --only pitch --repeats 5": "a benchmark: pitch, five repeats, minutes of CPU",
     "python benchmarks/bench_generator.py --skip-categories --build": "a benchmark: 12 demo builds, minutes of CPU",
     "python benchmarks/bench_generator.py --build": "a benchmark: nine categories and 12 demo builds, minutes of CPU",
     "python benchmarks/bench_generator.py --skip-categories --memory-build 5 --only volume,echo,vibration":
