@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.data import RowSource, SourceUnit, attribute_word, config_name
+from harness.models.pooling import N_SEGMENTS, QUARTERS, quarter_ends, segment_matrix
 from harness.models.protocol import AudioLM, HiddenStates, ModelError, Prompt
 from harness.models.registry import check_protocol, load_model
 from harness.prompts import Variant, build_prompt, get_variant
@@ -51,27 +51,9 @@ from vocalgrad_dataset.tasks import task_config
 
 log = logging.getLogger(__name__)
 
-N_SEGMENTS = 16
 MEL = {"sr": 16000, "n_fft": 1024, "hop_length": 256, "n_mels": 128, "fmax": 8000.0}
-QUARTERS = ("a1", "a2", "a3", "a4")
 F16_MAX = float(np.finfo(np.float16).max)  # features are stored as float16
 TEXT_POSITIONS = ("attribute", "query-2", "query-1")
-
-
-def segment_matrix(length: int, n_segments: int = N_SEGMENTS) -> np.ndarray:
-    """(n_segments, length) float64 averaging weights: row k is the mean over segment k's frames."""
-    if length <= 0:
-        raise ValueError("cannot pool an empty sequence (0 frames)")
-    bounds = np.floor(np.linspace(0, length, n_segments + 1)).astype(np.int64)
-    weights = np.zeros((n_segments, length))
-    for k in range(n_segments):
-        lo, hi = bounds[k], bounds[k + 1]
-        if hi > lo:
-            weights[k, lo:hi] = 1.0 / (hi - lo)
-        else:  # L < n_segments: the frame under the segment's midpoint
-            mid = (k + 0.5) * length / n_segments
-            weights[k, min(int(mid), length - 1)] = 1.0
-    return weights
 
 
 def pool_segments(x: np.ndarray, n_segments: int = N_SEGMENTS) -> np.ndarray:
@@ -93,11 +75,6 @@ def mel_frames(audio: np.ndarray, sampling_rate: int) -> np.ndarray:
     spec = librosa.feature.melspectrogram(y=y, sr=MEL["sr"], n_fft=MEL["n_fft"], hop_length=MEL["hop_length"],
                                           n_mels=MEL["n_mels"], fmax=MEL["fmax"], power=2.0)
     return librosa.power_to_db(spec, ref=np.max).T.astype(np.float32)
-
-
-def quarter_ends(n_audio: int) -> list[int]:
-    """Index (into the audio positions) of the last token of each audio quarter."""
-    return [max(0, math.ceil(q * n_audio / 4) - 1) for q in (1, 2, 3, 4)]
 
 
 def default_layers(n_layers: int) -> list[int]:
@@ -128,31 +105,55 @@ def clip_features(audio: dict[str, Any], hs: HiddenStates, layers: Sequence[int]
                   clip_id: str = "") -> dict[str, np.ndarray]:
     """Every representation of one clip from its audio and its single-prompt HiddenStates."""
     feats = {"mel/0": pool_segments(mel_frames(audio["array"], int(audio["sampling_rate"])))}
-
-    def pooled(x: np.ndarray, what: str) -> np.ndarray:
-        if len(x) == 0:
-            raise ModelError(f"no {what} frames to pool", clip_id)
-        return pool_segments(x)
-
     if hs.encoder:
         enc = hs.encoder[0]
         for k in range(enc.shape[0]):
-            feats[f"encoder/{k}"] = pooled(enc[k], "encoder")
-    if hs.decoder:
-        dec, audio_pos, out = hs.decoder[0], np.asarray(hs.audio_positions[0]), hs.output_position[0]
-        n = dec.shape[0] - 1
-        feats["pre_llm/0"] = pooled(hs.pre_llm_audio[0], "pre-LLM audio")
-        feats[f"late_llm/{n}"] = pooled(dec[n][audio_pos], "audio-position")
-        for k in range(n + 1):
-            feats[f"text/{k}"] = dec[k][out]
-        named = {q: int(audio_pos[i]) for q, i in zip(QUARTERS, quarter_ends(len(audio_pos)), strict=True)}
-        named.update(hs.text_positions[0] if hs.text_positions else {})
-        for k in layers if layers is not None else default_layers(n):
-            for name, pos in named.items():
-                feats[f"pos_{name}/{k}"] = dec[k][pos]
+            feats[f"encoder/{k}"] = _pooled(enc[k], "encoder", clip_id)
+    if hs.positions and hs.positions[0]:
+        feats.update(_compact_features(hs, layers, clip_id))
+    elif hs.decoder:
+        feats.update(_decoder_features(hs, layers, clip_id))
     elif hs.pre_llm_audio and not hs.encoder:
-        feats["pre_llm/0"] = pooled(hs.pre_llm_audio[0], "pre-LLM audio")
+        feats["pre_llm/0"] = _pooled(hs.pre_llm_audio[0], "pre-LLM audio", clip_id)
     return {k: np.asarray(v, dtype=np.float32).reshape(-1) for k, v in feats.items()}
+
+
+def _pooled(x: np.ndarray, what: str, clip_id: str) -> np.ndarray:
+    if len(x) == 0:
+        raise ModelError(f"no {what} frames to pool", clip_id)
+    return pool_segments(x)
+
+
+def _decoder_features(hs: HiddenStates, layers: Sequence[int] | None, clip_id: str) -> dict[str, np.ndarray]:
+    """pre_llm, late_llm, text and pos_ features from every decoder layer at every position."""
+    dec, audio_pos, out = hs.decoder[0], np.asarray(hs.audio_positions[0]), hs.output_position[0]
+    n = dec.shape[0] - 1
+    feats = {"pre_llm/0": _pooled(hs.pre_llm_audio[0], "pre-LLM audio", clip_id),
+             f"late_llm/{n}": _pooled(dec[n][audio_pos], "audio-position", clip_id)}
+    for k in range(n + 1):
+        feats[f"text/{k}"] = dec[k][out]
+    named = {q: int(audio_pos[i]) for q, i in zip(QUARTERS, quarter_ends(len(audio_pos)), strict=True)}
+    named.update(hs.text_positions[0] if hs.text_positions else {})
+    for k in layers if layers is not None else default_layers(n):
+        for name, pos in named.items():
+            feats[f"pos_{name}/{k}"] = dec[k][pos]
+    return feats
+
+
+def _compact_features(hs: HiddenStates, layers: Sequence[int] | None, clip_id: str) -> dict[str, np.ndarray]:
+    """The same features from states reduced on the device (harness.models.pooling): the kept positions'
+    layers and the segment means, already taken."""
+    at, means = hs.positions[0], hs.pooled[0] if hs.pooled else {}
+    if not means:
+        raise ModelError("no pre-LLM audio frames to pool", clip_id)
+    n = at["output"].shape[0] - 1
+    feats = {"pre_llm/0": means["pre_llm"], f"late_llm/{n}": means["late_llm"]}
+    for k in range(n + 1):
+        feats[f"text/{k}"] = at["output"][k]
+    for k in layers if layers is not None else default_layers(n):
+        for name in (*QUARTERS, *(hs.text_positions[0] if hs.text_positions else {})):
+            feats[f"pos_{name}/{k}"] = at[name][k]
+    return feats
 
 
 @dataclass(kw_only=True)
@@ -233,11 +234,13 @@ def extract_config(model: AudioLM, source: RowSource, config: str, settings: Ext
         writer.manifest["complete"] = False  # e.g. resumed with a larger --limit-units
     bar = progress(total=len(units), initial=len(units) - len(todo), desc=f"{settings.split}/{config}", unit="source clip",
                disable=None)
+    compact = bool(getattr(model, "supports_compact_hidden", False))
     for chunk in _chunks(todo, settings.units_per_shard):
         rows = list(source.rows(config, chunk))
         prompts = [probe_prompt(r, variant) for r in rows]
         writer.manifest.setdefault("prompt_example", prompts[0].text if prompts else "")
-        items = model.hidden_items(prompts)
+        # compact where the wrapper can: only the kept positions and segment means leave the device
+        items = model.hidden_items(prompts, compact=True) if compact else model.hidden_items(prompts)
         kept_rows, feats, errors = [], [], []
         expected = set(writer.manifest["representations"]) or None
         for row, prompt, item in zip(rows, prompts, items, strict=True):
@@ -272,7 +275,11 @@ def extract_config(model: AudioLM, source: RowSource, config: str, settings: Ext
 
 def _layers_of(item: HiddenStates | ModelError, spec: str | None) -> list[int] | None:
     """The layers to store for one clip's states (None: no decoder states); ValueError for a layer out of range."""
-    if isinstance(item, ModelError) or not item.decoder:
+    if isinstance(item, ModelError):
+        return None
+    if item.positions and item.positions[0]:
+        return resolve_layers(spec, item.positions[0]["output"].shape[0] - 1)
+    if not item.decoder:
         return None
     return resolve_layers(spec, item.decoder[0].shape[0] - 1)
 

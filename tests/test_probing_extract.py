@@ -66,6 +66,28 @@ def test_positions_and_shapes_on_tiny_models(name: str, fast: bool, variant: str
             "pos_a1", "pos_a2", "pos_a3", "pos_a4", "pos_attribute", "pos_query-2", "pos_query-1"}
 
 
+@pytest.mark.parametrize("name,fast", [("tiny-qwen2-audio", False), ("tiny-audio-flamingo-3", True)])
+def test_compact_states_reduced_on_device_give_the_full_path_features(name: str, fast: bool,
+                                                                      volume_rows: list[dict]) -> None:
+    from harness.prompts import get_variant
+
+    model = get_model(name, fast_encoder=fast, batch_size=8)
+    assert model.supports_compact_hidden
+    prompts = [ex.probe_prompt(r, get_variant("default")) for r in volume_rows]
+    full, compact = model.hidden_items(prompts), model.hidden_items(prompts, compact=True)
+    for row, f, c in zip(volume_rows, full, compact, strict=True):
+        assert not c.decoder and not c.pre_llm_audio  # nothing per position beyond what a probe keeps
+        layers = ex._layers_of(c, "all")
+        assert layers == ex._layers_of(f, "all") == list(range(f.decoder[0].shape[0]))
+        want, got = ex.clip_features(row["audio"], f, layers), ex.clip_features(row["audio"], c, layers)
+        assert list(got) == list(want)
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], atol=1e-5, err_msg=key)
+        host_full = f.decoder[0].nbytes + f.pre_llm_audio[0].nbytes
+        host_compact = sum(v.nbytes for v in c.positions[0].values()) + sum(v.nbytes for v in c.pooled[0].values())
+        assert host_compact * 2 < host_full, (host_compact, host_full)
+
+
 def _settings(out: Path, split: str = "test", **kw) -> ex.ExtractSettings:
     base = {"model": "tiny-qwen2-audio", "configs": ["volume"], "split": split, "out": str(out), "source": "demo",
             "limit_units": 2, "units_per_shard": 1}
@@ -80,9 +102,9 @@ class _Counting:
         self.supports_hidden_states = True
         self.name = model.name
 
-    def hidden_items(self, prompts):
+    def hidden_items(self, prompts, **kw):
         self.prompts += len(prompts)
-        return self.model.hidden_items(prompts)
+        return self.model.hidden_items(prompts, **kw)
 
     def __getattr__(self, name):  # the rest of the AudioLM protocol: the wrapped model's
         return getattr(self.model, name)
@@ -233,8 +255,8 @@ def test_bad_inputs_name_what_is_wrong(tmp_path: Path, tiny_qwen) -> None:
     # A clip that fails in the model becomes an error row, not a crash, and is listed in the manifest.
 
     class Failing(_Counting):
-        def hidden_items(self, prompts):
-            items = self.model.hidden_items(prompts)
+        def hidden_items(self, prompts, **kw):
+            items = self.model.hidden_items(prompts, **kw)
             return [ModelError("boom", p.clip_id) if i == 0 else it for i, (p, it) in enumerate(zip(prompts, items, strict=True))]
 
     (path,) = ex.run_extract(_settings(tmp_path / "f", limit_units=1), model=Failing(tiny_qwen))

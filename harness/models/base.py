@@ -93,6 +93,7 @@ class BaseAudioLM:
     kind: str = "base"
     supports_choices: bool = True
     supports_hidden_states: bool = False
+    supports_compact_hidden: bool = False
     supports_adapters: bool = False
     supports_training: bool = False
     max_audios: int | None = None
@@ -182,8 +183,10 @@ class BaseAudioLM:
         choices = tuple(choices)
         return self._map(prompts, lambda ps: list(np.asarray(self._score_batch(ps, choices), dtype=np.float64)))
 
-    def hidden_items(self, prompts: list[Prompt]) -> list[HiddenStates | ModelError]:
-        """One single-prompt HiddenStates or ModelError per prompt, in input order."""
+    def hidden_items(self, prompts: list[Prompt], *, compact: bool = False) -> list[HiddenStates | ModelError]:
+        """One single-prompt HiddenStates or ModelError per prompt, in input order (compact: see AudioLM)."""
+        if compact and self.supports_compact_hidden:
+            return self._map(prompts, lambda ps: split_hidden(self._hidden_batch(ps, compact=True)))
         return self._map(prompts, lambda ps: split_hidden(self._hidden_batch(ps)))
 
     # ---- AudioLM protocol ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from .external import hub_commit
 from .families import AudioStack, FamilySpec, get_family
 from .fast_encoder import GENERATE_EXACT, build_fast_audio
 from .frontends import importable, load_processor, without_towers
+from .pooling import QUARTERS, pool_on_device, quarter_ends
 from .protocol import AudioClip, HiddenStates, Prompt
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,7 @@ class HFAudioLM(BaseAudioLM):
 
     kind = "hf"
     supports_hidden_states = True
+    supports_compact_hidden = True
     supports_adapters = True
 
     def __init__(
@@ -792,7 +794,7 @@ class HFAudioLM(BaseAudioLM):
             scores[r // len(choices), r % len(choices)] = float(logp.gather(-1, ids[r, -n:, None]).sum())
         return scores
 
-    def _hidden_batch(self, prompts: list[Prompt]) -> HiddenStates:
+    def _hidden_batch(self, prompts: list[Prompt], compact: bool = False) -> HiddenStates:
         inputs = self._encode(prompts)
         path, where = self.spec.pre_llm_from
         try:
@@ -830,18 +832,26 @@ class HFAudioLM(BaseAudioLM):
         first_clip = 0
         for b in range(len(prompts)):
             keep = state.attention_mask[b].bool()
-            layers = torch.stack([h[b, keep] for h in hidden]).float().cpu().numpy()
             row = ids[b, keep]
             audio_pos = (row == self.audio_token_id).nonzero()[:, 0].cpu().numpy()
             n_clips = len(prompts[b].audios)
             if slots is not None:  # only the slots that carry the clip, never the family's padding slots
                 audio_pos = carrying_positions(audio_pos, slots[first_clip : first_clip + n_clips], prompts[b].clip_id)
             first_clip += n_clips
-            out.decoder.append(layers)
-            out.pre_llm_audio.append(embeds[b, keep][torch.as_tensor(audio_pos, device=embeds.device)].float().cpu().numpy())
+            output = int(keep.sum()) - 1
+            text = self._text_positions(prompts[b], row.tolist())
+            at_audio = torch.as_tensor(audio_pos, device=embeds.device, dtype=torch.long)
+            if compact:
+                out.positions.append(_layers_at(hidden, b, keep, {"output": output, **_quarter_positions(audio_pos), **text}))
+                out.pooled.append({} if len(audio_pos) == 0 else {
+                    "pre_llm": pool_on_device(embeds[b, keep][at_audio]),
+                    "late_llm": pool_on_device(hidden[-1][b, keep.to(hidden[-1].device)][at_audio.to(hidden[-1].device)])})
+            else:
+                out.decoder.append(torch.stack([h[b, keep] for h in hidden]).float().cpu().numpy())
+                out.pre_llm_audio.append(embeds[b, keep][at_audio].float().cpu().numpy())
             out.audio_positions.append(audio_pos)
-            out.output_position.append(int(keep.sum()) - 1)
-            out.text_positions.append(self._text_positions(prompts[b], row.tolist()))
+            out.output_position.append(output)
+            out.text_positions.append(text)
         return out
 
     def _text_positions(self, prompt: Prompt, ids: list[int]) -> dict[str, int]:
@@ -863,6 +873,24 @@ class HFAudioLM(BaseAudioLM):
             if end is not None and end >= 1:
                 found["query-2"], found["query-1"] = end - 1, end
         return found
+
+
+def _quarter_positions(audio_pos: np.ndarray) -> dict[str, int]:
+    """The position of the last audio token of each quarter, by name (none without audio positions)."""
+    if len(audio_pos) == 0:
+        return {}
+    return {q: int(audio_pos[i]) for q, i in zip(QUARTERS, quarter_ends(len(audio_pos)), strict=True)}
+
+
+def _layers_at(hidden: list[Any], b: int, keep: Any, named: dict[str, int]) -> dict[str, np.ndarray]:
+    """Every layer of row b at each named position (into the unpadded row), gathered before the copy."""
+    names = list(named)
+    stacked = []
+    for h in hidden:  # a layer may sit on another device (device_map="auto")
+        at = torch.as_tensor([named[n] for n in names], device=h.device, dtype=torch.long)
+        stacked.append(h[b, keep.to(h.device)][at].to(hidden[0].device))
+    values = torch.stack(stacked).float().cpu().numpy()  # (n_layers + 1, P, d)
+    return {n: values[:, i] for i, n in enumerate(names)}
 
 
 class ClipsAt:

@@ -57,6 +57,12 @@ class HiddenStates:
     text_positions: list[dict[str, int]] = field(default_factory=list)
     # (n_layers + 1, L_audio, d) audio-encoder states of every layer, for encoder-only feature sources.
     encoder: list[np.ndarray] = field(default_factory=list)
+    # Compact states (hidden_items(..., compact=True), reduced on the accelerator before the copy), where
+    # `decoder` and `pre_llm_audio` stay empty: every decoder layer at the positions a probe reads, by name
+    # ("output", the audio quarters a1..a4, the named text positions), (n_layers + 1, d) each; and segment
+    # means (harness.models.pooling), (16, d) each, of "pre_llm" and "late_llm" (last layer, audio positions).
+    positions: list[dict[str, np.ndarray]] = field(default_factory=list)
+    pooled: list[dict[str, np.ndarray]] = field(default_factory=list)
 
 
 class ModelError(RuntimeError):
@@ -121,8 +127,9 @@ class AudioLM(Protocol):
         ModelError per prompt."""
         ...
 
-    def hidden_items(self, prompts: list[Prompt]) -> list[HiddenStates | ModelError]:
-        """One single-prompt HiddenStates (one forward pass, no generation) or ModelError per prompt."""
+    def hidden_items(self, prompts: list[Prompt], *, compact: bool = False) -> list[HiddenStates | ModelError]:
+        """One single-prompt HiddenStates (one forward pass, no generation) or ModelError per prompt; with
+        `compact`, the reduced states where the wrapper sets `supports_compact_hidden = True`, else full ones."""
         ...
 
     def generate(self, prompts: list[Prompt], *, max_new_tokens: int = 128) -> list[str]:
