@@ -293,6 +293,7 @@ SKIP: dict[str, str] = {
     "vocalgrad-dataset verify mine --manifest published.csv": "needs the VCTK build and the release manifest",
     "vocalgrad-dataset verify mine --manifest RELEASE_DIR": "needs the VCTK build and the release folder",
     "python benchmarks/bench_generator.py": "a benchmark, minutes of CPU",
+    "python benchmarks/bench_pclm_dpo.py --out runs/bench-repairs": "a benchmark: eight trainings, minutes of CPU",
     "python benchmarks/bench_generator.py --repeats 3": "a benchmark: nine categories, three repeats, minutes of CPU",
     "python benchmarks/bench_generator.py --only pitch --repeats 5": "a benchmark: pitch, five repeats, minutes of CPU",
     "python benchmarks/bench_generator.py --skip-categories --build": "a benchmark: 12 demo builds, minutes of CPU",
