@@ -16,14 +16,13 @@ official MELD layout without --columns (harness.meld).
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from harness.mcq_source import MappedMCQSource
+from harness.mcq_source import MappedMCQSource, parse_column_map
 from harness.models.protocol import AudioClip, Prompt
 from harness.parsing import Vocabulary, mcq_vocabulary
 
@@ -45,23 +44,7 @@ def classify_question(task: str) -> str:
 
 def parse_columns(text: str) -> dict[str, str]:
     """{field: column} from "audio=wav,label=emotion[,id=...,task=...]"; audio and label required."""
-    fields = (*CLASSIFY_REQUIRED, *CLASSIFY_OPTIONAL)
-    mapping: dict[str, str] = {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        key, sep, column = (x.strip() for x in part.partition("="))
-        if not sep or not key or not column:
-            raise ValueError(f"--columns: expected FIELD=COLUMN, got {part!r}")
-        if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"--columns: unknown field {key!r}{hint} (fields: {', '.join(fields)})")
-        if key in mapping:
-            raise ValueError(f"--columns: field {key!r} is mapped twice")
-        mapping[key] = column
-    missing = [k for k in CLASSIFY_REQUIRED if k not in mapping]
-    if missing:
-        raise ValueError(f"--columns: no column given for {', '.join(missing)} (required: audio, label)")
-    return mapping
+    return parse_column_map(text, "--columns", CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL)
 
 
 class MappedClassifySource(MappedMCQSource):

@@ -28,21 +28,27 @@ DEFAULT_TASK = "mcq"  # the one config of a benchmark without a task column
 
 def parse_mcq_columns(text: str) -> dict[str, str]:
     """{field: column} from "audio=wav,question=q,..."; every required field once, no unknown field."""
+    return parse_column_map(text, "--mcq-columns", REQUIRED, OPTIONAL)
+
+
+def parse_column_map(text: str, flag: str, required: Sequence[str], optional: Sequence[str]) -> dict[str, str]:
+    """{field: column} from "FIELD=COLUMN,..." given to `flag`: every required field once, no unknown field."""
+    fields = (*required, *optional)
     mapping: dict[str, str] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         key, sep, column = (x.strip() for x in part.partition("="))
         if not sep or not key or not column:
-            raise ValueError(f"--mcq-columns: expected FIELD=COLUMN, got {part!r}")
-        if key not in (*REQUIRED, *OPTIONAL):
-            close = difflib.get_close_matches(key, [*REQUIRED, *OPTIONAL], n=1)
+            raise ValueError(f"{flag}: expected FIELD=COLUMN, got {part!r}")
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"--mcq-columns: unknown field {key!r}{hint} (fields: {', '.join((*REQUIRED, *OPTIONAL))})")
+            raise ValueError(f"{flag}: unknown field {key!r}{hint} (fields: {', '.join(fields)})")
         if key in mapping:
-            raise ValueError(f"--mcq-columns: field {key!r} is mapped twice")
+            raise ValueError(f"{flag}: field {key!r} is mapped twice")
         mapping[key] = column
-    missing = [k for k in REQUIRED if k not in mapping]
+    missing = [k for k in required if k not in mapping]
     if missing:
-        raise ValueError(f"--mcq-columns: no column given for {', '.join(missing)} (required: {', '.join(REQUIRED)})")
+        raise ValueError(f"{flag}: no column given for {', '.join(missing)} (required: {', '.join(required)})")
     return mapping
 
 
