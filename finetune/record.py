@@ -98,7 +98,8 @@ def training_record(settings: TrainSettings, lm: TrainableAudioLM, data: Trainin
         "method": settings.method, "objective": settings.objective, "recipe": settings.recipe,
         "pclm": dict(pclm) if pclm is not None else None,
         "dpo": ({"beta": settings.dpo_beta, "rejected": settings.dpo_rejected,
-                 "reference": "the same model with its LoRA switched off",
+                 # after PCLM stage 2 the reference is the stage-2 model (its snapshot), not the LoRA-off model
+                 "reference": (pclm or {}).get("dpo_reference") or "the same model with its LoRA switched off",
                  "first_dpo_loss": dpo_losses[0] if dpo_losses else float("nan")}
                 if settings.objective == "dpo" else None),
         "steps": len(log), "total_steps": steps.total, "steps_per_epoch": steps.per_epoch,

@@ -39,6 +39,7 @@ def test_three_stages_with_the_papers_rates_and_dpo_starting_at_ln2(recipe_run: 
     # policy equals it: -log sigma(0)
     assert abs(stages[2]["first_loss"] - math.log(2)) < 1e-4
     assert info["pclm"]["stage_lrs"] == [5e-5, 5e-5, 5e-7] and info["pclm"]["stage2_end"] == 4
+    assert info["dpo"]["reference"] == info["pclm"]["dpo_reference"] and "stage-2 model" in info["dpo"]["reference"]
 
 
 @pytest.mark.parametrize("mode", ["generate", "choices"])
