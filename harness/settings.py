@@ -20,6 +20,7 @@ from harness.sampling import parse_limit
 
 MODES: tuple[str, ...] = ("generate", "choices")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
 ATTN_IMPLEMENTATIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
 AUTO_BATCH_START = 64  # `--batch-size auto` starts here; the model's OOM back-off halves it until it fits
 S = TypeVar("S")
@@ -204,8 +205,8 @@ def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 
     if adapter:
         g.add_argument("--adapter", default=None, help="LoRA adapter (finetune/ output directory or Hub id) to attach")
     g.add_argument("--device", default=None, help="torch device (default: this process's accelerate device)")
-    g.add_argument("--dtype", default=None, choices=DTYPES,
-                   help="weights dtype (default: the family's; bfloat16 on GPU, float32 on CPU; another than "
+    g.add_argument("--dtype", default=None, choices=DTYPES, type=lambda v: DTYPE_ALIASES.get(v, v),
+                   help="weights dtype (bf16, fp16, fp32 are accepted for them; default: the family's; bfloat16 on GPU, float32 on CPU; another than "
                         "the protocol's is recorded as not the paper's protocol)")
     g.add_argument("--tf32", action="store_true",
                    help="TF32 for float32 matmuls on Ampere+ GPUs (faster, ~3 decimal digits; not the paper's "

@@ -3,10 +3,13 @@ one is recorded as not the paper's protocol (model_info["not_paper_protocol"], w
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
 import torch
 
 from harness.models.tiny import tiny_model
-from harness.settings import ModelSettings
+from harness.settings import ModelSettings, add_model_arguments
 
 
 def test_the_protocols_own_choices_record_no_deviation() -> None:
@@ -33,3 +36,12 @@ def test_each_opt_in_is_applied_and_recorded() -> None:
     assert lm.provenance()["not_paper_protocol"] == [
         "dtype bfloat16 (the protocol's: float32)", "tf32 matmuls", "attn_implementation eager (the family's: sdpa)"]
     assert ModelSettings(model="m").model_kwargs() == {}  # off by default: nothing reaches a factory
+
+
+def test_dtype_short_names_are_the_dtypes_they_abbreviate() -> None:
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    for short, full in (("bf16", "bfloat16"), ("fp16", "float16"), ("fp32", "float32"), ("bfloat16", "bfloat16")):
+        assert parser.parse_args(["--model", "m", "--dtype", short]).dtype == full
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--model", "m", "--dtype", "int8"])
