@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.mcq_source import MappedMCQSource, parse_column_map
+from harness.mcq_source import MappedMCQSource, parse_column_map, unique_ids
 from harness.models.protocol import AudioClip, Prompt
 from harness.parsing import Vocabulary, mcq_vocabulary
 
@@ -98,13 +98,7 @@ class MappedClassifySource(MappedMCQSource):
                 raise ValueError(f"{self.root}: task {task!r} has {len(ls)} labels {ls}; a classification task "
                                  f"has 2 to {MAX_LABELS}")
         items = [self._item(where, i, r) for where, i, r in raw]
-        seen: dict[str, str] = {}
-        for item in items:
-            if item["benchmark_clip_id"] in seen:
-                raise ValueError(f"{item['_where']}: id {item['benchmark_clip_id']!r} repeats "
-                                 f"(first at {seen[item['benchmark_clip_id']]}); map id= to a unique column")
-            seen[item["benchmark_clip_id"]] = item["_where"]
-        return items
+        return unique_ids(items)
 
     def _item(self, where: str, index: int, row: Mapping[str, Any]) -> dict[str, Any]:
         place = f"{where}: row {index}"

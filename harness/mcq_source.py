@@ -52,6 +52,17 @@ def parse_column_map(text: str, flag: str, required: Sequence[str], optional: Se
     return mapping
 
 
+def unique_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items, unchanged, when no two share a benchmark_clip_id; else the error naming both places."""
+    seen: dict[str, str] = {}
+    for item in items:
+        if item["benchmark_clip_id"] in seen:
+            raise ValueError(f"{item['_where']}: id {item['benchmark_clip_id']!r} repeats "
+                             f"(first at {seen[item['benchmark_clip_id']]}); map id= to a unique column")
+        seen[item["benchmark_clip_id"]] = item["_where"]
+    return items
+
+
 def _local_files(path: Path, split: str) -> list[Path]:
     """Data files of a folder (Parquet), those of the split when names say which split they are."""
     if path.is_file():
@@ -109,13 +120,7 @@ class MappedMCQSource:
         else:
             raw = self._hub_rows(dataset)
         items = [self._item(where, i, r) for where, i, r in raw]
-        seen: dict[str, str] = {}
-        for item in items:
-            if item["benchmark_clip_id"] in seen:
-                raise ValueError(f"{item['_where']}: id {item['benchmark_clip_id']!r} repeats "
-                                 f"(first at {seen[item['benchmark_clip_id']]}); map id= to a unique column")
-            seen[item["benchmark_clip_id"]] = item["_where"]
-        return items
+        return unique_ids(items)
 
     def _hub_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
         try:
