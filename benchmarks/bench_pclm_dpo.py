@@ -105,7 +105,7 @@ def method_settings(ns: argparse.Namespace, config: str, method: str, out: Path,
         model="tiny-qwen2-audio", category=config, source=source, scope="all_linear", out=str(out),
         **METHODS[method], max_steps=ns.max_steps, grad_accum=ns.grad_accum, train_limit=ns.train_limit,
         lr=ns.dpo_lr if method == "dpo" else ns.ce_lr, pclm_lr=ns.ce_lr, dpo_lr=ns.dpo_lr, seed=ns.seed,
-        pclm_stage1_steps=ns.pclm_stage1_steps if METHODS[method].get("method", "pclm") == "pclm" else None,
+        pclm_stage1_steps=ns.pclm_stage1_steps if method in ("pclm", "pclm+dpo") else None,
         num_workers=0, progress=True, val_fraction=0.0, save_every=10_000, eval_configs=[config],
         eval_mode=ns.eval_mode, eval_base=eval_base, eval_limit=ns.eval_limit, eval_batch_size=8)
 

@@ -206,8 +206,8 @@ def add_model_arguments(p: argparse.ArgumentParser, *, batch_size: int | None = 
         g.add_argument("--adapter", default=None, help="LoRA adapter (finetune/ output directory or Hub id) to attach")
     g.add_argument("--device", default=None, help="torch device (default: this process's accelerate device)")
     g.add_argument("--dtype", default=None, choices=DTYPES, type=lambda v: DTYPE_ALIASES.get(v, v),
-                   help="weights dtype (bf16, fp16, fp32 are accepted for them; default: the family's; bfloat16 on GPU, float32 on CPU; another than "
-                        "the protocol's is recorded as not the paper's protocol)")
+                   help="weights dtype, or its short name bf16 / fp16 / fp32 (default: the family's; bfloat16 on "
+                        "GPU, float32 on CPU; another than the protocol's is recorded as not the paper's protocol)")
     g.add_argument("--tf32", action="store_true",
                    help="TF32 for float32 matmuls on Ampere+ GPUs (faster, ~3 decimal digits; not the paper's "
                         "protocol)")

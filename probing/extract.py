@@ -32,7 +32,13 @@ from typing import Any
 import numpy as np
 
 from harness.data import RowSource, SourceUnit, attribute_word, config_name
-from harness.models.pooling import N_SEGMENTS, QUARTERS, quarter_ends, segment_matrix
+from harness.models.pooling import (  # QUARTERS, quarter_ends: importable from here as before they moved
+    N_SEGMENTS,
+    QUARTERS,  # noqa: F401
+    quarter_ends,  # noqa: F401
+    quarter_positions,
+    segment_matrix,
+)
 from harness.models.protocol import AudioLM, HiddenStates, ModelError, Prompt
 from harness.models.registry import check_protocol, load_model
 from harness.prompts import Variant, build_prompt, get_variant
@@ -125,33 +131,32 @@ def _pooled(x: np.ndarray, what: str, clip_id: str) -> np.ndarray:
 
 
 def _decoder_features(hs: HiddenStates, layers: Sequence[int] | None, clip_id: str) -> dict[str, np.ndarray]:
-    """pre_llm, late_llm, text and pos_ features from every decoder layer at every position."""
-    dec, audio_pos, out = hs.decoder[0], np.asarray(hs.audio_positions[0]), hs.output_position[0]
-    n = dec.shape[0] - 1
-    feats = {"pre_llm/0": _pooled(hs.pre_llm_audio[0], "pre-LLM audio", clip_id),
-             f"late_llm/{n}": _pooled(dec[n][audio_pos], "audio-position", clip_id)}
-    for k in range(n + 1):
-        feats[f"text/{k}"] = dec[k][out]
-    named = {q: int(audio_pos[i]) for q, i in zip(QUARTERS, quarter_ends(len(audio_pos)), strict=True)}
-    named.update(hs.text_positions[0] if hs.text_positions else {})
-    for k in layers if layers is not None else default_layers(n):
-        for name, pos in named.items():
-            feats[f"pos_{name}/{k}"] = dec[k][pos]
-    return feats
+    """Full states (every decoder layer at every position), reduced on the host to what the compact path keeps."""
+    dec, audio_pos = hs.decoder[0], np.asarray(hs.audio_positions[0])
+    means = {"pre_llm": _pooled(hs.pre_llm_audio[0], "pre-LLM audio", clip_id),
+             "late_llm": _pooled(dec[-1][audio_pos], "audio-position", clip_id)}
+    named = {"output": hs.output_position[0], **quarter_positions(audio_pos),
+             **(hs.text_positions[0] if hs.text_positions else {})}
+    return _position_features({name: dec[:, pos] for name, pos in named.items()}, means, layers)
 
 
 def _compact_features(hs: HiddenStates, layers: Sequence[int] | None, clip_id: str) -> dict[str, np.ndarray]:
-    """The same features from states reduced on the device (harness.models.pooling): the kept positions'
-    layers and the segment means, already taken."""
-    at, means = hs.positions[0], hs.pooled[0] if hs.pooled else {}
-    if not means:
+    """States reduced on the device (harness.models.pooling): the kept positions' layers and the segment means."""
+    if not (hs.pooled and hs.pooled[0]):
         raise ModelError("no pre-LLM audio frames to pool", clip_id)
+    return _position_features(hs.positions[0], hs.pooled[0], layers)
+
+
+def _position_features(at: dict[str, np.ndarray], means: dict[str, np.ndarray],
+                       layers: Sequence[int] | None) -> dict[str, np.ndarray]:
+    """pre_llm, late_llm, text and pos_ features from every layer at each named position ("output" first,
+    then a1..a4 and the text positions), (n_layers + 1, d) each, and the segment means."""
     n = at["output"].shape[0] - 1
     feats = {"pre_llm/0": means["pre_llm"], f"late_llm/{n}": means["late_llm"]}
     for k in range(n + 1):
         feats[f"text/{k}"] = at["output"][k]
     for k in layers if layers is not None else default_layers(n):
-        for name in (*QUARTERS, *(hs.text_positions[0] if hs.text_positions else {})):
+        for name in (m for m in at if m != "output"):
             feats[f"pos_{name}/{k}"] = at[name][k]
     return feats
 

@@ -24,7 +24,7 @@ from .external import hub_commit
 from .families import AudioStack, FamilySpec, get_family
 from .fast_encoder import GENERATE_EXACT, build_fast_audio
 from .frontends import importable, load_processor, without_towers
-from .pooling import QUARTERS, pool_on_device, quarter_ends
+from .pooling import pool_on_device, quarter_positions
 from .protocol import AudioClip, HiddenStates, Prompt
 
 log = logging.getLogger(__name__)
@@ -842,7 +842,7 @@ class HFAudioLM(BaseAudioLM):
             text = self._text_positions(prompts[b], row.tolist())
             at_audio = torch.as_tensor(audio_pos, device=embeds.device, dtype=torch.long)
             if compact:
-                out.positions.append(_layers_at(hidden, b, keep, {"output": output, **_quarter_positions(audio_pos), **text}))
+                out.positions.append(_layers_at(hidden, b, keep, {"output": output, **quarter_positions(audio_pos), **text}))
                 out.pooled.append({} if len(audio_pos) == 0 else {
                     "pre_llm": pool_on_device(embeds[b, keep][at_audio]),
                     "late_llm": pool_on_device(hidden[-1][b, keep.to(hidden[-1].device)][at_audio.to(hidden[-1].device)])})
@@ -873,13 +873,6 @@ class HFAudioLM(BaseAudioLM):
             if end is not None and end >= 1:
                 found["query-2"], found["query-1"] = end - 1, end
         return found
-
-
-def _quarter_positions(audio_pos: np.ndarray) -> dict[str, int]:
-    """The position of the last audio token of each quarter, by name (none without audio positions)."""
-    if len(audio_pos) == 0:
-        return {}
-    return {q: int(audio_pos[i]) for q, i in zip(QUARTERS, quarter_ends(len(audio_pos)), strict=True)}
 
 
 def _layers_at(hidden: list[Any], b: int, keep: Any, named: dict[str, int]) -> dict[str, np.ndarray]:

@@ -37,6 +37,13 @@ def quarter_ends(n_audio: int) -> list[int]:
     return [max(0, math.ceil(q * n_audio / 4) - 1) for q in (1, 2, 3, 4)]
 
 
+def quarter_positions(audio_pos: Any) -> dict[str, int]:
+    """The position of the last audio token of each audio quarter, by name a1..a4 (none without audio)."""
+    if len(audio_pos) == 0:
+        return {}
+    return {q: int(audio_pos[i]) for q, i in zip(QUARTERS, quarter_ends(len(audio_pos)), strict=True)}
+
+
 def pool_on_device(x: Any, n_segments: int = N_SEGMENTS) -> np.ndarray:
     """(L, d) torch tensor -> (n_segments, d) float32 numpy segment means, reduced where `x` lives.
 
