@@ -16,8 +16,9 @@ import numpy as np
 
 from harness.data import BenchRow, config_name, normalize_row, unit_key
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.generate import config_ids, parse_config, render_config_rows, resolve_source
+from vocalgrad_dataset.generate import config_ids, render_config_rows, resolve_source
 from vocalgrad_dataset.sources import get_source
+from vocalgrad_dataset.tasks import config_spec
 
 if TYPE_CHECKING:
     from finetune.settings import TrainSettings
@@ -77,7 +78,7 @@ class RowRenderer:
     def __init__(self, category: str, split: str, source: str | None = None, data_dir: str | Path | None = None,
                  *, cache_clips: int = 8) -> None:
         self.config = config_name(category)
-        self.spec = parse_config(self.config)
+        self.spec = config_spec(self.config)
         self.split, self.data_dir = split, data_dir
         self.source_name = resolve_source(self.config, source)
         self.cache_clips = cache_clips

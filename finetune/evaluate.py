@@ -111,8 +111,8 @@ def kind_metrics(run_dir: Path) -> dict[str, dict[str, Any]]:
     claim-following, ...): each metric with its 95 % interval, and the number of items."""
     import json
 
+    from harness.kinds import task_kind
     from harness.results import task_metrics
-    from harness.tasks import task_kind
 
     results = task_metrics(json.loads((run_dir / "results.json").read_text(encoding="utf-8")))
     out: dict[str, dict[str, Any]] = {}

@@ -5,7 +5,7 @@ by DPO (`--objective dpo`, Rafailov et al. 2023; VoxParadox's recipe: beta 0.1, 
 Rows of any task kind plug in through `answer_options`: VocalGrad rows answer with their label's word (the other
 word is the wrong one); rows that carry `options` and `answer` (lexical conflict) answer with `answer`, every
 other option is wrong, and an incongruent conflict row's `claim` (the option the transcript asserts) is the
-natural rejected answer (`--dpo-rejected claim`). Multiple-choice rows (kind "mcq", VoxParadox-lite) are asked
+natural rejected answer (`--dpo-rejected claim`). Multiple-choice rows (VoxParadox-lite) are asked
 with lettered options (harness.mcq) and answer with the true option's letter, the word the harness scores in
 `choices` mode and its option parser reads; their adversarial label's letter is the `claim`.
 """
@@ -25,11 +25,11 @@ import torch.nn.functional as F
 
 from finetune.lora import adapters_disabled
 from harness.data import BenchRow
+from harness.kinds import AnswerOptions as KindAnswers
+from harness.kinds import row_kind, task_kind
 from harness.models.pclm import prompt_without_answer
 from harness.models.protocol import Prompt, TrainableAudioLM
-from harness.parsing import mcq_vocabulary
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant
-from harness.tasks import task_kind
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,9 @@ REJECTED = ("random", "adversarial", "claim")
 
 
 @dataclass(frozen=True)
-class AnswerOptions:
-    """A row's true answer, its wrong options and (incongruent conflict rows) the option the transcript claims."""
-
-    answer: str
-    wrong: tuple[str, ...]
-    claim: str | None = None
+class AnswerOptions(KindAnswers):
+    """A row's true answer, its wrong options and the option the transcript claims (harness.kinds.AnswerOptions),
+    with DPO's pairing."""
 
     def pair(self, rejected: str, *, seed: int, key: str) -> tuple[str, str]:
         """(chosen, rejected): the claim when asked for and present, else a wrong option drawn from (seed, key)."""
@@ -94,35 +91,12 @@ class AnswerOptions:
 
 
 def answer_options(row: Mapping[str, Any], vocabulary: Vocabulary | None) -> AnswerOptions:
-    """The row's answer options: an MCQ row's option letters (claim: the adversarial label's letter), a row's own
-    `options`/`answer` (conflict rows), else the label's word."""
-    options = row.get("options")
-    if row.get("kind") == "mcq":
-        return _letter_options(row)
-    if options:
-        answer = row.get("answer")
-        if answer not in options:
-            raise ValueError(f"{row.get('benchmark_clip_id', '?')}: answer {answer!r} is not one of its options "
-                             f"{list(options)}")
-        wrong = tuple(o for o in options if o != answer)
-        claim = row.get("claim")
-        return AnswerOptions(answer, wrong, claim if claim in wrong else None)
-    if vocabulary is None:
-        raise ValueError(f"{row.get('benchmark_clip_id', '?')}: a row without options needs its config's vocabulary")
-    up, down = vocabulary.increase, vocabulary.decrease
-    return AnswerOptions(up, (down,)) if row["label"] == "increase" else AnswerOptions(down, (up,))
-
-
-def _letter_options(row: Mapping[str, Any]) -> AnswerOptions:
-    """An MCQ row's answers as the letters its prompt offers (harness.parsing.mcq_vocabulary, A-D)."""
-    options = [str(o) for o in row["options"]]
-    letters = dict(zip(options, mcq_vocabulary(options).words, strict=True))
-    answer, adversarial = row.get("answer"), row.get("adversarial")
-    if answer not in letters:
-        raise ValueError(f"{row.get('benchmark_clip_id', '?')}: answer {answer!r} is not one of its options {options}")
-    wrong = tuple(letters[o] for o in options if o != answer)
-    claim = letters.get(adversarial) if adversarial != answer else None
-    return AnswerOptions(letters[answer], wrong, claim)
+    """The row's answer options as its kind reads them (a multiple-choice item's letters, a grid row's words)."""
+    kind = row_kind(row)
+    if kind.answers is None:
+        raise ValueError(f"{row.get('benchmark_clip_id', '?')}: the {kind.name} kind names no answer options")
+    found = kind.answers(row, vocabulary)
+    return AnswerOptions(found.answer, found.wrong, found.claim)
 
 
 def keeps_logits(model: torch.nn.Module) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS, config_name
+from harness.kinds import task_kind
 from harness.prompts import get_variant
 from harness.redact import public
 from harness.settings import (
@@ -27,7 +28,6 @@ from harness.settings import (
     derive,
     settings_from_args,
 )
-from harness.tasks import task_kind
 from vocalgrad_dataset.cli.info import add_version_argument
 from vocalgrad_dataset.generate import resolve_source
 from vocalgrad_dataset.tasks import is_vocalgrad

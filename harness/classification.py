@@ -28,7 +28,6 @@ from harness.parsing import Vocabulary, mcq_vocabulary
 
 CLASSIFY_REQUIRED = ("audio", "label")
 CLASSIFY_OPTIONAL = ("id", "task")
-DEFAULT_TASK = "classify"
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 20260
 MAX_LABELS = 12  # the letters A-L
@@ -90,7 +89,7 @@ class MappedClassifySource(MappedMCQSource):
                                  f"{self.mapping['label']!r} (columns: {', '.join(map(str, row))})")
         labels: dict[str, set[str]] = {}
         for _where, _i, row in raw:
-            task = str(row.get(self.mapping.get("task", ""), None) or DEFAULT_TASK)
+            task = str(row.get(self.mapping.get("task", ""), None) or self.kind.name)
             labels.setdefault(task, set()).add(str(row[self.mapping["label"]]).strip().lower())
         self._task_labels = {t: sorted(v) for t, v in labels.items()}
         for task, ls in self._task_labels.items():
@@ -107,7 +106,7 @@ class MappedClassifySource(MappedMCQSource):
                 raise ValueError(f"{where}: --columns {field}={column}: no column {column!r} "
                                  f"(columns: {', '.join(map(str, row))})")
         get = {f: row[c] for f, c in self.mapping.items()}
-        task = str(get.get("task") or DEFAULT_TASK)
+        task = str(get.get("task") or self.kind.name)
         label = str(get["label"]).strip().lower()
         if not label:
             raise ValueError(f"{place}: empty label")
@@ -115,15 +114,18 @@ class MappedClassifySource(MappedMCQSource):
         ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
         options = self._task_labels[task]
         duration = row.get("duration_sec")
-        return {"audio": get["audio"], "benchmark_clip_id": ident, "category": task, "kind": "classify",
+        return {"audio": get["audio"], "benchmark_clip_id": ident, "category": task, "kind": self.kind.name,
                 "question": classify_question(task), "options": options, "answer": label, "adversarial": None,
                 "task": task, "label": label, "source_clip_id": ident,
                 "duration_sec": float(duration) if duration not in (None, "") else float("nan"),
                 "_where": f"{place} ({ident})"}
 
-    def kind_of(self, config: str) -> str:
-        """Every task of a mapped classification dataset is of the classify kind."""
-        return "classify"
+    @property
+    def kind(self) -> Any:
+        """Every task of a mapped classification dataset is a classification."""
+        from harness.kinds.choice import CLASSIFY  # the kinds import this module
+
+        return CLASSIFY
 
     def _audio(self, item: Mapping[str, Any]) -> Any:
         """A video file's audio through FFmpeg (harness.meld.video_audio); anything else as the MCQ source reads it."""

@@ -27,9 +27,9 @@ from vocalgrad_dataset.build.manifest import (
 )
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
-from vocalgrad_dataset.generate import parse_config, serves, unit_ids
+from vocalgrad_dataset.generate import serves, unit_ids
 from vocalgrad_dataset.sources import SourceError, check_wav_complete
-from vocalgrad_dataset.tasks import task_config
+from vocalgrad_dataset.tasks import config_spec, task_config
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
@@ -100,13 +100,13 @@ def config_name(name: str) -> str:
 
 def attribute_word(config: str) -> str:
     """The prompt attribute word of a config's category (SPEC §3 table)."""
-    return parse_config(config).category.attribute
+    return config_spec(config).category.attribute
 
 
 def published_name(config: str) -> str:
     """The published long name of a config's category, with the variant marked ("volume-ternary" ->
     "volume-ternary", "beep-pitch" -> "beep-voice_pitch")."""
-    spec = parse_config(config)
+    spec = config_spec(config)
     name = f"{spec.source}-{spec.category.release_name}" if spec.source else spec.category.release_name
     return name if spec.format == "direction" else f"{name}-{spec.format}"
 
@@ -138,9 +138,9 @@ def read_audio(file: str | Path | io.BytesIO) -> AudioDict:
 def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
     """Coerce a source's row to :class:`BenchRow` (config name, floats, ids parsed from the clip id)."""
     clip_id = str(row["benchmark_clip_id"])
-    spec = parse_config(config)
+    spec = config_spec(config)
     item, clip, cond = grid.parse_any_clip_id(clip_id)  # source-clip ids (yes/no, ternary) have no condition
-    expected = grid.format_label(spec.format, cond)
+    expected = spec.recipe.label(cond)
     label = row.get("label")
     label = spec.labels[label] if isinstance(label, int) else (label or expected)
     if label != expected:  # the id encodes the direction: a disagreeing label is corrupt data
@@ -200,7 +200,7 @@ class GeneratorSource:
 
     def units(self, config: str) -> list[SourceUnit]:
         """A source clip's rows (24; 25 with the unmodified clip), weighted by the clip's duration (file header)."""
-        spec = parse_config(config)
+        spec = config_spec(config)
         units = []
         for key, c in self._source_clips().items():
             if not serves(c, spec):  # a carrier of another category's conflict config

@@ -1,4 +1,4 @@
-"""Multiple-choice rows (the `mcq` task kind): the row shape, its checks, and the lettered prompt.
+"""Multiple-choice rows (the multiple-choice declaration of harness.kinds.choice): the row shape, its checks, and the lettered prompt.
 
 An MCQ row has audio, a question, 2-4 options, the true answer (`answer`, y_true) and optionally the label
 the transcript asserts (`adversarial`, y_adv), plus the task it belongs to. Answers are option texts; the
@@ -58,7 +58,9 @@ def option_answer(value: Any, options: Sequence[str], where: str, field: str) ->
 
 
 def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str) -> dict[str, Any]:
-    """A checked MCQ row: options listed, answer and adversarial as option texts (they differ), kind "mcq"."""
+    """A checked multiple-choice row: options listed, answer and adversarial as option texts (they differ)."""
+    from harness.kinds.choice import MCQ  # the kind these rows carry (kinds import this module)
+
     cid = str(row.get("benchmark_clip_id") or "")
     where = f"{where}: item {cid}" if cid else where
     question = row.get("question")
@@ -75,7 +77,7 @@ def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str) -> dict[s
         adversarial = None
     duration = row.get("duration_sec")
     return {
-        "audio": row["audio"], "benchmark_clip_id": cid, "category": config, "kind": "mcq",
+        "audio": row["audio"], "benchmark_clip_id": cid, "category": config, "kind": MCQ.name,
         "question": question.strip(), "options": options, "answer": answer, "adversarial": adversarial,
         "task": str(row.get("task") or config), "label": answer,
         "source_clip_id": str(row.get("source_clip_id") or cid),

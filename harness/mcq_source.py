@@ -23,7 +23,6 @@ from vocalgrad_dataset.fileio import safe_join
 
 REQUIRED = ("audio", "question", "options", "answer")
 OPTIONAL = ("adversarial", "task", "id")
-DEFAULT_TASK = "mcq"  # the one config of a benchmark without a task column
 
 
 def parse_mcq_columns(text: str) -> dict[str, str]:
@@ -141,7 +140,7 @@ class MappedMCQSource:
                 raise ValueError(f"{where}: --mcq-columns {field}={column}: no column {column!r} "
                                  f"(columns: {', '.join(map(str, row))})")
         get = {f: row[c] for f, c in self.mapping.items()}
-        task = str(get.get("task") or DEFAULT_TASK)
+        task = str(get.get("task") or self.kind.name)  # a benchmark without a task column: one config
         ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
         ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
         fields = {"benchmark_clip_id": ident, "audio": None, "task": task, "duration_sec": row.get("duration_sec"),
@@ -161,9 +160,12 @@ class MappedMCQSource:
                 raise ValueError(f"{self.root}: no task {name!r}{hint} (tasks: {', '.join(self._by_task)})")
         return list(names)
 
-    def kind_of(self, config: str) -> str:
+    @property
+    def kind(self) -> Any:
         """Every task of a mapped benchmark is multiple choice."""
-        return "mcq"
+        from harness.kinds.choice import MCQ  # the kinds import this module
+
+        return MCQ
 
     def units(self, config: str) -> list[SourceUnit]:
         return [SourceUnit(i["benchmark_clip_id"], 0.0 if i["duration_sec"] != i["duration_sec"] else i["duration_sec"],

@@ -92,10 +92,9 @@ SYNONYM = AnswerParser(
         })),
     ),
 )  # fmt: skip
-# SPEC §4 formats: the main words plus "constant"; "yes" / "no" as whole words (so "nothing" is not "no").
-TERNARY = AnswerParser("ternary", ((INCREASE, _INC), (DECREASE, _DEC), (CONSTANT, frozenset({"constant"}))), "answer")
-YESNO = AnswerParser("yesno", ((YES, frozenset({"yes"})), (NO, frozenset({"no"}))), "answer")
-PARSERS: dict[str, AnswerParser] = {p.name: p for p in (MAIN, SYNONYM, YESNO, TERNARY)}
+# The fixed-question kinds register theirs (harness.kinds.yesno, harness.kinds.ternary: register_parser).
+PARSERS: dict[str, AnswerParser] = {p.name: p for p in (MAIN, SYNONYM)}
+INCREASE_WORDS, DECREASE_WORDS = _INC, _DEC  # the main parser's families, which the ternary parser extends
 _ID_RE = re.compile(r"^(?P<name>.+?)-unique-(?:direction|answer)-v\d+$")
 
 
@@ -135,12 +134,20 @@ class Vocabulary:
 
 
 MAIN_VOCABULARY = Vocabulary((INCREASE, DECREASE), (INCREASE, DECREASE), MAIN)
-YESNO_VOCABULARY = Vocabulary((YES, NO), (YES, NO), YESNO)
-TERNARY_VOCABULARY = Vocabulary((INCREASE, DECREASE, CONSTANT), (INCREASE, DECREASE, CONSTANT), TERNARY)
+
+
+def register_parser(parser: AnswerParser) -> AnswerParser:
+    """Make a parser findable by its name and stored id (a kind's own answer words); returns it."""
+    if PARSERS.get(parser.name, parser) is not parser:
+        raise ValueError(f"answer parser {parser.name!r} is registered twice")
+    PARSERS[parser.name] = parser
+    return parser
 
 
 def get_parser(name_or_id: str) -> AnswerParser:
-    """A parser by name ("main", "synonym", "yesno", "ternary") or stored id ("main-unique-direction-v1")."""
+    """A parser by name ("main", "synonym", a kind's) or stored id ("main-unique-direction-v1")."""
+    import harness.kinds  # noqa: F401 - the kinds register their parsers
+
     m = _ID_RE.match(name_or_id)
     name = m["name"] if m else name_or_id
     if name in PARSERS:
@@ -163,7 +170,7 @@ def is_exact(raw: str | None, answer_words: tuple[str, str] | list[str]) -> bool
 # ---- multiple-choice answers -----------------------------------------------------------------------------
 # Bump when the MCQ parser's behaviour changes; its id is stored in every MCQ samples row.
 MCQ_PARSER_VERSION = "1"
-MCQ_PARSER_NAME = "mcq"
+OPTION_PARSER_PREFIX = "mcq-letter-or-option-v"  # stored ids: the prefix and MCQ_PARSER_VERSION
 LETTERS = "ABCD"  # 2-4 lettered options of an MCQ item
 OPTION_LETTERS = "ABCDEFGHIJKL"  # a classification task letters up to 12 labels; A-D as for MCQ
 _MARKER = r"(?i:\b(?:answer|option|choice)\b)\s*(?i:is)?\s*[:=-]?\s*[\(\[]?"
@@ -233,7 +240,7 @@ class OptionParser:
 
 def mcq_parser_id() -> str:
     """The stored id of the multiple-choice parser ("mcq-letter-or-option-v1")."""
-    return f"{MCQ_PARSER_NAME}-letter-or-option-v{MCQ_PARSER_VERSION}"
+    return f"{OPTION_PARSER_PREFIX}{MCQ_PARSER_VERSION}"
 
 
 def mcq_vocabulary(options: Sequence[str]) -> Vocabulary:
@@ -245,6 +252,6 @@ def mcq_vocabulary(options: Sequence[str]) -> Vocabulary:
 def row_parser(row: Mapping[str, Any]) -> AnswerParser | OptionParser:
     """The parser that reads a samples row's raw answer: its stored parser, bound to the row's options for MCQ."""
     stored = str(row.get("parser") or "main")
-    if stored.startswith(f"{MCQ_PARSER_NAME}-") or stored == MCQ_PARSER_NAME:
+    if stored.startswith(OPTION_PARSER_PREFIX):
         return OptionParser(tuple(row.get("options") or ()))
     return get_parser(stored)

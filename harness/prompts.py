@@ -16,19 +16,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, config_name, unit_key
+from harness.kinds import Kind, fixed_vocabularies, row_kind, task_kind
+from harness.kinds.ternary import TERNARY_VOCABULARY
+from harness.kinds.yesno import YESNO_VOCABULARY
 from harness.models.protocol import AudioClip, Prompt, Segment
 from harness.parsing import (
     MAIN_VOCABULARY,
     SYNONYM,
-    TERNARY_VOCABULARY,
-    YESNO_VOCABULARY,
     Vocabulary,
     mcq_vocabulary,
 )
-from harness.tasks import TaskKind, fixed_vocabularies, row_kind, task_kind
-from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import parse_clip_id, seed_from
 from vocalgrad_dataset.prompt import answer_line
+from vocalgrad_dataset.tasks import config_spec
 
 MODIFIERS: tuple[str, ...] = ("swap_order", "audio_ref", "audio_first")  # canonical order in names
 FEW_SHOT_SEED = 1234  # SPEC §5
@@ -73,7 +73,7 @@ class Variant:
     audio_first: bool = False
     pool: FewShotPool | None = field(default=None, compare=False, repr=False)
 
-    def _kind(self, config: str) -> TaskKind:
+    def _kind(self, config: str) -> Kind:
         """The config's task kind, refusing variants the kind does not take (a fixed question, SPEC §4)."""
         kind = task_kind(config)
         kind.accepts(self.name, config)
@@ -96,8 +96,8 @@ class Variant:
         """The question: sentence, blank line, answer instruction (few-shot: the query's question)."""
         attribute = attribute or attribute_word(config)
         kind = self._kind(config)
-        if kind.question is not None:
-            return kind.question(attribute)
+        if kind.fixed_question:  # the config's declared question (its YAML `question` and `answers`)
+            return config_spec(config).prompt(attribute)
         if self.base == "paraphrase":
             question, inc, dec = _paraphrase(config, self.paraphrase)
             return f"{question}\n\n{answer_line(inc, dec)}"
@@ -164,7 +164,7 @@ def _canonical(base: str, mods: set[str]) -> str:
 
 
 def _paraphrase(config: str, index: int) -> tuple[str, str, str]:
-    category = parse_config(config).category.name
+    category = config_spec(config).category.name
     if category not in PARAPHRASES:
         raise ValueError(f"paraphrase prompts exist only for {', '.join(PARAPHRASES)}, not {category!r}")
     return PARAPHRASES[category][index - 1]
@@ -234,8 +234,8 @@ class FewShotPool:
 
     def draw(self, config: str, clip_id: str) -> list[str]:
         """The example ids of one query."""
-        spec = parse_config(config)
-        if spec.format != "direction":
+        spec = config_spec(config)
+        if spec.recipe.sources or spec.recipe.claims or task_kind(config).fixed_question:
             raise ValueError(f"few-shot prompts take direction configs, not {config!r}")
         ids = self.ids_by_label(config)
         key = spec.category.release_name
@@ -292,7 +292,7 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
         segments = (audio, text) if v.audio_first else (text, audio)
     # Baselines read these (and answer in the offered words); the label is deliberately absent.
     vocab = v.vocabulary(config)
-    meta = {"category": parse_config(config).category.name, **{k: row.get(k) for k in ("onset_sec", "offset_sec", "duration_sec")},
+    meta = {"category": config_spec(config).category.name, **{k: row.get(k) for k in ("onset_sec", "offset_sec", "duration_sec")},
             "answer_words": vocab.words, "answer_labels": vocab.labels}
     return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), vocab
 

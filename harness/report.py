@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS
+from harness.kinds import all_kinds, configs_by_kind, result_kind
 from harness.metrics import MIN_CLUSTERS, Z95, breakdowns, mcnemar, too_few_clusters
 from harness.parsing import row_parser
 from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
@@ -30,8 +31,8 @@ from harness.results import (
 )
 from harness.sampling import describe_limit
 from harness.tables import html_table, latex_escape, latex_table, markdown_table, pct
-from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.grid import CURVES, TIERS
+from vocalgrad_dataset.tasks import resolve
 
 
 def load_samples(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
@@ -109,21 +110,6 @@ def clustered_cell(summary: Mapping[str, Any]) -> str:
     return too_few_clusters(summary) or "—"
 
 
-def is_mcq(summary: Mapping[str, Any]) -> bool:
-    """True for a multiple-choice config's metrics (they carry the adversarial-label agreement)."""
-    return "ala" in summary
-
-
-def is_classify(summary: Mapping[str, Any]) -> bool:
-    """True for a classification task's metrics (the classify kind: per-class precision / recall / F1)."""
-    return "per_class_metrics" in summary
-
-
-def is_grid(summary: Mapping[str, Any]) -> bool:
-    """True for a VocalGrad config's metrics (neither a multiple-choice nor a classification task)."""
-    return not is_mcq(summary) and not is_classify(summary)
-
-
 def protocol_note(results: Mapping[str, Any]) -> str | None:
     """"not the paper's protocol: dtype bfloat16 (the paper: float32); tf32" from results.json
     model_info["not_paper_protocol"] (the opt-ins the run used), or None for a run of the paper's protocol."""
@@ -135,54 +121,24 @@ def _ci(s: Mapping[str, Any], name: str) -> str:
     return f"{pct(s.get(name))} [{pct(s.get(f'{name}_ci_low'))}, {pct(s.get(f'{name}_ci_high'))}]"
 
 
-def mcq_section(results: Mapping[str, Any]) -> list[str]:
-    """The multiple-choice tables: GT accuracy, ALA and Δ = ALA − GT per task and macro-averaged, 95 % CIs."""
-    res = {c: s for c, s in task_metrics(results).items() if is_mcq(s)}
-    if not res:
-        return []
-    head = ["task", "n", "GT acc [95% CI]", "ALA [95% CI]", "Δ = ALA − GT [95% CI]", "unparsed", "errors"]
-    body = [[c, str(s["n"]), _ci(s, "acc"), _ci(s, "ala"), _ci(s, "ala_gap"), str(s["n_unparsed"]), str(s["n_error"])]
-            for c, s in res.items()]
-    group = group_metrics(results, "mcq")
-    if group:
-        body.append([f"**macro mean ({group['n_configs']} tasks)**", "", _ci(group, "acc"), _ci(group, "ala"),
-                     _ci(group, "ala_gap"), "", ""])
-    return ["## Multiple choice: ground truth (GT), adversarial-label agreement (ALA) and Δ, %",
-            "GT: answers equal to the label the audio carries; ALA: answers equal to the label the transcript "
-            "asserts; unparsed answers count against both. Chance is 1/#options (VoxParadox Table 6 for context: "
-            "README).", markdown_table(head, body)]
+def grid_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics of a run's grid configs (kinds whose rows are the 24-condition grid)."""
+    return {c: s for c, s in task_metrics(results).items() if result_kind(results, c).grid}
 
 
-def _ci_range(s: Mapping[str, Any], name: str) -> str:
-    lo, hi = s.get(f"{name}_ci_low"), s.get(f"{name}_ci_high")
-    return "—" if lo is None or hi is None else f"[{pct(lo)}, {pct(hi)}]"
-
-
-def classify_section(results: Mapping[str, Any]) -> list[str]:
-    """Per classification task: precision, recall, F1 (each with its bootstrap 95 % interval) and support per
-    class, then macro-F1, support-weighted F1 and accuracy with their intervals; [] when the run has none."""
-    res = {c: s for c, s in task_metrics(results).items() if is_classify(s)}
-    out: list[str] = []
-    for c, s in res.items():
-        head = ["class", "precision", "95% CI", "recall", "95% CI", "F1", "95% CI", "support"]
-        body = [[lab, pct(s.get(f"precision_{lab}")), _ci_range(s, f"precision_{lab}"),
-                 pct(s.get(f"recall_{lab}")), _ci_range(s, f"recall_{lab}"),
-                 pct(s.get(f"f1_{lab}")), _ci_range(s, f"f1_{lab}"), str(s.get(f"support_{lab}", "—"))]
-                for lab in s.get("labels") or []]
-        n = str(s.get("n", "—"))
-        body += [["**macro F1**", "", "", "", "", pct(s.get("macro_f1")), _ci_range(s, "macro_f1"), n],
-                 ["**weighted F1**", "", "", "", "", pct(s.get("weighted_f1")), _ci_range(s, "weighted_f1"), n],
-                 ["**accuracy**", "", "", "", "", pct(s.get("accuracy")), _ci_range(s, "accuracy"), n]]
-        out += [f"## Classification: {c} (%, seeded bootstrap 95 % CI over items)",
-                f"{s.get('n_unparsed', 0)} unparsed and {s.get('n_error', 0)} failed answers count as misses of "
-                "their true class (no class's false positive); a class never predicted has precision 0. "
-                "Weighted F1 weights each class's F1 by its support.", markdown_table(head, body)]
-    return out
+def kind_sections(results: Mapping[str, Any], *, grid: bool) -> list[str]:
+    """The sections the run's kinds write over their configs (grid kinds' or the others'); kinds that share a
+    section function (yes/no and ternary) write it once over all their configs."""
+    by_section: dict[Any, list[str]] = {}
+    for kind, configs in configs_by_kind(results, list(task_metrics(results))).items():
+        if kind.section is not None and kind.grid == grid:
+            by_section.setdefault(kind.section, []).extend(configs)
+    return [line for section, configs in by_section.items() for line in section(results, configs)]
 
 
 def format_report(results: Mapping[str, Any]) -> str:
     """All tables of a run as Markdown text."""
-    res = {c: s for c, s in task_metrics(results).items() if is_grid(s)}
+    res = grid_metrics(results)
     cfg = results["config"]
     model = str(cfg.get("model"))
     group = group_metrics(results)
@@ -197,8 +153,7 @@ def format_report(results: Mapping[str, Any]) -> str:
     ]
     parts += [f"> **{line}**" for line in filter(None, [limit_note(results), protocol_note(results)])]
     parts += [f"> **Warning:** {w}" for w in sample_warnings(results)]
-    parts += mcq_section(results)
-    parts += classify_section(results)
+    parts += kind_sections(results, grid=False)
     if not res:  # a multiple-choice or classification run only: none of the VocalGrad tables apply
         return "\n\n".join(parts) + "\n"
     head = ["config", "n", "acc", "95% CI", "clustered CI", "parsed acc", "balanced", "inc. ratio", "exact",
@@ -239,12 +194,7 @@ def format_report(results: Mapping[str, Any]) -> str:
                       markdown_table(["config", "acc", "paper acc", "inc. ratio", "paper inc. ratio",
                               "unparsed (ours / paper)"], rows)]
 
-    fmt_rows = [[c, str(s["n"]), pct(s.get("macro_f1")), pct(s["balanced_accuracy"]), pct(s["accuracy"]),
-                 str(s["n_unparsed"])] for c, s in res.items() if parse_config(c).format in ("yesno", "ternary")]
-    if fmt_rows:
-        parts += ["## Problem formats (SPEC §4): macro-F1 over the gold classes, unparsed = miss of the true class",
-                  markdown_table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], fmt_rows)]
-    parts += conflict_section(res, group_metrics(results, "conflict"))
+    parts += kind_sections(results, grid=True)
     for key in ("tier", "curve", "direction"):
         values = list(dict.fromkeys(v for c in res for v in results["breakdowns"][c][key]))
         rows = [[c, *(pct(results["breakdowns"][c][key].get(v, {}).get("accuracy")) for v in values)]
@@ -253,55 +203,12 @@ def format_report(results: Mapping[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-CONFLICT_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("acc_congruent", "acc congruent"), ("acc_incongruent", "acc incongruent"), ("acc_neutral", "acc neutral"),
-    ("claim_following", "claim-following"), ("claim_gap", "Δ = CF − acc incongruent"),
-)
-
-
-def _with_ci(s: Mapping[str, Any], m: str) -> str:
-    lo, hi = s.get(f"{m}_ci_low"), s.get(f"{m}_ci_high")
-    return pct(s.get(m)) + (f" [{pct(lo)}, {pct(hi)}]" if lo is not None and hi is not None else "")
-
-
-def _chance_cell(test: Mapping[str, Any] | None) -> str:
-    """Claim-following against 0.5, e.g. "above [61.2, 80.3] (p 0.0001, adj. 0.0009)": the verdict, the joint
-    interval, and the score test's p unadjusted and adjusted over the run's configs."""
-    if not test:
-        return "—"
-    return (f"{test['vs_chance']} [{pct(test['ci_low'])}, {pct(test['ci_high'])}] "
-            f"(p {test['p']:.2g}, adj. {test['p_adjusted']:.2g})")
-
-
-def conflict_section(res: Mapping[str, Any], group: Mapping[str, Any] | None = None) -> list[str]:
-    """The "Listen or read?" table of the lexical-conflict configs (empty when the run has none); `group` is
-    results.json's `conflict` group (the pooled row and each config's CF tested against chance)."""
-    chance = (group or {}).get("claim_following_vs_chance") or {}
-    rows = [[c, *(_with_ci(s, m) for m, _ in CONFLICT_COLUMNS), _chance_cell(chance.get(c))]
-            for c, s in res.items() if "claim_following" in s]
-    if not rows:
-        return []
-    if group and len(rows) > 1:
-        pooled_p = group.get("claim_following_p")
-        rows.append(["**pooled**", *(_with_ci(group, m) for m, _ in CONFLICT_COLUMNS),
-                     "—" if pooled_p is None else f"p {pooled_p:.2g}"])
-    m = len(chance)
-    return ["## Listen or read? Lexical-conflict configs (%, 95 % CI): accuracy when the words agree with the "
-            "sound, contradict it or claim nothing; claim-following = answers equal to the words' claim on "
-            "incongruent clips (VoxParadox's ALA)",
-            f"CF vs 0.5: above / below / at chance with the {m} config(s) tested together at 95 %: the joint "
-            f"interval (Wilson at 1 − 0.05/{m}, all {m} hold at once), the score test's p (the test each Wilson "
-            f"interval inverts) and its Bonferroni adjustment (p x {m}). A config's own 95 % interval misses 0.5 "
-            "for a fair coin one time in twenty, so over nine configs some config 37 % of the time.",
-            markdown_table(["config", *(name for _, name in CONFLICT_COLUMNS), "CF vs 0.5"], rows)]
-
-
 def congruence_series(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
     """For the accuracy-by-congruence figure: "<run>: congruent / incongruent / neutral" -> category -> the
     share and its interval under plot_accuracy's keys."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for r in runs:
-        conflict = {c: s for c, s in task_metrics(r.results).items() if "claim_following" in s}
+        conflict = {c: s for c, s in grid_metrics(r.results).items() if result_kind(r.results, c).claims}
         for part in ("congruent", "incongruent", "neutral"):
             m = f"acc_{part}"
             label = part if len(runs) == 1 else f"{r.label}: {part}"
@@ -358,9 +265,10 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
     return runs
 
 
-def _row_cells(res: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
+def _row_cells(results: Mapping[str, Any]) -> list[str]:
+    group, res = group_metrics(results), grid_metrics(results)
     cells = ["—" if not group.get("complete") else pct(group["accuracy"])]
-    return cells + [pct(res[c]["accuracy"]) if c in res and is_grid(res[c]) else "—" for c in CONFIGS]
+    return cells + [pct(res[c]["accuracy"]) if c in res else "—" for c in CONFIGS]
 
 
 def format_comparison(runs: Sequence[Run]) -> str:
@@ -375,27 +283,17 @@ def format_comparison(runs: Sequence[Run]) -> str:
     for r in runs:
         mark = " †" if r.results.get("limited") else ""
         mark += " ‡" if protocol_note(r.results) else ""
-        body.append([f"**{r.label}**{mark}", *_row_cells(task_metrics(r.results), group_metrics(r.results))])
+        body.append([f"**{r.label}**{mark}", *_row_cells(r.results)])
     body += [[f"{name} (paper)", *(f"{row[c]:.1f}" for c in cols)] for name, row in table2().items()]
     parts += ["## Models side by side (paper Table 2 layout)", markdown_table(["model", *cols], body)]
-    others = list(dict.fromkeys(c for r in runs for c, s in task_metrics(r.results).items()
-                                if c not in CONFIGS and is_grid(s)))
+    others = list(dict.fromkeys(c for r in runs for c in grid_metrics(r.results) if c not in CONFIGS))
     if others:
-        rows = [[r.label, *(pct(task_metrics(r.results).get(c, {}).get("macro_f1" if parse_config(c).format in
-                                                                         ("yesno", "ternary") else "accuracy"))
-                            for c in others)] for r in runs]
+        rows = [[r.label, *(pct(task_metrics(r.results).get(c, {}).get(result_kind(r.results, c).config_metric))
+                            if c in task_metrics(r.results) else "—" for c in others)] for r in runs]
         parts += ["## Other configs (accuracy %; macro-F1 % for yes/no and ternary)", markdown_table(["model", *others], rows)]
-    mcq = [[r.label, _ci(g, "acc"), _ci(g, "ala"), _ci(g, "ala_gap")] for r in runs
-           if (g := group_metrics(r.results, "mcq"))]
-    if mcq:
-        parts += ["## Multiple choice, macro mean over tasks (%)", markdown_table(["model", "GT acc", "ALA", "Δ"], mcq)]
-    tasks = list(dict.fromkeys(c for r in runs for c, s in task_metrics(r.results).items() if is_classify(s)))
-    if tasks:
-        rows = [[r.label, *(_ci(s, "macro_f1") if (s := task_metrics(r.results).get(c)) and is_classify(s) else "—"
-                            for c in tasks)] for r in runs]
-        parts += ["## Classification tasks: macro-F1 % [95% CI]", markdown_table(["model", *tasks], rows)]
-    bias = [[r.label, *(pct(task_metrics(r.results)[c]["increase_ratio"])
-                        if c in task_metrics(r.results) and is_grid(task_metrics(r.results)[c]) else "—"
+    labelled = [(r.label, r.results) for r in runs]
+    parts += [line for kind in all_kinds() if kind.compare is not None for line in kind.compare(labelled)]
+    bias = [[r.label, *(pct(g[c]["increase_ratio"]) if c in (g := grid_metrics(r.results)) else "—"
                         for c in CONFIGS)] for r in runs]
     parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', markdown_table(["model", *CONFIGS], bias)]
     for r in runs:
@@ -420,7 +318,7 @@ def table2_cells(runs: Sequence[Run]) -> tuple[list[str], list[tuple[str, list[C
     rows = []
     for r in runs:
         res, group = task_metrics(r.results), group_metrics(r.results)
-        res = {c: s for c, s in res.items() if is_grid(s)}
+        res = grid_metrics(r.results)
         avg: Cell = (group["accuracy"], group["accuracy_ci_low"], group["accuracy_ci_high"]) \
             if group.get("complete") else None
         rows.append((r.label + (" ‡" if protocol_note(r.results) else ""), [avg, *((res[c]["accuracy"], res[c]["accuracy_ci_low"], res[c]["accuracy_ci_high"])
@@ -467,13 +365,20 @@ def _published(run: Run, field: str) -> dict[str, float]:
 
 def _pooled(run: Run, key: str) -> dict[str, dict[str, Any]]:
     """summarize() per value of `key` over every direction-format config of a run."""
-    rows = [r for c, rs in _grid_rows(run).items() if parse_config(c).format == "direction" for r in rs]
+    rows = [r for c, rs in _grid_rows(run).items() if _augmented_only(run.results, c) for r in rs]
     return breakdowns(rows, keys=(key,))[key] if rows else {}
 
 
 def _grid_rows(run: Run) -> dict[str, list[dict[str, Any]]]:
     """A run's samples of the VocalGrad configs (not the multiple-choice ones)."""
-    return {c: rs for c, rs in run.rows.items() if is_grid(task_metrics(run.results).get(c, {}))}
+    return {c: rs for c, rs in run.rows.items() if c in grid_metrics(run.results)}
+
+
+def _augmented_only(results: Mapping[str, Any], config: str) -> bool:
+    """A grid config of the main question over the augmented clips only (no unmodified sources, no claims):
+    the configs the category, tier and curve figures pool."""
+    kind = result_kind(results, config)
+    return kind.grid and not kind.fixed_question and not kind.claims and not resolve(config).spec.recipe.sources
 
 
 def classify_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
@@ -482,10 +387,10 @@ def classify_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     from harness import plots
 
     figs: dict[str, Any] = {}
-    tasks = list(dict.fromkeys(c for r in runs for c, s in task_metrics(r.results).items()
-                               if is_classify(s) and r.rows.get(c)))
+    tasks = list(dict.fromkeys(c for r in runs for c in task_metrics(r.results)
+                               if result_kind(r.results, c).confusion and r.rows.get(c)))
     for c in tasks:
-        have = [r for r in runs if r.rows.get(c) and is_classify(task_metrics(r.results).get(c, {}))]
+        have = [r for r in runs if r.rows.get(c) and result_kind(r.results, c).confusion]
         labels = list(task_metrics(have[0].results)[c].get("labels") or have[0].rows[c][0]["options"])
         figs[f"confusion_{c}"] = plots.plot_confusion(
             {r.label: r.rows[c] for r in have}, labels, out / f"confusion_{c}", f"{c}: gold vs answer")
@@ -502,8 +407,8 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     if not any(_grid_rows(r) for r in runs):
         return figs
 
-    main = {r.label: {c: s for c, s in task_metrics(r.results).items() if is_grid(s) and (
-        c in CONFIGS or parse_config(c).format == "direction")} for r in runs}
+    main = {r.label: {c: s for c, s in grid_metrics(r.results).items() if c in CONFIGS or _augmented_only(r.results, c)}
+            for r in runs}
     human = HUMAN_TABLE2 if any(c in HUMAN_TABLE2 for s in main.values() for c in s) else None
     # the paper's row of a run's model, drawn over that run's bars
     over = {MODEL_DISPLAY[stem]: r.label for r in runs if (stem := published_stem(r.model)) and _published(r, "accuracy")}
@@ -528,9 +433,9 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
         figs["accuracy_by_congruence"] = plots.plot_accuracy(
             congruence, out / "accuracy_by_congruence",
             "Listen or read? Accuracy by congruence")
-    formats = list(dict.fromkeys(c for r in runs for c in _grid_rows(r) if parse_config(c).format in ("yesno", "ternary")))
+    formats = list(dict.fromkeys(c for r in runs for c in _grid_rows(r) if result_kind(r.results, c).fixed_question))
     for c in formats:
-        labels = list(parse_config(c).labels)
+        labels = list(resolve(c).spec.labels)
         figs[f"confusion_{c}"] = plots.plot_confusion(
             {r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / f"confusion_{c}",
             f"{c}: gold vs answer")

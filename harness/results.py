@@ -621,8 +621,8 @@ def build_results(
     from datetime import datetime, timezone
 
     from harness.data import CONFIGS
+    from harness.kinds import rows_kind
     from harness.metrics import breakdowns, category_mean
-    from harness.tasks import rows_kind
 
     # The headline is the mean over the nine categories; format and variant configs (pitch-ternary,
     # beep-pitch, ...) have their own entries and stay out of it unless the run has nothing else.

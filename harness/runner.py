@@ -24,6 +24,7 @@ import numpy as np
 
 from harness import results as res
 from harness.data import CONFIGS, RowSource, SourceUnit, config_name, published_name
+from harness.kinds import Kind, row_kind, source_kind
 from harness.lock import RunLock
 from harness.models.protocol import AudioLM, ModelError, Prompt
 from harness.models.registry import check_capabilities, check_protocol, load_model
@@ -44,7 +45,6 @@ from harness.settings import (
     limit_type,
     settings_from_args,
 )
-from harness.tasks import TaskKind, row_kind, source_kind
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
@@ -398,7 +398,7 @@ def run_configs(names: Sequence[str], source: RowSource) -> list[str]:
     return [config_name(c) for c in names]
 
 
-def check_variant(variant: Variant, config: str, kind: TaskKind) -> None:
+def check_variant(variant: Variant, config: str, kind: Kind) -> None:
     """Refuse a prompt variant that does not fit a config's kind."""
     if kind.prompt is not None:
         kind.accepts(variant.name, config)

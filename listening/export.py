@@ -19,8 +19,7 @@ from listening.items import is_mcq, samples_row
 from listening.store import Store
 from listening.study import PROMPT_VARIANT, answer_options, item_record, source_description
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.generate import parse_config
-from vocalgrad_dataset.prompt import format_prompt
+from vocalgrad_dataset.tasks import config_spec
 
 MODEL = "human"
 MODE = "listening"
@@ -42,14 +41,14 @@ def samples_rows(store: Store, exclude: Collection[str] = ()) -> dict[str, list[
         if record is not None:  # multiple choice: the option chosen, scored as acc and ALA by the harness
             out[config].append({**samples_row(a, record), "prompt_variant": PROMPT_VARIANT, **_listener(a)})
             continue
-        spec = parse_config(config)
+        spec = config_spec(config)
         vocab = get_variant(PROMPT_VARIANT).vocabulary(config)
         word = dict(answer_options(config))[a["answer"]]
         pred = vocab.parser.parse(word)
         out[config].append({
             "benchmark_clip_id": a["benchmark_clip_id"], "category": config, "gold": a["gold"], "pred": pred,
             "raw": word, "parsed": pred is not None, "margin": None,
-            "prompt": format_prompt(spec.format, spec.category.attribute), "prompt_variant": PROMPT_VARIANT,
+            "prompt": spec.prompt(), "prompt_variant": PROMPT_VARIANT,
             "answer_words": list(vocab.choices), "parser": vocab.parser.id, "tier": a["tier"], "curve": a["curve"],
             "direction": a["direction"], "source_clip_id": a["source_clip_id"], **_listener(a),
         })

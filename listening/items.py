@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.data import BenchRow, SourceUnit
+from harness.kinds import task_kind
 from harness.mcq import mcq_text, normalize_mcq_row
 from harness.parsing import mcq_vocabulary
-from harness.tasks import task_kind
 from listening.sampler import SAMPLER_VERSION, SampleItem
 from vocalgrad_dataset import grid
 

@@ -23,19 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.generate import (
-    ConfigSpec,
-    config_clips,
-    frozen_items,
-    parse_config,
-    resolve_source,
-    source_clips,
-    unit_ids,
-)
+from vocalgrad_dataset.generate import config_clips, frozen_items, resolve_source, source_clips, unit_ids
 from vocalgrad_dataset.sources.vctk import SELECTION_DIR, SPLIT_FILES
+from vocalgrad_dataset.tasks import ConfigSpec, config_spec
 
 SAMPLER_VERSION = "1"
-CONSTANT_SHARE: dict[str, float] = {"yesno": 1 / 2, "ternary": 1 / 3}  # share of unmodified clips per format
 
 
 @dataclass(frozen=True)
@@ -79,7 +71,7 @@ def _pool_rows(spec: ConfigSpec, items: Iterable[tuple[str, str, str]]) -> list[
             none = grid.NO_CONDITION
             out.append(PoolClip(cid, item, clip, speaker or item, cond.tier if cond else none,
                                 cond.curve if cond else none, cond.direction if cond else none,
-                                grid.format_label(spec.format, cond)))
+                                spec.recipe.label(cond)))
     return out
 
 
@@ -96,7 +88,7 @@ def _dataset_items(dataset: str | Path, config: str, split: str) -> list[tuple[s
 
     src = open_source(split, dataset=str(dataset))
     speakers: dict[str, str] = {}
-    files = sorted((Path(dataset) / parse_config(config).name).glob(f"{split}-*.parquet"))
+    files = sorted((Path(dataset) / config_spec(config).name).glob(f"{split}-*.parquet"))
     if files:
         import pyarrow.parquet as pq
 
@@ -115,7 +107,7 @@ def candidate_pool(config: str, split: str = "test", source: str | None = None, 
                    dataset: str | None = None) -> list[PoolClip]:
     """Every clip of a config a sample may draw, from a Parquet build, the frozen VCTK list (no corpus
     needed) or the source's clip list."""
-    spec = parse_config(config)
+    spec = config_spec(config)
     if dataset is not None:
         items = _dataset_items(dataset, spec.name, split)
     else:
@@ -142,20 +134,26 @@ def _cell_pairs(n_pairs: int, rng: random.Random) -> dict[tuple[str, str], int]:
     return pairs
 
 
+def constant_share(spec: ConfigSpec) -> float:
+    """The share of unmodified clips in a sample: one label's worth where the recipe mixes them with the
+    augmented clips (yes/no 1/2, ternary 1/3), else none."""
+    return 1 / len(spec.labels) if spec.recipe.sources and spec.recipe.augmented else 0.0
+
+
 def _split_counts(spec: ConfigSpec, n: int, n_sources: int) -> tuple[int, int]:
     """(changed, unmodified) item counts for n items of a config."""
     if n <= 0:
         raise ValueError(f"--n must be positive, got {n}")
-    if spec.format == "source":
+    if not spec.recipe.augmented:
         return 0, n
-    n_const = round(n * CONSTANT_SHARE.get(spec.format, 0.0))
+    n_const = round(n * constant_share(spec))
     if n_const > n_sources:
         print(f"warning: {spec.name}: {n_const} unmodified clips wanted but the source has {n_sources}; "
               f"the unchanged class is under-represented", file=sys.stderr)
         n_const = n_sources
     n_changed = n - n_const
     if n_changed % 2:
-        if spec.format in ("direction", *grid.CLAIM_FORMATS):
+        if not spec.recipe.sources:
             raise ValueError(f"--n must be even for {spec.name!r} so that the directions split evenly, got {n}")
         n_const, n_changed = (n_const + 1, n_changed - 1) if n_const < n_sources else (n_const - 1, n_changed + 1)
     return n_changed, n_const
@@ -163,7 +161,7 @@ def _split_counts(spec: ConfigSpec, n: int, n_sources: int) -> tuple[int, int]:
 
 def balanced_sample(pool: Sequence[PoolClip], config: str, n: int, seed: int = 0) -> list[SampleItem]:
     """n items of a config, balanced over direction x tier x curve, spread over speakers and sources."""
-    spec = parse_config(config)
+    spec = config_spec(config)
     rng = random.Random(grid.seed_from(f"vocalgrad-listen:{SAMPLER_VERSION}:{spec.name}:{n}:{seed}"))
     by_condition: dict[tuple[str, str, str], list[PoolClip]] = defaultdict(list)
     for clip in pool:

@@ -26,8 +26,8 @@ from listening.sampler import SAMPLER_VERSION, PoolClip, SampleItem, balanced_sa
 from listening.store import Store
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.fileio import atomic_write_bytes
-from vocalgrad_dataset.generate import expand_config, parse_config, resolve_source, wav_bytes
-from vocalgrad_dataset.prompt import format_prompt
+from vocalgrad_dataset.generate import resolve_source, wav_bytes
+from vocalgrad_dataset.tasks import config_spec, expand_specs
 
 PROMPT_VARIANT = "default"  # annotators read the main question (or the format's fixed one, SPEC §4)
 
@@ -46,7 +46,7 @@ def _expanded(name: str) -> list[str]:
     from vocalgrad_dataset.tasks import declared_names, is_vocalgrad
 
     try:
-        return [spec.name for spec in expand_config(name)]
+        return [spec.name for spec in expand_specs(name)]
     except ValueError:
         if name not in declared_names() or is_vocalgrad(name):  # the generator's error names the mistake
             raise
@@ -82,8 +82,8 @@ def answer_options(config: str) -> list[tuple[str, str]]:
 
 def question(config: str) -> str:
     """The question annotators read (the prompt's first sentence, without the one-word instruction)."""
-    spec = parse_config(config)
-    return format_prompt(spec.format, spec.category.attribute).split("\n\n")[0]
+    spec = config_spec(config)
+    return spec.prompt().split("\n\n")[0]
 
 
 PROTOCOL = {  # defaults of the study's protocol settings (stored in the study, shown by export)
@@ -99,7 +99,7 @@ def _picks(pool: Sequence[PoolClip], used: set[str], config: str, wanted: Sequen
            avoid: Sequence[SampleItem] = ()) -> list[SampleItem]:
     """One clip per wanted condition (None: an unmodified clip) among the unused ones, the closest match
     (same direction, high tier) from different speakers where possible."""
-    spec = parse_config(config)
+    spec = config_spec(config)
     free = [c for c in pool if c.benchmark_clip_id not in used] or list(pool)
     picks: list[PoolClip] = []
     speakers = {it.speaker_id for it in avoid}
@@ -120,7 +120,8 @@ def _picks(pool: Sequence[PoolClip], used: set[str], config: str, wanted: Sequen
 
 def _wanted(config: str, k: int) -> list[grid.Condition | None]:
     """k clear conditions alternating "up" and "down" (yes/no: a changed and an unmodified clip)."""
-    down = None if parse_config(config).format == "yesno" else grid.Condition("linear", "high", "down")
+    # a recipe whose changed clips share one label (yes/no): its other answer is an unmodified clip
+    down = None if config_spec(config).recipe.changed else grid.Condition("linear", "high", "down")
     return [grid.Condition("linear", "high", "up") if i % 2 == 0 else down for i in range(k)]
 
 
@@ -156,7 +157,7 @@ def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int
                              "--source and --data-dir do not apply")
         return _create_mcq_study(db, names, n, seed, split, dataset, settings)
     for config in names:
-        if parse_config(config).format == "source":  # gold "constant" is not among its two buttons
+        if not config_spec(config).recipe.augmented:  # gold "constant" is not among its two buttons
             base = config.removesuffix("-source")
             raise ValueError(f"{config} holds unmodified clips only and its question has no right answer among "
                              f"the buttons; a listening test uses {base}, {base}-yesno or {base}-ternary")

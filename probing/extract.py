@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from harness.data import RowSource, SourceUnit, attribute_word, config_name
+from harness.kinds import row_kind
 from harness.models.pooling import (  # QUARTERS, quarter_ends: importable from here as before they moved
     N_SEGMENTS,
     QUARTERS,  # noqa: F401
@@ -53,7 +53,6 @@ from harness.settings import (
 )
 from probing.store import FORMAT, FeatureWriter, config_hash
 from vocalgrad_dataset.cli.argtypes import positive_int
-from vocalgrad_dataset.tasks import task_config
 
 log = logging.getLogger(__name__)
 
@@ -189,21 +188,11 @@ def probe_prompt(row: dict[str, Any], variant: Variant) -> Prompt:
         word = None  # paraphrases name no attribute word ("loudness", "tone", ...)
     elif variant.base == "cross-attribute":
         word = attribute_word(variant.cross_category)
-    elif row.get("kind") == "mcq":  # an item's own question: its task's word when the question says it
-        word = _mcq_attribute(row)
+    elif (kind := row_kind(row)).probe_word is not None:  # an item's own question: the kind knows its word
+        word = kind.probe_word(row)
     else:
         word = row.get("attribute") or attribute_word(row["category"])
     return replace(prompt, meta={**prompt.meta, "attribute": word})
-
-
-def _mcq_attribute(row: dict[str, Any]) -> str | None:
-    """The attribute word of a multiple-choice item: its declared task ("pitch" of voxparadox-pitch) when the
-    question contains it as a word, else None (a mapped benchmark's task, a question that names no attribute)."""
-    try:
-        task = str(task_config(str(row["category"])).params.get("task") or "")
-    except ValueError:  # a mapped MCQ benchmark's task is not a declared config
-        return None
-    return task if task and re.search(rf"\b{re.escape(task)}\b", str(row.get("question", ""))) else None
 
 
 def _chunks(units: Sequence[SourceUnit], size: int) -> Iterator[list[SourceUnit]]:

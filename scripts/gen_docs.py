@@ -24,7 +24,7 @@ CLIS = {
 
 
 def _kinds() -> str:
-    from harness.tasks import KINDS
+    from harness.kinds import KINDS
 
     lines = ["| kind | results.json group |", "|---|---|"]
     for name, kind in sorted(KINDS.items()):

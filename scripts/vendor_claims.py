@@ -127,14 +127,15 @@ def oracle_misses(template: Template, voice: synth.Voice, pcm: np.ndarray, sr: i
     """The rows (tier/curve/direction) of a claiming carrier's own `<category>-conflict` config (24 conditions,
     the unchanged generator) whose direction the signal oracle misreads. The oracle reads only each row's
     signal; the carrier's claim decides nothing here (a miss counts the same on congruent and incongruent rows)."""
-    from vocalgrad_dataset.generate import iter_config_rows, parse_config
+    from vocalgrad_dataset.generate import iter_config_rows
     from vocalgrad_dataset.oracle import predict
     from vocalgrad_dataset.sources.claims import CarrierClip
+    from vocalgrad_dataset.tasks import config_spec
 
     clip = CarrierClip(template.id, f"{template.id}-{voice.id}", voice.id, template.text, "", claim=template.claim,
                        category=template.category, template_id=template.id, voice_id=voice.id)
     misses = []
-    for row in iter_config_rows(parse_config(f"{template.category}-conflict"), clip, pcm, sr):
+    for row in iter_config_rows(config_spec(f"{template.category}-conflict"), clip, pcm, sr):
         audio = row["audio"]
         rate = int(audio["sampling_rate"])
         label, _ = predict(row["category"], audio["array"], rate, int(round(row["onset_sec"] * rate)),

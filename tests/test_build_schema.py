@@ -23,18 +23,23 @@ from vocalgrad_dataset.build import arrowrows, card
 from vocalgrad_dataset.build.arrowrows import rows_table
 from vocalgrad_dataset.cli import main as cli
 from vocalgrad_dataset.features import arrow_schema, features_dict, vocalgrad_features, yaml_features
-from vocalgrad_dataset.generate import iter_config_rows, parse_config, wav_bytes
-from vocalgrad_dataset.grid import FORMAT_LABELS
+from vocalgrad_dataset.generate import iter_config_rows, wav_bytes
 from vocalgrad_dataset.sources import get_source
+from vocalgrad_dataset.tasks import config_spec
 
 REPO = Path(__file__).resolve().parents[1]
-FORMATS = tuple(FORMAT_LABELS)  # direction, yesno, ternary, source, conflict, conflict-reversed
+# one config of each recipe: augmented, augmented + sources (yes/no, ternary), sources, claims, reversed claims
+FORMATS = ("pitch", "pitch-yesno", "pitch-ternary", "pitch-source", "pitch-conflict", "pitch-conflict-reversed")
+
+
+def R(config: str):  # noqa: N802 - the recipe of a config
+    return config_spec(config).recipe
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_arrow_schema_is_datasets_own(fmt: str) -> None:
-    theirs = vocalgrad_features(fmt).arrow_schema
-    ours = arrow_schema(fmt)
+    theirs = vocalgrad_features(R(fmt)).arrow_schema
+    ours = arrow_schema(R(fmt))
     assert ours.equals(theirs, check_metadata=True)
     assert ours.metadata == theirs.metadata  # the same JSON bytes: shards stay byte-identical
 
@@ -42,13 +47,13 @@ def test_arrow_schema_is_datasets_own(fmt: str) -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("rate", [None, 16000, 48000])
 def test_card_features_are_datasets_own(fmt: str, rate: int | None) -> None:
-    features = vocalgrad_features(fmt)
+    features = vocalgrad_features(R(fmt))
     features["audio"] = datasets.Audio(sampling_rate=rate)
-    assert features_dict(fmt, rate) == features.to_dict()
-    assert yaml_features(fmt, rate) == features._to_yaml_list()
+    assert features_dict(R(fmt), rate) == features.to_dict()
+    assert yaml_features(R(fmt), rate) == features._to_yaml_list()
 
 
-def _old_dataset_info(fmt: str, by_split: dict[str, list[Path]], rate: int | None) -> datasets.DatasetInfo:
+def _old_dataset_info(fmt: object, by_split: dict[str, list[Path]], rate: int | None) -> datasets.DatasetInfo:
     """The card's dataset_info as it was made before (datasets' own DatasetInfo)."""
     sizes, download = card._split_sizes(by_split)
     features = vocalgrad_features(fmt)
@@ -98,16 +103,16 @@ def test_card_yaml_wraps_and_escapes_as_huggingface_hub() -> None:
     long = "a long value with: colons, 'quotes', \u00e9 and more words " * 4  # wrapped past 80 columns
     meta = {"language": ["en"], "license": "other", "pretty_name": long, "license_name": "x-y", "tags": ["a: b", "-c"],
             "configs": [{"config_name": "p", "data_files": [{"split": "test", "path": ["p/test-*.parquet"]}]}],
-            "dataset_info": {"config_name": "p", "features": yaml_features("ternary", 16000)}}  # fmt: skip
+            "dataset_info": {"config_name": "p", "features": yaml_features(R("pitch-ternary"), 16000)}}  # fmt: skip
     assert card.card_yaml(meta) == _hub_yaml(meta)
 
 
 @pytest.mark.parametrize("names", [("default",), ("pitch",), ("voice_pitch", "pitch", "all")])
 def test_dataset_info_yaml_as_datasets_writes_it(names: tuple[str, ...]) -> None:
     # one config: a mapping (config_name first unless "default"); several: a list sorted by config name
-    infos = {n: datasets.DatasetInfo(features=vocalgrad_features("yesno"), download_size=7 + i, dataset_size=5)
+    infos = {n: datasets.DatasetInfo(features=vocalgrad_features(R("pitch-yesno")), download_size=7 + i, dataset_size=5)
              for i, n in enumerate(names)}  # fmt: skip
-    ours = {n: {"features": yaml_features("yesno"), "splits": [], "download_size": 7 + i, "dataset_size": 5}
+    ours = {n: {"features": yaml_features(R("pitch-yesno")), "splits": [], "download_size": 7 + i, "dataset_size": 5}
             for i, n in enumerate(names)}  # fmt: skip
     theirs = _old_yaml(infos)
     for entry in [theirs] if isinstance(theirs, dict) else theirs:
@@ -138,7 +143,7 @@ def _demo_rows(config: str, audio_format: str = "wav") -> list[dict]:
     src = get_source("demo")
     clip = src.clips("test")[0]
     pcm = src.read(clip)
-    return list(iter_config_rows(parse_config(config), clip, pcm.samples, pcm.sample_rate, audio_format=audio_format))
+    return list(iter_config_rows(config_spec(config), clip, pcm.samples, pcm.sample_rate, audio_format=audio_format))
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
@@ -151,7 +156,7 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 def _from_pylist(rows: list[dict], fmt: str) -> pa.Table:
     """How shards were made before: datasets' features, its ClassLabel, pa.Table.from_pylist."""
-    features = vocalgrad_features(fmt)
+    features = vocalgrad_features(R(fmt))
     encoded = [{**{k: r[k] for k in features}, "label": features["label"].str2int(r["label"])} for r in rows]
     return pa.Table.from_pylist(encoded, schema=features.arrow_schema)
 
@@ -164,7 +169,7 @@ def test_rows_table_equals_from_pylist(audio_format: str, chunk: int | None, mon
     wav = _demo_rows("volume-ternary")  # 24 conditions and the source row, whose param_start/end are null
     assert wav[-1]["param_start"] is None and len(wav) == 25
     rows = wav if audio_format == "wav" else _demo_rows("volume-ternary", audio_format)
-    ours, theirs = rows_table(rows, "ternary"), _from_pylist(wav, "ternary")
+    ours, theirs = rows_table(rows, R("pitch-ternary")), _from_pylist(wav, "pitch-ternary")
     assert ours.equals(theirs, check_metadata=True)
     if chunk:  # a shard over 2 GB: the same rows, in pages cut at the chunks (from_pylist chunks such a list too)
         assert ours.column("audio").num_chunks > 1
@@ -185,7 +190,7 @@ def test_rows_table_claim_columns_with_nulls() -> None:
     claims = [("increase", True), ("none", None), ("decrease", False)] * 2
     rows = [{**r, "claim": c, "congruent": g, "template_id": f"t{i}", "voice_id": "v\u00e9", "transcript": "ok"}
             for i, (r, (c, g)) in enumerate(zip(rows, claims, strict=True))]  # fmt: skip
-    ours, theirs = rows_table(rows, "conflict"), _from_pylist(rows, "conflict")
+    ours, theirs = rows_table(rows, R("pitch-conflict")), _from_pylist(rows, "pitch-conflict")
     assert ours.column("congruent").to_pylist() == [True, None, False] * 2
     assert ours.equals(theirs, check_metadata=True)
     assert _parquet_bytes(ours) == _parquet_bytes(theirs)
@@ -193,8 +198,8 @@ def test_rows_table_claim_columns_with_nulls() -> None:
 
 def test_rows_table_names_an_unknown_label() -> None:
     rows = _demo_rows("volume")[:1]
-    with pytest.raises(ValueError, match="label 'increase' is not one of the yesno format's labels"):
-        rows_table(rows, "yesno")
+    with pytest.raises(ValueError, match="label 'increase' is not one of the recipe's labels"):
+        rows_table(rows, R("pitch-yesno"))
 
 
 def test_build_imports_no_datasets_pandas_or_hub_and_leaves_the_process_as_python_starts_it(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from vocalgrad_dataset.categories import CATEGORY_NAMES
 from vocalgrad_dataset.cli import main as cli
-from vocalgrad_dataset.generate import config_ids, iter_rows, parse_config, resolve_source
+from vocalgrad_dataset.generate import config_ids, iter_rows, resolve_source
 from vocalgrad_dataset.grid import CURVES, TIERS
 from vocalgrad_dataset.sources import SourceError, get_source
 from vocalgrad_dataset.sources.claims import (
@@ -26,6 +26,7 @@ from vocalgrad_dataset.sources.claims import (
     word_error_rate,
 )
 from vocalgrad_dataset.sources.onset import detect_onset_offset
+from vocalgrad_dataset.tasks import config_spec
 
 MANIFEST = CLAIMS_DIR / "manifest.tsv"
 # sha256 of the sorted volume-conflict test ids joined by newlines: frozen on the level-flattened carriers with
@@ -113,9 +114,9 @@ def test_modified_carrier_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_conflict_config_names_and_default_source() -> None:
-    spec = parse_config("volume-conflict")
-    assert (spec.name, spec.format, spec.labels) == ("volume-conflict", "conflict", ("decrease", "increase"))
-    assert parse_config("background_noise-conflict-reversed").name == "noise-conflict-reversed"
+    spec = config_spec("volume-conflict")
+    assert (spec.name, spec.recipe.claims, spec.labels) == ("volume-conflict", True, ("decrease", "increase"))
+    assert config_spec("background_noise-conflict-reversed").name == "noise-conflict-reversed"
     assert resolve_source("volume-conflict", None) == "claims"
     assert resolve_source("volume", None) == "vctk"
     assert isinstance(get_source("claims"), ClaimsSource)

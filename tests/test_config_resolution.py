@@ -31,8 +31,8 @@ N = 3  # items built by the build under test (its first items in build order)
 def test_resolution_is_one_typed_object() -> None:
     c = resolve("voice_pitch-yesno")  # an alias
     assert isinstance(c, TaskConfig) and c == "pitch-yesno" and c.kind == "yesno" and c.rows == "generate"
-    assert c.source == "vctk" and c.spec is not None and c.spec.format == "yesno"
-    assert resolve(c) is c and generate.parse_config(c) is c.spec  # the object is never parsed again
+    assert c.source == "vctk" and c.spec is not None and c.spec.recipe.sources and c.spec.labels == ("no", "yes")
+    assert resolve(c) is c and generate.config_spec(c) is c.spec  # the object is never parsed again
     v = resolve(CONFIG)
     assert (v.kind, v.family, v.rows, v.source, dict(v.params)) == ("mcq", "voxparadox", "items", None, {"task": "pitch"})
     back = pickle.loads(pickle.dumps(v))  # DataLoader workers and accelerate ranks receive it whole
@@ -40,18 +40,19 @@ def test_resolution_is_one_typed_object() -> None:
     with pytest.raises(ValueError, match=r"unknown config 'voxparadox-pich'; did you mean 'voxparadox-pitch'"):
         resolve("voxparadox-pich")
     with pytest.raises(ValueError, match=r"'voxparadox-pitch' is a voxparadox config \(its rows are built items\)"):
-        generate.parse_config(v)
+        generate.config_spec(v)
 
 
 def test_a_config_name_is_parsed_once_through_a_build_and_an_eval(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Follow `voice_pitch-yesno` (an alias) from the build through an eval of the build: the string parser
-    runs once for the alias, and the canonical name it resolves to is never parsed on its own."""
-    monkeypatch.setattr(generate, "_SPECS", {})
-    monkeypatch.setattr("vocalgrad_dataset.tasks._RESOLVED", {})
+    runs once for the alias, and the canonical name it resolves to is never resolved on its own."""
+    import vocalgrad_dataset.tasks as dtasks
+
+    monkeypatch.setattr(dtasks, "_RESOLVED", {})
     calls: list[str] = []
-    real = generate._parse_config
-    monkeypatch.setattr(generate, "_parse_config", lambda name: (calls.append(name), real(name))[1])
+    real = dtasks._resolve
+    monkeypatch.setattr(dtasks, "_resolve", lambda name: (calls.append(name), real(name))[1])
     build("voice_pitch-yesno", ["test"], tmp_path / "D", source="demo", progress=False)
     out = tmp_path / "R"
     assert cli_main(["eval", "--model", "always-increase", "--configs", "voice_pitch-yesno", "--dataset",

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.kinds import task_kind
 from harness.metrics import chance_tests, conflict_macro, conflict_metrics, conflict_summary
 from harness.models.baselines import (
     READ_PARTS,
@@ -23,7 +24,6 @@ from harness.models.baselines import (
 )
 from harness.models.protocol import AudioClip, Prompt
 from harness.results import lm_eval_keys
-from harness.tasks import task_kind
 
 
 def row(gold: str, pred: str | None, claim: str) -> dict:
@@ -270,10 +270,11 @@ def test_reader_lexicon_adds_the_plain_adjectives() -> None:
 @functools.cache
 def _incongruent_test_rows(category: str) -> list[tuple[str, str]]:
     """(clip id, claim) of a conflict config's incongruent test rows, from the carriers and the grid (no audio)."""
-    from vocalgrad_dataset.generate import config_clips, parse_config, source_clips, unit_ids
+    from vocalgrad_dataset.generate import config_clips, source_clips, unit_ids
     from vocalgrad_dataset.grid import parse_clip_id
+    from vocalgrad_dataset.tasks import config_spec
 
-    spec = parse_config(f"{category}-conflict")
+    spec = config_spec(f"{category}-conflict")
     out = []
     for clip in config_clips(spec, source_clips("test", "claims")):
         for cid in unit_ids(spec, clip.source_item_id, clip.source_clip_id):

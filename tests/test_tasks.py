@@ -1,4 +1,4 @@
-"""Task kinds (harness/tasks.py) and task configs declared as YAML (vocalgrad_dataset/tasks.py)."""
+"""Task kinds (harness/kinds/) and task configs declared as YAML (vocalgrad_dataset/tasks.py)."""
 
 from __future__ import annotations
 
@@ -6,23 +6,25 @@ from pathlib import Path
 
 import pytest
 
-from harness.parsing import MAIN_VOCABULARY, TERNARY_VOCABULARY, YESNO_VOCABULARY
+from harness.kinds import KINDS, get_kind, task_kind
+from harness.kinds.ternary import TERNARY_VOCABULARY
+from harness.kinds.yesno import YESNO_VOCABULARY
+from harness.parsing import MAIN_VOCABULARY
 from harness.prompts import get_variant
-from harness.tasks import KINDS, get_kind, task_kind
 from vocalgrad_dataset import tasks as dtasks
-from vocalgrad_dataset.generate import config_names
-from vocalgrad_dataset.tasks import TaskError, read_task_file, task_config
+from vocalgrad_dataset.tasks import TaskError, config_names, read_task_file, task_config
 
-# SPEC §4: each problem format and the kind of question it asks.
-KIND_OF_FORMAT = {"direction": "direction", "source": "direction", "yesno": "yesno", "ternary": "ternary",
-                  "conflict": "conflict", "conflict-reversed": "conflict"}
+# SPEC §4: each config name's suffix and the kind of question it asks.
+KIND_OF_SUFFIX = {"": "direction", "-source": "direction", "-yesno": "yesno", "-ternary": "ternary",
+                  "-conflict": "conflict", "-conflict-reversed": "conflict"}
 
 
 def test_every_vocalgrad_config_is_declared_with_its_formats_kind() -> None:
     for name in config_names():
         cfg = task_config(name)
         assert cfg.name == name and cfg.family == "vocalgrad"
-        assert cfg.kind == KIND_OF_FORMAT[cfg.spec.format], name
+        suffix = name.removeprefix("beep-").removeprefix(cfg.spec.category.name)
+        assert cfg.kind == KIND_OF_SUFFIX[suffix], name
     assert task_config("voice_pitch-ternary").name == "pitch-ternary"  # published aliases still resolve
     assert task_config("beep-pitch").decl.source == "beep"
 
@@ -58,19 +60,24 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_include_merges_and_overrides(tmp_path: Path) -> None:
-    _write(tmp_path / "base.yaml", "task: '{category}'\nfamily: vocalgrad\nformat: direction\ndescription: base\n")
+    _write(tmp_path / "base.yaml", "task: '{category}'\nfamily: vocalgrad\nkind: direction\nquestion: 'Q {attribute}?'\n"
+           "answers: [up, down]\nrecipe: {name: a, labels: [down, up]}\ndescription: base\n")
     decl = read_task_file(_write(tmp_path / "child.yaml", "include: base.yaml\ntask: '{category}-yesno'\nkind: yesno\n"
-                                                           "format: yesno\n"))
-    assert (decl.task, decl.kind, decl.format, decl.description) == ("{category}-yesno", "yesno", "yesno", "base")
+                                                           "recipe: {name: b, labels: [n, y], sources: true, unchanged: n}\n"))
+    assert (decl.task, decl.kind, decl.recipe.name, decl.description) == ("{category}-yesno", "yesno", "b", "base")
+    assert decl.recipe.sources and decl.recipe.unchanged == "n" and decl.answers == ("up", "down")
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ("task: x\nfamily: f\nknd: mcq\n", r"x.yaml: knd: unknown field; did you mean 'kind'\?"),
     ("include: x.yaml\ntask: x\nfamily: f\n", "x.yaml: include: 'x.yaml' includes itself"),
-    ("task: '{category}-x'\nfamily: mine\n", "patterns are for the vocalgrad family"),
+    ("task: '{category}-x'\nfamily: mine\nkind: k\n", "patterns are for the vocalgrad family"),
+    ("task: x\nfamily: f\n", "kind: missing"),
+    ("task: x\nfamily: f\nkind: k\nrecipe: {name: r, labels: [a], sources: true}\n", "unchanged is required"),
+    ("task: x\nfamily: f\nkind: k\nrecipe: {name: r, labels: [a], sorces: true}\n", "did you mean 'sources'"),
     ("task: [a]\nfamily: f\n", "task: expected text"),
     ("family: f\n", "task: missing"),
-    ("task: x\nfamily: f\nparams: 3\n", "params: expected a mapping"),
+    ("task: x\nfamily: f\nkind: k\nparams: 3\n", "params: expected a mapping"),
     ("- a\n", "expected a mapping of task file fields"),
 ])
 def test_bad_declarations_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:

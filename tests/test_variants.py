@@ -18,9 +18,11 @@ import pytest
 import soundfile as sf
 
 from harness.data import SourceUnit, normalize_row
+from harness.kinds.ternary import TERNARY_PARSER as TERNARY
+from harness.kinds.yesno import YESNO_PARSER as YESNO
 from harness.metrics import f1_by_class, macro_f1, prediction_distribution, summarize
 from harness.models.protocol import AudioClip
-from harness.parsing import MAIN, SYNONYM, TERNARY, YESNO, get_parser
+from harness.parsing import MAIN, SYNONYM, get_parser
 from harness.prompts import (
     FEW_SHOT_AUDIOS,
     TERNARY_VOCABULARY,
@@ -36,7 +38,7 @@ from tests.helpers.sources import demo_speech
 from vocalgrad_dataset import generate
 from vocalgrad_dataset.build.card import card_text
 from vocalgrad_dataset.cli import main as cli
-from vocalgrad_dataset.generate import config_ids, iter_rows, parse_config
+from vocalgrad_dataset.generate import config_ids, iter_rows
 from vocalgrad_dataset.grid import BEEP_IDS_SHA256, TEST_IDS_SHA256, ids_sha256
 from vocalgrad_dataset.sources import get_source, span_samples
 from vocalgrad_dataset.sources.alternate import read_selection
@@ -45,6 +47,7 @@ from vocalgrad_dataset.sources.commonvoice import SELECTION as CV_SELECTION
 from vocalgrad_dataset.sources.commonvoice import corpus_relative
 from vocalgrad_dataset.sources.loquacious import SELECTION as LOQ_SELECTION
 from vocalgrad_dataset.sources.loquacious import LoquaciousSource
+from vocalgrad_dataset.tasks import config_spec
 
 # id_sha256 of the published alternative-source result files (reference camera_ready_direction_metrics.csv)
 LOQUACIOUS_IDS_SHA256 = "4b6bd942929255741a184d47ea9d8b47e3799f23bd31ca011fa4ea8609edb1ee"
@@ -75,14 +78,14 @@ def test_beep_sources_match_spec_to_the_sample() -> None:
 
 
 def test_beep_ids_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    for cat in generate.BEEP_CATEGORIES:
+    for cat in ("pitch", "volume", "noise", "vibration"):
         assert ids_sha256(config_ids(f"beep-{cat}", "test")) == BEEP_IDS_SHA256
     assert cli(["ids", "--config", "beep-pitch", "--split", "test"]) == 0
     ids = capsys.readouterr().out.splitlines()
     assert len(ids) == 240 and ids[0] == "beep_01__beep_01__linear__low__up"
     assert hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest() == BEEP_IDS_SHA256
     with pytest.raises(ValueError, match="pitch, volume, noise, vibration only"):
-        parse_config("beep-echo")
+        config_spec("beep-echo")
     with pytest.raises(ValueError, match="beep source only"):
         config_ids("beep-pitch", "test", "demo")
 
@@ -110,11 +113,11 @@ def test_id_hashes_of_every_source() -> None:
 
 
 def test_config_names_and_aliases() -> None:
-    assert parse_config("background_noise-ternary").name == "noise-ternary"
-    assert parse_config("voice_pitch").name == "pitch" and parse_config("pitch-yesno").labels == ("no", "yes")
-    assert [s.name for s in generate.expand_config("beep-all")] == [f"beep-{c}" for c in generate.BEEP_CATEGORIES]
+    assert config_spec("background_noise-ternary").name == "noise-ternary"
+    assert config_spec("voice_pitch").name == "pitch" and config_spec("pitch-yesno").labels == ("no", "yes")
+    assert [s.name for s in generate.expand_specs("beep-all")] == [f"beep-{c}" for c in ("pitch", "volume", "noise", "vibration")]
     with pytest.raises(ValueError, match="did you mean 'pitch-ternary'"):
-        parse_config("pitch-ternery")
+        config_spec("pitch-ternery")
 
 
 # ---- formats ----------------------------------------------------------------------------------------------

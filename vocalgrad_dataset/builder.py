@@ -11,15 +11,13 @@ import datasets
 from vocalgrad_dataset.features import vocalgrad_features
 from vocalgrad_dataset.generate import (
     GENERATOR_VERSION,
-    config_names,
-    expand_config,
     iter_config_rows,
-    parse_config,
     resolve_source,
     serves,
     source_splits,
 )
 from vocalgrad_dataset.sources import SourceClip, get_source
+from vocalgrad_dataset.tasks import config_names, config_spec, expand_specs
 
 _DESCRIPTION = (
     "VocalGrad (Ryu & Yanaka 2026): speech clips in which exactly one acoustic factor rises or falls over "
@@ -47,7 +45,7 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
     VERSION = datasets.Version(GENERATOR_VERSION)
     BUILDER_CONFIG_CLASS = VocalGradConfig
     BUILDER_CONFIGS = [
-        VocalGradConfig(name=n, version=datasets.Version(GENERATOR_VERSION), description=parse_config(n).category.description)
+        VocalGradConfig(name=n, version=datasets.Version(GENERATOR_VERSION), description=config_spec(n).category.description)
         for n in config_names()
     ] + [VocalGradConfig(name="all", version=datasets.Version(GENERATOR_VERSION), description="all nine categories")]
     DEFAULT_CONFIG_NAME = "pitch"
@@ -55,14 +53,14 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
     def _create_builder_config(self, config_name: str | None = None, custom_features: Any = None, **config_kwargs: Any) -> Any:
         # published long names ("voice_pitch", "background_noise-ternary", ...) are accepted as aliases
         if config_name not in (None, "all"):
-            config_name = parse_config(config_name).name
+            config_name = config_spec(config_name).name
         return super()._create_builder_config(config_name, custom_features, **config_kwargs)
 
     def _info(self) -> datasets.DatasetInfo:
         return datasets.DatasetInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
-            features=vocalgrad_features(expand_config(self.config.name)[0].format),
+            features=vocalgrad_features(expand_specs(self.config.name)[0].recipe),
             homepage="https://huggingface.co/datasets/ynklab/vocalgrad",
             license="cc-by-4.0",
         )
@@ -81,7 +79,7 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
         root = self._source_root(dl_manager)
         name = self._source_name()
         source = get_source(name, root)
-        specs = expand_config(self.config.name)
+        specs = expand_specs(self.config.name)
         return [
             datasets.SplitGenerator(
                 name=split,
@@ -94,7 +92,7 @@ class VocalGrad(datasets.GeneratorBasedBuilder):
 
     def _generate_examples(self, clips: list[SourceClip], source: str, root: str | None) -> Iterator[tuple[str, dict]]:
         src = get_source(source, root)
-        specs = expand_config(self.config.name)
+        specs = expand_specs(self.config.name)
         for clip in clips:
             pcm = src.read(clip)
             for spec in specs:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from vocalgrad_dataset.grid import CLAIM_FORMATS, FORMAT_LABELS
+from vocalgrad_dataset.grid import Recipe
 
 if TYPE_CHECKING:
     import datasets
@@ -40,60 +40,66 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def columns(fmt: str = "direction") -> tuple[tuple[str, str], ...]:
-    """(name, kind) of every column of a config in this problem format, in row order."""
-    if fmt not in FORMAT_LABELS:
-        raise ValueError(f"unknown problem format {fmt!r}; valid: {', '.join(FORMAT_LABELS)}")
-    return COLUMNS + (CLAIM_COLUMNS if fmt in CLAIM_FORMATS else ())
+def main_recipe() -> Recipe:
+    """The main question's recipe (the augmented clips, decrease / increase): the default of these functions."""
+    from vocalgrad_dataset.categories import CATEGORY_NAMES
+    from vocalgrad_dataset.tasks import config_spec
+
+    return config_spec(CATEGORY_NAMES[0]).recipe
 
 
-def label_names(fmt: str = "direction") -> tuple[str, ...]:
+def columns(recipe: Recipe | None = None) -> tuple[tuple[str, str], ...]:
+    """(name, kind) of every column of a config made by this recipe, in row order."""
+    return COLUMNS + (CLAIM_COLUMNS if (recipe or main_recipe()).claims else ())
+
+
+def label_names(recipe: Recipe | None = None) -> tuple[str, ...]:
     """The `label` ClassLabel's names: decrease/increase, no/yes or decrease/increase/constant."""
-    return FORMAT_LABELS[fmt]
+    return (recipe or main_recipe()).labels
 
 
-def features_dict(fmt: str = "direction", sampling_rate: int | None = None) -> dict[str, Any]:
+def features_dict(recipe: Recipe | None = None, sampling_rate: int | None = None) -> dict[str, Any]:
     """`datasets.Features(...).to_dict()` of a config: what a shard's `huggingface` schema metadata holds."""
     out: dict[str, Any] = {}
-    for name, kind in columns(fmt):
+    for name, kind in columns(recipe):
         if kind == "audio":  # datasets leaves out fields at their defaults
             out[name] = {**({"sampling_rate": sampling_rate} if sampling_rate is not None else {}), "_type": "Audio"}
         elif kind == "label":
-            out[name] = {"names": list(label_names(fmt)), "_type": "ClassLabel"}
+            out[name] = {"names": list(label_names(recipe)), "_type": "ClassLabel"}
         else:
             out[name] = {"dtype": kind, "_type": "Value"}
     return out
 
 
-def yaml_features(fmt: str = "direction", sampling_rate: int | None = None) -> list[dict[str, Any]]:
+def yaml_features(recipe: Recipe | None = None, sampling_rate: int | None = None) -> list[dict[str, Any]]:
     """The card's `dataset_info.features` list of a config (datasets' `Features._to_yaml_list()` form)."""
     out: list[dict[str, Any]] = []
-    for name, kind in columns(fmt):
+    for name, kind in columns(recipe):
         if kind == "audio":
             dtype: Any = "audio" if sampling_rate is None else {"audio": {"sampling_rate": sampling_rate}}
         elif kind == "label":
-            dtype = {"class_label": {"names": {str(i): n for i, n in enumerate(label_names(fmt))}}}
+            dtype = {"class_label": {"names": {str(i): n for i, n in enumerate(label_names(recipe))}}}
         else:
             dtype = kind
         out.append({"name": name, "dtype": dtype})
     return out
 
 
-def arrow_schema(fmt: str = "direction") -> pa.Schema:
+def arrow_schema(recipe: Recipe | None = None) -> pa.Schema:
     """The Arrow schema of a shard, with the `huggingface` metadata `datasets.Features.arrow_schema` adds."""
     import pyarrow as pa
 
     types = {"audio": pa.struct([("bytes", pa.binary()), ("path", pa.string())]), "label": pa.int64(),
              "string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}  # fmt: skip
-    meta = json.dumps({"info": {"features": features_dict(fmt)}})
-    return pa.schema([(name, types[kind]) for name, kind in columns(fmt)]).with_metadata({"huggingface": meta})
+    meta = json.dumps({"info": {"features": features_dict(recipe)}})
+    return pa.schema([(name, types[kind]) for name, kind in columns(recipe)]).with_metadata({"huggingface": meta})
 
 
-def vocalgrad_features(fmt: str = "direction") -> datasets.Features:
+def vocalgrad_features(recipe: Recipe | None = None) -> datasets.Features:
     """Features of a VocalGrad row for the `datasets` loading script: the standard Audio column (source rate,
-    PCM16 WAV) plus metadata. The `label` ClassLabel follows the problem format: decrease/increase, no/yes,
+    PCM16 WAV) plus metadata. The `label` ClassLabel follows the recipe: decrease/increase, no/yes,
     or decrease/increase/constant (yes/no and ternary configs add the unmodified source clips)."""
     import datasets
 
-    kinds = {"audio": lambda: datasets.Audio(), "label": lambda: datasets.ClassLabel(names=list(label_names(fmt)))}
-    return datasets.Features({name: kinds[kind]() if kind in kinds else datasets.Value(kind) for name, kind in columns(fmt)})
+    kinds = {"audio": lambda: datasets.Audio(), "label": lambda: datasets.ClassLabel(names=list(label_names(recipe)))}
+    return datasets.Features({name: kinds[kind]() if kind in kinds else datasets.Value(kind) for name, kind in columns(recipe)})

@@ -1,18 +1,13 @@
-"""From source clips to benchmark rows: config names, decode once, render a clip's conditions together, emit rows.
+"""From source clips to benchmark rows: decode once, render a clip's conditions together, emit rows.
 
-Config names (SPEC §2-§4): a category (`pitch`, or its published long name `voice_pitch`); `beep-<category>`
-for the beep ablation (pitch, volume, noise, vibration; always the beep source); `<category>-yesno` and
-`<category>-ternary` (the 2,400 augmented clips plus the 100 unmodified sources); `<category>-source` (the
-100 unmodified sources alone, asked the main question: the source-clip bias measurement);
-`<category>-conflict` (lexical conflict: the claims source's carriers, whose words claim a direction or none,
-through the same 24 conditions) and `<category>-conflict-reversed` (those clips played backwards, label
-swapped). `all`, `all-<format>` and `beep-all` expand to one config per category.
+What a config's rows are is its recipe (vocalgrad_dataset.grid.Recipe, declared in its YAML file and resolved
+by vocalgrad_dataset.tasks): the 24 augmented conditions of each source clip, the unmodified source clip,
+the claims carriers of the config's category, or those played backwards; and the label each row carries.
 """
 
 from __future__ import annotations
 
 import csv
-import difflib
 import hashlib
 import io
 import json
@@ -20,31 +15,24 @@ import struct
 import sys
 import warnings
 from collections.abc import Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vocalgrad_dataset.categories import CATEGORY_NAMES, Category, get_category
-from vocalgrad_dataset.categories.base import REGISTRY as CATEGORY_REGISTRY
-from vocalgrad_dataset.categories.base import load_plugin_categories
+from vocalgrad_dataset.categories import Category
 from vocalgrad_dataset.categories.distortion import hold_length
 from vocalgrad_dataset.dsp import to_pcm16
 from vocalgrad_dataset.grid import (
-    CLAIM_FORMATS,
-    FORMAT_LABELS,
     NO_CONDITION,
     OPPOSITE,
     TIERS,
     Condition,
     clip_id,
     conditions,
-    format_label,
     iter_ids,
     source_clip_id,
 )
-from vocalgrad_dataset.prompt import format_prompt
 from vocalgrad_dataset.sources import (
     Source,
     SourceClip,
@@ -54,114 +42,17 @@ from vocalgrad_dataset.sources import (
     span_samples,
 )
 from vocalgrad_dataset.sources.vctk import SELECTION_DIR, SPLIT_FILES
+from vocalgrad_dataset.tasks import ConfigSpec, config_spec, expand_specs
 
 GENERATOR_VERSION = "1.0.0"
 SPLITS: tuple[str, ...] = ("test", "train")
-FORMATS: tuple[str, ...] = tuple(FORMAT_LABELS)  # direction, yesno, ternary, source
-SOURCE_ROW_FORMATS: tuple[str, ...] = ("yesno", "ternary", "source")  # formats that include the unmodified clips
-VARIANT_FORMATS: tuple[str, ...] = (*SOURCE_ROW_FORMATS, *CLAIM_FORMATS)  # `<category>-<format>` config names
-CLAIMS_SOURCE = "claims"  # the default source of the lexical-conflict configs
-BEEP_CATEGORIES: tuple[str, ...] = ("pitch", "volume", "noise", "vibration")  # SPEC §4 beep ablation
 BEEP_PROMPT_VARIANT = "audio_ref"  # the published beep table was measured with this prompt (SPEC §4)
-
-
-@dataclass(frozen=True)
-class ConfigSpec:
-    """One dataset config: which category, which problem format, and the source it is bound to (if any)."""
-
-    name: str  # canonical: "pitch", "beep-pitch", "volume-ternary"
-    category: Category
-    format: str = "direction"
-    source: str | None = None  # beep configs are generated from the beep source only
-    default_source: str | None = None  # used when none is given (conflict configs: the claims carriers)
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        """ClassLabel names of the config's `label` column."""
-        return FORMAT_LABELS[self.format]
-
-
-def config_names() -> list[str]:
-    """Every single (non-expanding) config name: the nine categories, then installed plugin categories."""
-    load_plugin_categories()
-    cats = [*CATEGORY_NAMES, *(c for c in CATEGORY_REGISTRY if c not in CATEGORY_NAMES)]
-    names = cats + [f"beep-{c}" for c in BEEP_CATEGORIES]
-    return names + [f"{c}-{fmt}" for fmt in VARIANT_FORMATS for c in cats]
-
-
-def _unknown_config(name: str) -> ValueError:
-    close = difflib.get_close_matches(name, [*config_names(), "all", "beep-all"], n=2)
-    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-    return ValueError(f"unknown VocalGrad config {name!r}{hint} (see `vocalgrad-dataset list --configs`)")
-
-
-def _category(name: str, config: str) -> Category:
-    try:
-        return get_category(name)
-    except KeyError:
-        raise _unknown_config(config) from None
-
-
-def parse_config(name: str) -> ConfigSpec:
-    """The spec of a single config name (aliases such as `voice_pitch-ternary` resolve to `pitch-ternary`).
-    A resolved config (vocalgrad_dataset.tasks.TaskConfig) carries its spec: returned, not parsed again."""
-    spec = getattr(name, "spec", None)
-    if isinstance(spec, ConfigSpec):
-        return spec
-    if getattr(name, "decl", None) is not None:  # a resolved config of another family (VoxParadox-lite items)
-        raise ValueError(f"config {str(name)!r} is a {name.family} config (its rows are built items), "  # type: ignore[attr-defined]
-                         "not one of the generator's")
-    key = (name, registry_key())
-    spec = _SPECS.get(key)
-    if spec is None:  # a name read back from a file (a build folder, a samples row) is parsed once too
-        spec = _SPECS[key] = _parse_config(name)
-        _SPECS.setdefault((spec.name, key[1]), spec)  # an alias resolves its canonical name as well
-    return spec
-
-
-_SPECS: dict[tuple[str, tuple[int, ...]], ConfigSpec] = {}  # (name, registry_key()) -> its parse
-
-
-def registry_key() -> tuple[int, ...]:
-    """Which categories are registered (a plugin category makes new config names): the memo key of a parse."""
-    return tuple(map(id, CATEGORY_REGISTRY.values()))
-
-
-def _parse_config(name: str) -> ConfigSpec:
-    """parse_config of a plain name (the parse a resolution does once)."""
-    if name.startswith("beep-"):
-        cat = _category(name[len("beep-") :], name)
-        if cat.name not in BEEP_CATEGORIES:
-            raise ValueError(f"the beep ablation covers {', '.join(BEEP_CATEGORIES)} only, not {cat.name!r}")
-        return ConfigSpec(f"beep-{cat.name}", cat, "direction", "beep")
-    for fmt in CLAIM_FORMATS[::-1]:  # "-conflict-reversed" before "-conflict"
-        if name.endswith(f"-{fmt}") and not name.startswith("all-"):
-            cat = _category(name[: -len(fmt) - 1], name)
-            return ConfigSpec(f"{cat.name}-{fmt}", cat, fmt, default_source=CLAIMS_SOURCE)
-    base, _, fmt = name.rpartition("-")
-    if base and fmt in SOURCE_ROW_FORMATS:
-        cat = _category(base, name)
-        return ConfigSpec(f"{cat.name}-{fmt}", cat, fmt)
-    if name in ("all", *(f"all-{f}" for f in VARIANT_FORMATS)):
-        raise ValueError(f"{name!r} names several configs; use expand_config")
-    return ConfigSpec(_category(name, name).name, _category(name, name))
-
-
-def expand_config(name: str) -> list[ConfigSpec]:
-    """The configs a name stands for: `all`, `all-<format>` and `beep-all` expand, anything else is one."""
-    if name == "all":
-        return [parse_config(c) for c in CATEGORY_NAMES]
-    if name == "beep-all":
-        return [parse_config(f"beep-{c}") for c in BEEP_CATEGORIES]
-    if name.startswith("all-") and name[4:] in VARIANT_FORMATS:
-        return [parse_config(f"{c}-{name[4:]}") for c in CATEGORY_NAMES]
-    return [parse_config(name)]
 
 
 def resolve_source(config: str, source: str | None, specs: Sequence[ConfigSpec] | None = None) -> str:
     """The source a config is generated from: its bound source (beep), else `source`, else the config's
     default (claims for conflict configs), else vctk. `specs`: the config's already resolved specs."""
-    specs = expand_config(config) if specs is None else specs
+    specs = expand_specs(config) if specs is None else specs
     bound = {s.source for s in specs} - {None}
     if not bound:
         return source or next((s.default_source for s in specs if s.default_source), "vctk")
@@ -204,8 +95,8 @@ def source_items(split: str, source: str = "vctk", data_dir: str | Path | None =
 
 def unit_ids(spec: ConfigSpec, source_item_id: str, source_clip_id_: str) -> list[str]:
     """Clip ids one source clip contributes to a config, in row order (24, 25, or 1 for `-source`)."""
-    ids = [] if spec.format == "source" else list(iter_ids([(source_item_id, source_clip_id_)]))
-    if spec.format in SOURCE_ROW_FORMATS:
+    ids = list(iter_ids([(source_item_id, source_clip_id_)])) if spec.recipe.augmented else []
+    if spec.recipe.sources:
         ids.append(source_clip_id(source_item_id, source_clip_id_))
     return ids
 
@@ -213,8 +104,8 @@ def unit_ids(spec: ConfigSpec, source_item_id: str, source_clip_id_: str) -> lis
 def config_ids(config: str, split: str, source: str | None = None, data_dir: str | Path | None = None) -> list[str]:
     """A config's clip ids for a split (category-major for expanding names), without decoding audio."""
     name = resolve_source(config, source)
-    specs = expand_config(config)
-    if any(s.format in CLAIM_FORMATS for s in specs):  # carriers serve one category: needs the clips themselves
+    specs = expand_specs(config)
+    if any(s.recipe.claims for s in specs):  # carriers serve one category: needs the clips themselves
         clips = source_clips(split, name, data_dir)
         return [i for spec in specs for c in config_clips(spec, clips)
                 for i in unit_ids(spec, c.source_item_id, c.source_clip_id)]
@@ -225,7 +116,7 @@ def config_ids(config: str, split: str, source: str | None = None, data_dir: str
 def serves(clip: SourceClip, spec: ConfigSpec) -> bool:
     """Whether a source clip belongs to a config: always, except that a conflict config takes the carriers
     claiming something about its own category and the neutral ones (plain clips count as neutral)."""
-    if spec.format not in CLAIM_FORMATS:
+    if not spec.recipe.claims:
         return True
     return getattr(clip, "category", "any") in (spec.category.name, "any")
 
@@ -340,14 +231,15 @@ def _audio_value(pcm: np.ndarray, sr: int, cid: str, audio_format: str) -> Any:
     return {"array": np.multiply(pcm, np.float32(1.0 / 32768.0), dtype=np.float32), "sampling_rate": sr}
 
 
-def _base_row(category: Category, clip: SourceClip, cid: str, fmt: str, cond: Condition | None) -> dict[str, Any]:
+def _base_row(spec: ConfigSpec, clip: SourceClip, cid: str, cond: Condition | None) -> dict[str, Any]:
     """The columns every row of a clip shares, whatever its condition."""
+    category = spec.category
     return {
         "benchmark_clip_id": cid,
         "category": category.name,
         "attribute": category.attribute,
-        "prompt": format_prompt(fmt, category.attribute),
-        "label": format_label(fmt, cond),
+        "prompt": spec.prompt(),
+        "label": spec.recipe.label(cond),
         "direction": cond.direction if cond else NO_CONDITION,
         "curve": cond.curve if cond else NO_CONDITION,
         "tier": cond.tier if cond else NO_CONDITION,
@@ -368,11 +260,11 @@ def render_clip_rows(
     conds: Sequence[Condition] | None = None,
     *,
     audio_format: str = "array",
-    fmt: str = "direction",
-    reverse: bool = False,
+    spec: ConfigSpec | None = None,
 ) -> list[dict[str, Any]]:
-    """The requested conditions of one source clip as dataset rows (audio as an array or WAV bytes)."""
-    return list(iter_clip_rows(category, clip, samples, sr, conds, audio_format=audio_format, fmt=fmt, reverse=reverse))
+    """The requested conditions of one source clip as dataset rows (audio as an array or WAV bytes) of `spec`
+    (default: the category's main-question config)."""
+    return list(iter_clip_rows(category, clip, samples, sr, conds, audio_format=audio_format, spec=spec))
 
 
 def iter_clip_rows(
@@ -383,23 +275,23 @@ def iter_clip_rows(
     conds: Sequence[Condition] | None = None,
     *,
     audio_format: str = "array",
-    fmt: str = "direction",
-    reverse: bool = False,
+    spec: ConfigSpec | None = None,
 ) -> Iterator[dict[str, Any]]:
     """render_clip_rows one row at a time: each condition's float audio is freed once its row is made, so a
     long source's working memory is a few outputs, not 24.
 
-    `reverse` (the time-reversal control) renders each condition's opposite direction and plays it backwards,
+    A reversed recipe (the time-reversal control) renders each condition's opposite direction and plays it backwards,
     so the row still sounds like its condition; the speech span and the applied start/end are mirrored."""
     conds = list(conditions() if conds is None else conds)
     if not conds:
         return
+    spec = spec or config_spec(category.name)
     _warn_noop(category, {c.tier for c in conds}, sr)
     onset, offset = speech_span(clip, samples, sr)
     audio = samples.astype(np.float32)
     audio /= np.float32(32768.0)  # in place: the same division, one float32 copy of the source instead of two
     ids = [clip_id(clip.source_item_id, clip.source_clip_id, c) for c in conds]
-    drawn = [Condition(c.curve, c.tier, OPPOSITE[c.direction]) for c in conds] if reverse else conds
+    drawn = [Condition(c.curve, c.tier, OPPOSITE[c.direction]) for c in conds] if spec.recipe.reverse else conds
     rendered = category.render_clip(audio, sr, onset, offset, drawn, ids)
     # Not zip(conds, ids, rendered): its reused result tuple would hold the previous condition's output and
     # schedule while the next one renders; likewise each iteration drops its pcm and schedule before the next.
@@ -414,12 +306,12 @@ def iter_clip_rows(
         # the span may change length (segment crossfades, time stretch); audio after it is never resized
         span = (onset, len(pcm) - (len(samples) - offset))
         params = (category.applied(sched.start, sr), category.applied(sched.end, sr))
-        if reverse:
+        if spec.recipe.reverse:
             pcm, span, params = np.ascontiguousarray(pcm[::-1]), (len(pcm) - span[1], len(pcm) - span[0]), params[::-1]
         yield (
             {
                 "audio": _audio_value(pcm, sr, cid, audio_format),
-                **_base_row(category, clip, cid, fmt, cond),
+                **_base_row(spec, clip, cid, cond),
                 "param_start": params[0],
                 "param_end": params[1],
                 "param_fixed": json.dumps(category.fixed(cond.tier), sort_keys=True),
@@ -447,14 +339,14 @@ def claim_fields(clip: SourceClip, label: str) -> dict[str, Any]:
 
 
 def source_row(
-    category: Category, clip: SourceClip, samples: np.ndarray, sr: int, *, audio_format: str = "array", fmt: str = "ternary"
+    spec: ConfigSpec, clip: SourceClip, samples: np.ndarray, sr: int, *, audio_format: str = "array"
 ) -> dict[str, Any]:
     """The unmodified source clip as a row of a yes/no, ternary or source config (label no / constant)."""
     onset, offset = speech_span(clip, samples, sr)
     cid = source_clip_id(clip.source_item_id, clip.source_clip_id)
     return {
         "audio": _audio_value(np.asarray(samples, dtype=np.int16), sr, cid, audio_format),
-        **_base_row(category, clip, cid, fmt, None),
+        **_base_row(spec, clip, cid, None),
         "param_start": None,  # nothing was applied
         "param_end": None,
         "param_fixed": "{}",
@@ -488,20 +380,19 @@ def iter_config_rows(
     ids: Container[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """render_config_rows one row at a time (bounded working memory for long sources)."""
-    if spec.format in CLAIM_FORMATS:
+    if spec.recipe.claims:
         if not serves(clip, spec):
             return
         conds = [c for c in conditions() if ids is None or clip_id(clip.source_item_id, clip.source_clip_id, c) in ids]
-        for r in iter_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, fmt=spec.format,
-                                reverse=spec.format == "conflict-reversed"):
+        for r in iter_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, spec=spec):
             yield {**r, **claim_fields(clip, r["label"])}
         return
-    if spec.format != "source":
+    if spec.recipe.augmented:
         conds = [c for c in conditions() if ids is None or clip_id(clip.source_item_id, clip.source_clip_id, c) in ids]
-        yield from iter_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, fmt=spec.format)
+        yield from iter_clip_rows(spec.category, clip, samples, sr, conds, audio_format=audio_format, spec=spec)
     sid = source_clip_id(clip.source_item_id, clip.source_clip_id)
-    if spec.format in SOURCE_ROW_FORMATS and (ids is None or sid in ids):
-        yield source_row(spec.category, clip, samples, sr, audio_format=audio_format, fmt=spec.format)
+    if spec.recipe.sources and (ids is None or sid in ids):
+        yield source_row(spec, clip, samples, sr, audio_format=audio_format)
 
 
 def iter_rows(
@@ -515,7 +406,7 @@ def iter_rows(
     ids: Container[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Stream a config's rows: each source clip is decoded once and all its conditions rendered together."""
-    specs = expand_config(config)
+    specs = expand_specs(config)
     if isinstance(source, str | None):
         source = get_source(resolve_source(config, source), data_dir)
     for clip in source.clips(split) if clips is None else clips:

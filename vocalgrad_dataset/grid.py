@@ -14,19 +14,6 @@ DIRECTIONS: tuple[str, ...] = ("up", "down")
 LABELS: tuple[str, ...] = ("decrease", "increase")  # ClassLabel order: 0 = decrease, 1 = increase
 LABEL_OF_DIRECTION: dict[str, str] = {"up": "increase", "down": "decrease"}
 
-# Problem formats (SPEC §4) and their ClassLabel names. Ternary keeps decrease/increase at 0/1 so a
-# direction model's integer labels mean the same thing in both; "source" rows are the 100 unmodified
-# clips alone (asked the main question, for the source-clip bias measurement).
-FORMAT_LABELS: dict[str, tuple[str, ...]] = {
-    "direction": LABELS,
-    "yesno": ("no", "yes"),
-    "ternary": ("decrease", "increase", "constant"),
-    "source": ("decrease", "increase", "constant"),
-    # lexical conflict: speech whose words claim a direction (the claims source); -reversed plays it backwards
-    "conflict": LABELS,
-    "conflict-reversed": LABELS,
-}
-CLAIM_FORMATS: tuple[str, ...] = ("conflict", "conflict-reversed")
 OPPOSITE: dict[str, str] = {"up": "down", "down": "up"}
 SOURCE_SUFFIX = "source"  # last field of an unmodified source clip's id: item__clip__source
 NO_CONDITION = "none"  # direction/curve/tier of a source-clip row
@@ -47,6 +34,30 @@ class Condition:
     @property
     def label(self) -> str:
         return LABEL_OF_DIRECTION[self.direction]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How the generator makes a config's rows (declared in its YAML file, `recipe:`): which clips (the 24
+    augmented conditions of each source clip, the unmodified source clip, the claims carriers, played
+    backwards) and which labels they carry. A recipe is not a kind: it asks nothing and scores nothing."""
+
+    name: str  # shown by `vocalgrad-dataset list --configs`
+    labels: tuple[str, ...]  # the `label` ClassLabel's names, in order
+    augmented: bool = True  # a row per condition of the grid
+    sources: bool = False  # a row for the unmodified source clip (id item__clip__source)
+    changed: str | None = None  # an augmented row's label (None: its condition's direction word)
+    unchanged: str | None = None  # a source row's label
+    claims: bool = False  # carriers whose words claim a direction (the claims source by default)
+    reverse: bool = False  # each clip is the opposite condition's rendering played backwards
+
+    def label(self, cond: Condition | None) -> str:
+        """Gold label of a row: `changed` (else the condition's direction word), `unchanged` for a source row."""
+        if cond is None:
+            if self.unchanged is None:
+                raise ValueError(f"recipe {self.name!r} has no unmodified source rows")
+            return self.unchanged
+        return self.changed or cond.label
 
 
 def conditions() -> list[Condition]:
@@ -78,15 +89,6 @@ def parse_any_clip_id(benchmark_clip_id: str) -> tuple[str, str, Condition | Non
     if len(parts) == 3 and parts[2] == SOURCE_SUFFIX:
         return parts[0], parts[1], None
     return parse_clip_id(benchmark_clip_id)
-
-
-def format_label(fmt: str, cond: Condition | None) -> str:
-    """Gold label of a row: a condition's direction word, "yes" for any change, "no"/"constant" for a source."""
-    if fmt not in FORMAT_LABELS:
-        raise ValueError(f"unknown problem format {fmt!r}; valid: {', '.join(FORMAT_LABELS)}")
-    if cond is None:
-        return "no" if fmt == "yesno" else "constant"
-    return "yes" if fmt == "yesno" else cond.label
 
 
 def ids_sha256(ids: Iterable[str]) -> str:

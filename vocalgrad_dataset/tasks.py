@@ -1,12 +1,15 @@
-"""Task configs as data: every config the dataset and the harness know is declared in a YAML file.
+"""Config identity: every config name the dataset and the harness know comes from a YAML declaration.
 
-One file per task or family under vocalgrad_dataset/data/tasks/ (lm-eval's TaskConfig idea): `task` (a name,
-or a pattern with `{category}` that makes one config per category), `kind` (what the harness asks and how it
-scores: direction, yesno, ternary, mcq, ...; harness/tasks.py), `family` (which builder makes the rows),
-`format` and `source` for the VocalGrad family, `categories` to narrow a pattern, `params` for the kind or
-builder (an MCQ task's builder, question, labels, ...) and `description`. `include: other.yaml` first takes
-that file's fields, then this file's override them. A new task is a new file here (and, for a new kind, an
-entry in harness/tasks.py). Only PyYAML's safe_load reads the files: they hold data, never code.
+One file per task or family under vocalgrad_dataset/data/tasks/ (lm-eval's TaskConfig idea; installed
+packages add folders through the `vocalgrad.tasks` entry point): `task` (a name, or a pattern with
+`{category}` that makes one config per category: `all` stands for the nine), `kind` (what the harness asks and
+how it scores: harness/kinds/), `family` (which builder makes the rows), for the VocalGrad family its
+`recipe` (the generator's rows: which clips, which labels; vocalgrad_dataset.grid.Recipe), `question` and
+`answers` (the prompt stored in each row), `source` (a bound source), `categories` to narrow a pattern,
+`order` (listing order), `params` for a builder (a VoxParadox-lite task, ...) and `description`.
+`include: other.yaml` first takes that file's fields, then this file's override them. A name is resolved once,
+at the CLI or library boundary (`resolve`), into a frozen TaskConfig. Only PyYAML's safe_load reads the
+files: they hold data, never code.
 """
 
 from __future__ import annotations
@@ -20,13 +23,20 @@ from typing import Any
 
 import yaml
 
-from vocalgrad_dataset.generate import ConfigSpec, config_names, parse_config, registry_key
+from vocalgrad_dataset.categories import CATEGORY_NAMES, Category, get_category
+from vocalgrad_dataset.categories.base import REGISTRY as CATEGORY_REGISTRY
+from vocalgrad_dataset.categories.base import load_plugin_categories
+from vocalgrad_dataset.grid import Recipe
+from vocalgrad_dataset.prompt import answer_line
 
 TASKS_DIR = Path(__file__).parent / "data" / "tasks"
-FIELDS: tuple[str, ...] = ("include", "task", "family", "kind", "format", "categories", "source", "params",
-                           "description")
+FIELDS: tuple[str, ...] = ("include", "task", "family", "kind", "recipe", "question", "answers", "order",
+                           "categories", "source", "params", "description")
+RECIPE_FIELDS: tuple[str, ...] = ("name", "labels", "augmented", "sources", "changed", "unchanged", "claims",
+                                  "reverse")
 CATEGORY = "{category}"
-DEFAULT_KIND = "direction"
+EVERY = "all"  # in place of {category}: the nine published categories
+CLAIMS_SOURCE = "claims"  # the default source of a recipe with claims (the lexical-conflict carriers)
 
 
 class TaskError(ValueError):
@@ -41,7 +51,10 @@ class TaskDecl:
     task: str  # a config name, or a pattern with {category}
     family: str  # "vocalgrad" (the generator's configs) or a builder family such as "voxparadox"
     kind: str
-    format: str | None = None
+    recipe: Recipe | None = None  # the VocalGrad family's rows
+    question: str | None = None  # with {attribute}; the prompt stored in each row, with `answers`
+    answers: tuple[str, ...] = ()
+    order: int = 100
     categories: tuple[str, ...] | None = None  # None: every category
     source: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -51,13 +64,51 @@ class TaskDecl:
     def is_pattern(self) -> bool:
         return CATEGORY in self.task
 
+    def name_for(self, category: str) -> str:
+        """The config name of one category ("beep-{category}" -> "beep-pitch")."""
+        return self.task.replace(CATEGORY, category)
+
+    def pattern_categories(self) -> list[str]:
+        """The categories a pattern makes configs for: its own list, else every registered (plugins too)."""
+        if self.categories is not None:
+            return list(self.categories)
+        load_plugin_categories()
+        return [*CATEGORY_NAMES, *(c for c in CATEGORY_REGISTRY if c not in CATEGORY_NAMES)]
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """A VocalGrad-family config as the generator needs it: its category, recipe, question and source."""
+
+    name: str  # canonical: "pitch", "beep-pitch", "volume-ternary"
+    category: Category
+    recipe: Recipe
+    question: str
+    answers: tuple[str, ...]
+    source: str | None = None  # a bound source: beep configs come from the beep source only
+    default_source: str | None = None  # used when none is given (claims recipes: the claims carriers)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """ClassLabel names of the config's `label` column."""
+        return self.recipe.labels
+
+    @property
+    def format(self) -> str:
+        """The recipe's name (the listing's "format" column)."""
+        return self.recipe.name
+
+    def prompt(self, attribute: str | None = None) -> str:
+        """The prompt stored in each row: the question, a blank line, the answer instruction."""
+        return f"{self.question.format(attribute=attribute or self.category.attribute)}\n\n{answer_line(*self.answers)}"
+
 
 class TaskConfig(str):
     """One resolved config: its canonical name (the object *is* that name, so it goes wherever a config name
     goes: dict keys, file names, JSON), its declaration, and (VocalGrad family) the generator spec.
 
     A name is resolved once, at the CLI or library boundary (`resolve`); everything after receives this
-    object, and `generate.parse_config` / `task_config` return what it already holds instead of parsing
+    object, and `generate.config_spec` / `task_config` return what it already holds instead of parsing
     the name again (lm-eval's TaskConfig, passed as an object)."""
 
     decl: TaskDecl
@@ -163,6 +214,34 @@ def _text(path: Path, doc: Mapping[str, Any], name: str, *, required: bool = Fal
     return value
 
 
+def _texts(path: Path, value: Any, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise TaskError(f"{path}: {name}: expected a list of words, got {value!r}")
+    return tuple(value)
+
+
+def read_recipe(path: Path, value: Any) -> Recipe:
+    """A declaration's `recipe:` mapping as a Recipe (TaskError names the file and the field)."""
+    if not isinstance(value, dict):
+        raise TaskError(f"{path}: recipe: expected a mapping, got {value!r}")
+    for name in value:
+        if name not in RECIPE_FIELDS:
+            close = difflib.get_close_matches(str(name), list(RECIPE_FIELDS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TaskError(f"{path}: recipe: {name}: unknown field{hint} (fields: {', '.join(RECIPE_FIELDS)})")
+    flags = {k: value[k] for k in ("augmented", "sources", "claims", "reverse") if k in value}
+    if not all(isinstance(v, bool) for v in flags.values()):
+        raise TaskError(f"{path}: recipe: {', '.join(flags)}: expected true or false")
+    recipe = Recipe(name=_text(path, value, "name", required=True) or "", labels=_texts(path, value.get("labels"),
+                    "recipe: labels"), changed=_text(path, value, "changed"), unchanged=_text(path, value, "unchanged"),
+                    **flags)  # fmt: skip
+    used = {w for w in (recipe.changed, recipe.unchanged) if w is not None}
+    if not used <= set(recipe.labels) or (recipe.sources and recipe.unchanged is None):
+        raise TaskError(f"{path}: recipe: changed / unchanged must be among its labels {list(recipe.labels)} "
+                        "(unchanged is required with sources: true)")
+    return recipe
+
+
 def read_task_file(path: str | Path) -> TaskDecl:
     """One task declaration, validated (TaskError names the file and the field)."""
     path = Path(path)
@@ -173,38 +252,58 @@ def read_task_file(path: str | Path) -> TaskDecl:
     params = doc.get("params", {})
     if not isinstance(params, dict):
         raise TaskError(f"{path}: params: expected a mapping, got {params!r}")
+    if not isinstance(doc.get("order", 100), int):
+        raise TaskError(f"{path}: order: expected a whole number, got {doc['order']!r}")
     decl = TaskDecl(
         file=str(path), task=_text(path, doc, "task", required=True) or "",
-        family=_text(path, doc, "family", required=True) or "", kind=_text(path, doc, "kind") or DEFAULT_KIND,
-        format=_text(path, doc, "format"), categories=tuple(categories) if categories is not None else None,
+        family=_text(path, doc, "family", required=True) or "", kind=_text(path, doc, "kind", required=True) or "",
+        recipe=read_recipe(path, doc["recipe"]) if "recipe" in doc else None, question=_text(path, doc, "question"),
+        answers=_texts(path, doc["answers"], "answers") if "answers" in doc else (), order=doc.get("order", 100),
+        categories=tuple(categories) if categories is not None else None,
         source=_text(path, doc, "source"), params=params, description=_text(path, doc, "description") or "",
     )  # fmt: skip
-    if decl.family == "vocalgrad" and (decl.format is None or not decl.is_pattern):
-        raise TaskError(f"{path}: a vocalgrad family task needs a format and a {CATEGORY} pattern")
+    _check_family(path, decl)
+    return decl
+
+
+def _check_family(path: Path, decl: TaskDecl) -> None:
+    if decl.family == "vocalgrad" and (decl.recipe is None or decl.question is None or not decl.answers
+                                       or not decl.is_pattern):
+        raise TaskError(f"{path}: a vocalgrad family task needs a recipe, a question, answers and a {CATEGORY} pattern")
     if decl.family != "vocalgrad" and decl.is_pattern:
         raise TaskError(f"{path}: task: {CATEGORY} patterns are for the vocalgrad family (one file per {decl.family} task)")
-    return decl
+
+
+def task_dirs() -> list[Path]:
+    """Where declarations live: ours, then each installed `vocalgrad.tasks` entry point's folder."""
+    from vocalgrad_dataset.plugins import entry_point_objects
+
+    return [TASKS_DIR, *(Path(obj() if callable(obj) else obj) for _name, obj in entry_point_objects("vocalgrad.tasks"))]
 
 
 @lru_cache(maxsize=1)
 def declarations() -> tuple[TaskDecl, ...]:
-    """Every shipped task declaration, in file-name order (files starting with "_" are only included)."""
-    return tuple(read_task_file(p) for p in sorted(TASKS_DIR.glob("*.yaml")) if not p.name.startswith("_"))
+    """Every task declaration in listing order (`order`, then file name; files starting with "_" are only
+    included)."""
+    files = [p for d in task_dirs() for p in sorted(d.glob("*.yaml")) if not p.name.startswith("_")]
+    decls = [read_task_file(p) for p in files]
+    return tuple(sorted(decls, key=lambda d: d.order))
+
+
+def config_names() -> list[str]:
+    """Every single (non-expanding) config name of the VocalGrad family: each pattern over its categories."""
+    return [d.name_for(c) for d in declarations() if d.is_pattern for c in d.pattern_categories()]
 
 
 def declared_names() -> list[str]:
-    """Every config name the declarations make: the VocalGrad configs (config_names order), then the others."""
-    others = [d.task for d in declarations() if not d.is_pattern]
-    return [*config_names(), *others]
+    """Every config name the declarations make: the VocalGrad configs, then the others."""
+    return [*config_names(), *(d.task for d in declarations() if not d.is_pattern)]
 
 
-def _vocalgrad_decl(spec: ConfigSpec) -> TaskDecl | None:
-    for d in declarations():
-        if d.family != "vocalgrad" or d.format != spec.format or d.source != spec.source:
-            continue
-        if d.categories is None or spec.category.name in d.categories:
-            return d
-    return None
+def registry_key() -> tuple[int, ...]:
+    """Which categories are registered (a plugin category makes new config names): the memo key of a resolution."""
+    load_plugin_categories()
+    return tuple(map(id, CATEGORY_REGISTRY.values()))
 
 
 _RESOLVED: dict[tuple[str, tuple[int, ...]], TaskConfig] = {}  # (name, registry_key()) -> its resolution
@@ -213,49 +312,83 @@ _RESOLVED: dict[tuple[str, tuple[int, ...]], TaskConfig] = {}  # (name, registry
 def resolve(name: str) -> TaskConfig:
     """The one resolution step: a config name or alias (`voice_pitch`, `speaking_speed-ternary`) to its
     TaskConfig; a TaskConfig is returned as it is. Unknown names get "did you mean" over every declared name,
-    the list `vocalgrad-dataset list --configs` prints. A name is parsed once per process (memoised; a
+    the list `vocalgrad-dataset list --configs` prints. A name is resolved once per process (memoised; a
     plugin category registered later makes new names, so the key holds the registered categories)."""
     if isinstance(name, TaskConfig):
         return name
     key = (str(name), registry_key())
     found = _RESOLVED.get(key)
-    if found is None:
+    if found is None:  # a name read back from a file (a build folder, a samples row) is resolved once too
         found = _RESOLVED[key] = _resolve(str(name))
+        _RESOLVED.setdefault((str(found), key[1]), found)  # an alias resolves its canonical name as well
     return found
+
+
+def _spec(decl: TaskDecl, category: Category) -> TaskConfig:
+    """The resolved config of one pattern declaration and one category."""
+    assert decl.recipe is not None and decl.question is not None  # _check_family
+    name = decl.name_for(category.name)
+    spec = ConfigSpec(name, category, decl.recipe, decl.question, decl.answers, decl.source,
+                      CLAIMS_SOURCE if decl.recipe.claims else None)
+    return TaskConfig(name, decl, spec)
+
+
+def _pattern_match(decl: TaskDecl, name: str) -> Category | None:
+    """The category a pattern declaration makes `name` for (its own or a published alias), else None."""
+    before, _, after = decl.task.partition(CATEGORY)
+    if not (name.startswith(before) and name.endswith(after) and len(name) > len(before) + len(after)):
+        return None
+    try:
+        category = get_category(name[len(before) : len(name) - len(after)])
+    except KeyError:
+        return None
+    if decl.categories is not None and category.name not in decl.categories:
+        raise ValueError(f"config {name!r}: {decl.task!r} covers {', '.join(decl.categories)} only, "
+                         f"not {category.name!r} ({decl.file})")
+    return category
 
 
 def _resolve(name: str) -> TaskConfig:
     for d in declarations():
         if not d.is_pattern and d.task == name:
             return TaskConfig(name, d)
-    try:
-        spec = parse_config(name)
-    except ValueError as err:
-        if name in config_names() or "unknown VocalGrad config" not in str(err):
-            raise
-        close = difflib.get_close_matches(name, declared_names(), n=2)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise ValueError(f"unknown config {name!r}{hint} (see `vocalgrad-dataset list --configs`)") from None
-    decl = _vocalgrad_decl(spec)
-    if decl is None:
-        raise ValueError(f"config {spec.name!r} has no task declaration under {TASKS_DIR}")
-    return TaskConfig(spec.name, decl, spec)
+    for d in declarations():
+        if d.is_pattern and (category := _pattern_match(d, name)) is not None:
+            return _spec(d, category)
+    if name in expanding_names():
+        raise ValueError(f"{name!r} names several configs ({', '.join(map(str, expand(name)))}); name one")
+    close = difflib.get_close_matches(name, [*declared_names(), *expanding_names()], n=2)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ValueError(f"unknown config {name!r}{hint} (see `vocalgrad-dataset list --configs`)")
+
+
+def expanding_names() -> list[str]:
+    """The names that stand for several configs: each pattern with `all` for its categories."""
+    return [d.name_for(EVERY) for d in declarations() if d.is_pattern]
 
 
 def expand(name: str) -> list[TaskConfig]:
-    """The resolved configs a name stands for: `all`, `all-<format>` and `beep-all` expand (each spec parsed
-    once, by expand_config), anything else is `resolve(name)`."""
-    if name in ("all", "beep-all") or str(name).startswith("all-"):
-        from vocalgrad_dataset.generate import expand_config
-
-        out = []
-        for spec in expand_config(str(name)):
-            decl = _vocalgrad_decl(spec)
-            if decl is None:
-                raise ValueError(f"config {spec.name!r} has no task declaration under {TASKS_DIR}")
-            out.append(TaskConfig(spec.name, decl, spec))
-        return out
+    """The resolved configs a name stands for: a pattern with `all` in place of {category} (`all`,
+    `all-ternary`, `beep-all`) is one per category (the nine, or the pattern's own list); anything else is
+    `resolve(name)`."""
+    for d in declarations():
+        if d.is_pattern and d.name_for(EVERY) == str(name):
+            return [_spec(d, get_category(c)) for c in (d.categories or CATEGORY_NAMES)]
     return [resolve(name)]
+
+
+def config_spec(name: str) -> ConfigSpec:
+    """The generator's spec of a VocalGrad-family config (one line naming the family otherwise)."""
+    config = resolve(name)
+    if config.spec is None:
+        raise ValueError(f"config {str(config)!r} is a {config.family} config (its rows are built items), "
+                         "not one of the generator's")
+    return config.spec
+
+
+def expand_specs(name: str) -> list[ConfigSpec]:
+    """The specs of the VocalGrad configs a name stands for (`all`, `all-ternary`, `beep-all`, or one)."""
+    return [config_spec(c) for c in expand(name)]
 
 
 def task_config(name: str) -> TaskConfig:
@@ -265,4 +398,4 @@ def task_config(name: str) -> TaskConfig:
 
 def is_vocalgrad(name: str) -> bool:
     """True when a config is one of the generator's (VocalGrad family) configs."""
-    return task_config(name).family == "vocalgrad"
+    return resolve(name).family == "vocalgrad"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS
+from harness.kinds import Kind, all_kinds, result_kind
 from harness.leaderboard.validate import validate_file
 from harness.reference import MODEL_DISPLAY, PUBLISHED_STEM, table2
 from harness.results import atomic_write_text, group_metrics, task_metrics
@@ -30,13 +31,6 @@ from harness.tables import markdown_table
 
 TITLE = "VocalGrad leaderboard"
 OTHER_DATA_TITLE = "Other data: not comparable with the benchmark"
-CONFLICT_TITLE = "Listen or read? Lexical-conflict configs (not ranked)"
-# results.json's `conflict` group -> the section's columns (%): the words agree, contradict, claim nothing
-CONFLICT_FIELDS: tuple[tuple[str, str], ...] = (
-    ("acc_congruent", "acc congruent"), ("acc_incongruent", "acc incongruent"), ("acc_neutral", "acc neutral"),
-    ("claim_following", "claim-following"), ("claim_gap", "Δ (CF − acc incongruent)"),
-)
-
 
 @dataclass
 class Row:
@@ -61,15 +55,15 @@ class Row:
     file: str = ""
     protocol: str = ""  # a human row: annotators, completeness, exclusions (and "below its design")
     below_design: bool = False
-    conflict: dict[str, float] = field(default_factory=dict)  # lexical-conflict metrics (%), when the run has any
-    mcq: dict[str, float] = field(default_factory=dict)  # multiple-choice macro GT / ALA / Δ (%), when the run has any
+    # kind name -> its board's group metrics (%), for the kinds with an unranked section the run has
+    sections: dict[str, dict[str, float]] = field(default_factory=dict)
     # results.json model_info "not_paper_protocol": the speed opt-ins that ran (bf16, TF32, another attention)
     not_paper_protocol: tuple[str, ...] = ()
 
     @property
     def section_only(self) -> bool:
-        """A run of only conflict or MCQ configs: no nine-category number, shown in its own sections only."""
-        return not self.accuracy and bool(self.conflict or self.mcq)
+        """A run of only sectioned kinds' configs: no nine-category number, shown in its own sections only."""
+        return not self.accuracy and any(self.sections.values())
 
 
 def is_official(source: str, split: str) -> bool:
@@ -141,7 +135,7 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
     res, model, run = sub["results"], sub["model"], sub["results"]["config"]
     metrics = task_metrics(res)
     acc = {c: 100 * float(metrics[c]["accuracy"]) for c in CONFIGS
-           if c in metrics and "ala" not in metrics[c]}  # a mapped MCQ task may be named "pitch"
+           if c in metrics and result_kind(res, c).grid}  # a mapped multiple-choice task may be named "pitch"
     human = model["scoring_mode"] == "listening"  # a `vocalgrad-listen export`
     source, split = str(run.get("source")), str(run.get("split"))
     model = {k: clean_text(v) if isinstance(v, str) else v for k, v in model.items()}  # also for the HTML page
@@ -157,11 +151,18 @@ def submission_row(sub: dict[str, Any], file: str) -> Row:
         prompt=model["prompt_variant"], scoring=model["scoring_mode"],
         clips=sum(int(r["n"]) for r in metrics.values()), notes=model.get("notes") or "", file=file,
         protocol=protocol, below_design=below,
-        conflict={m: 100 * float(v) for m, _ in CONFLICT_FIELDS
-                  if (v := group_metrics(res, "conflict").get(m)) is not None},
-        mcq={m: 100 * float(v) for m, _ in MCQ_FIELDS if (v := group_metrics(res, "mcq").get(m)) is not None},
+        sections=board_metrics(res),
         not_paper_protocol=tuple(clean_text(x) for x in (res.get("model_info") or {}).get("not_paper_protocol") or ()),
     )
+
+
+def board_metrics(res: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per kind with a leaderboard section: its group's metrics in % (the kinds the run has only)."""
+    out = {}
+    for kind in all_kinds():
+        if kind.board is not None and (group := group_metrics(res, kind.group)):
+            out[kind.name] = {m: 100 * float(v) for m, _ in kind.board.fields if (v := group.get(m)) is not None}
+    return {k: v for k, v in out.items() if v}
 
 
 def reference_rows() -> list[Row]:
@@ -307,7 +308,7 @@ def render_html(rows: Sequence[Row], notes: str) -> str:
                   f"{html.escape(OTHER_DATA_TITLE)} (other clips than the VCTK test set; not ranked)</th></tr>")
     page = files("harness.leaderboard").joinpath("template.html").read_text(encoding="utf-8")
     return (page.replace("{{TITLE}}", html.escape(TITLE)).replace("{{HEAD}}", head)
-            .replace("{{CONFLICT}}", conflict_html(rows) + mcq_html(rows))
+            .replace("{{CONFLICT}}", "".join(board_html(kind, rows) for kind in all_kinds() if kind.board))
             .replace("{{BODY}}", body_official)
             .replace("{{OTHER}}", other_head + "\n" + body_other if other else "")
             .replace("{{FAMILIES}}", _options([r.family for r in rows]))
@@ -331,18 +332,18 @@ def render_markdown(rows: Sequence[Row], notes: str) -> str:
     humans = [f"- {r.model}: {r.protocol}" for r in rows if r.protocol]
     if humans:
         text += "\n\nListening tests (annotators, completeness, exclusions):\n\n" + "\n".join(humans)
-    if conflict := conflict_rows(rows):
-        text += f"\n\n## {CONFLICT_TITLE}\n\n" + markdown_table(
-            ["model", "data", *(name for _, name in CONFLICT_FIELDS)], [[markdown_cell(c) for c in r] for r in conflict])
-    if mcq := mcq_rows(rows):
-        text += f"\n\n## {MCQ_TITLE}\n\n" + markdown_table(
-            ["model", "data", *(name for _, name in MCQ_FIELDS)], [[markdown_cell(c) for c in r] for r in mcq])
+    for kind in all_kinds():
+        if kind.board is not None and (lines := board_rows(kind, rows)):
+            text += f"\n\n## {kind.board.title}\n\n" + markdown_table(
+                ["model", "data", *(name for _, name in kind.board.fields)], [[markdown_cell(c) for c in r] for r in lines])
     return text + f"\n\n{notes}\n"
 
 
-def conflict_rows(rows: Sequence[Row]) -> list[list[str]]:
-    """The lexical-conflict section's lines (model, data, the five metrics in %), one per run that has them."""
-    return [[r.model, r.data, *(_fmt(r.conflict.get(m)) for m, _ in CONFLICT_FIELDS)] for r in rows if r.conflict]
+def board_rows(kind: Kind, rows: Sequence[Row]) -> list[list[str]]:
+    """A kind's section lines (model, data, its board's metrics in %), one per run that has them."""
+    fields = kind.board.fields if kind.board else ()
+    return [[r.model, r.data, *(_fmt(r.sections[kind.name].get(m)) for m, _ in fields)]
+            for r in rows if r.sections.get(kind.name)]
 
 
 def section_html(title: str, note: str, table_id: str, fields: Sequence[tuple[str, str]],
@@ -356,27 +357,10 @@ def section_html(title: str, note: str, table_id: str, fields: Sequence[tuple[st
             f'<div class="wrap"><table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>\n{trs}</tbody></table></div>')
 
 
-def conflict_html(rows: Sequence[Row]) -> str:
-    """The page's own table for the lexical-conflict metrics (empty when no submission has them)."""
-    return section_html(CONFLICT_TITLE, "The words of each clip claim a direction; claim-following is the share of "
-                        "answers equal to that claim where it contradicts the sound.", "conflict", CONFLICT_FIELDS,
-                        conflict_rows(rows))
-
-
-MCQ_TITLE = "Listen or read? Multiple-choice tasks with an adversarial label (not ranked)"
-# results.json's `mcq` group (macro mean over the run's MCQ tasks) -> the section's columns (%)
-MCQ_FIELDS: tuple[tuple[str, str], ...] = (("acc", "GT acc"), ("ala", "ALA"), ("ala_gap", "Δ = ALA − GT"))
-
-
-def mcq_rows(rows: Sequence[Row]) -> list[list[str]]:
-    """The multiple-choice section's lines (model, data, GT / ALA / Δ in %), one per run that has them."""
-    return [[r.model, r.data, *(_fmt(r.mcq.get(m)) for m, _ in MCQ_FIELDS)] for r in rows if r.mcq]
-
-
-def mcq_html(rows: Sequence[Row]) -> str:
-    """The page's own table for the multiple-choice metrics (empty when no submission has them)."""
-    return section_html(MCQ_TITLE, "GT: answers equal to the label the audio carries; ALA: answers equal to the "
-                        "label the words assert; macro means over the run's tasks.", "mcq", MCQ_FIELDS, mcq_rows(rows))
+def board_html(kind: Kind, rows: Sequence[Row]) -> str:
+    """The page's own table for a kind's metrics (empty when no submission has them)."""
+    board = kind.board
+    return section_html(board.title, board.note, kind.name, board.fields, board_rows(kind, rows)) if board else ""
 
 
 def render_csv(rows: Sequence[Row]) -> str:

@@ -38,17 +38,14 @@ def _validate(ns: argparse.Namespace) -> int:
     return 0
 
 
-# Each results.json group's headline for validate's OK line: (group, metric, words)
-HEADLINES = (("vocalgrad", "accuracy", "mean accuracy"), ("conflict", "claim_following", "claim-following"),
-             ("mcq", "acc", "MCQ accuracy"))
-
-
 def _headlines(results: dict) -> list[str]:
-    """The headline numbers a run has: the nine-category mean, and its conflict or MCQ group's (a run of only
-    conflict or MCQ configs has no VocalGrad mean)."""
+    """The headline numbers a run has, one per results.json group its kinds declare one for (the nine-category
+    mean, claim-following, multiple-choice accuracy, ...; a run of only conflict configs has no VocalGrad mean)."""
+    from harness.kinds import all_kinds
     from harness.results import group_metrics
 
-    return [f"{words} {100 * value:.1f} %" for group, metric, words in HEADLINES
+    heads = {k.group: k.headline for k in all_kinds() if k.headline is not None}
+    return [f"{words} {100 * value:.1f} %" for group, (metric, words) in heads.items()
             if (value := group_metrics(results, group).get(metric)) is not None] or ["no headline metric"]
 
 

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS, GeneratorSource
+from harness.kinds import GRID_GROUP, Kind, rows_kind, task_kind
 from harness.leaderboard.schema import schema_errors
 from harness.leaderboard.submit import samples_sha256
 from harness.parsing import PARSER_VERSION, row_parser
 from harness.prompts import get_variant
 from harness.redact import redact
 from harness.results import DEFAULT_MAX_ERROR_RATE, build_results, component_versions, error_summary
-from harness.tasks import GRID_ROW_FIELDS, TaskKind, rows_kind, task_kind
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.tasks import task_config
 
@@ -121,7 +121,7 @@ def _prediction_contradiction(r: Mapping[str, Any]) -> str | None:
     if r.get("error"):
         return "error row carries a prediction" if pred is not None else None
     if r.get("mode") == "choices":
-        if r.get("options"):  # an MCQ row: its margin compares letters, not the two direction words
+        if rows_kind(str(r.get("category")), [r]).per_row:  # its margin compares letters, not direction words
             return None
         return None if _follows_choice_margin(r) else "pred does not follow the choice margin"
     if pred != row_parser(r).parse(r.get("raw")):
@@ -165,7 +165,7 @@ def _row_problem_kinds(r: Mapping[str, Any], config: str, run: Mapping[str, Any]
 def _row_problems(config: str, rows: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> list[str]:
     """Rows that contradict their clip id, the run's settings, or their own raw answer."""
     kind = rows_kind(config, rows)
-    grid_rows = set(GRID_ROW_FIELDS) <= set(kind.row_fields)  # direction, yesno, ternary, conflict; not mcq
+    grid_rows = kind.grid
     parser_id = _parser_id(kind, config, str(run.get("prompt_variant")))
     found: dict[str, list[str]] = {}
     for r in rows:
@@ -175,7 +175,7 @@ def _row_problems(config: str, rows: Sequence[Mapping[str, Any]], run: Mapping[s
             for problem, ids in found.items()]
 
 
-def _parser_id(kind: TaskKind, config: str, variant: str) -> str:
+def _parser_id(kind: Kind, config: str, variant: str) -> str:
     """The parser id every row of a config must carry: its kind's (MCQ, fixed questions), else the variant's."""
     if kind.parser_id is not None:
         return kind.parser_id
@@ -249,7 +249,7 @@ def _taken(config: str) -> bool:
     if config in CONFIGS:
         return True
     try:
-        return task_config(config).name == config and task_kind(config).group != "vocalgrad"
+        return task_config(config).name == config and task_kind(config).group != GRID_GROUP
     except ValueError:
         return False
 

@@ -22,9 +22,8 @@ from harness.data import CONFIGS
 from harness.paper.declared import EXTERNAL_CONFIGS, Suite, SuiteRun, SuiteTable
 from harness.paper.tables import TABLE_KINDS, TableKind
 from harness.prompts import FEW_SHOT_AUDIOS, Variant, get_variant
-from vocalgrad_dataset.generate import parse_config
 from vocalgrad_dataset.sources import SOURCE_NAMES
-from vocalgrad_dataset.tasks import read_yaml_mapping
+from vocalgrad_dataset.tasks import config_spec, read_yaml_mapping
 
 DEFAULT_SUITE = Path(__file__).with_name("suite.yaml")
 CATEGORY = "{category}"  # in a configs pattern: each of the nine categories, in Table 2 order
@@ -165,7 +164,7 @@ def run_configs(entry: Entry) -> tuple[str, ...]:
         if config in EXTERNAL_CONFIGS:  # a mapped dataset's task (MELD, Table 22), not a generated config
             continue
         try:
-            canonical = parse_config(config).name
+            canonical = config_spec(config).name
         except ValueError as err:
             raise entry.error("configs", str(err)) from None
         if canonical != config:
@@ -194,7 +193,7 @@ def run_source(entry: Entry, configs: Sequence[str]) -> str | None:
         raise entry.error("source", f"unknown source {source!r}{did_you_mean(source, SOURCE_NAMES)} "
                                     f"(sources: {', '.join(SOURCE_NAMES)} or package.module:Factory)")
     for config in (c for c in configs if c not in EXTERNAL_CONFIGS):
-        bound = parse_config(config).source
+        bound = config_spec(config).source
         if bound not in (None, source):
             raise entry.error("source", f"config {config!r} is generated from the {bound} source only: give source: {bound}")
     return source

@@ -20,6 +20,7 @@ from statistics import mean
 from typing import Any
 
 from harness.data import CONFIGS, attribute_word
+from harness.kinds import all_kinds, task_kind
 from harness.metrics import (
     CLIP_TYPES,
     Z95,
@@ -32,11 +33,11 @@ from harness.metrics import (
 from harness.paper.declared import SuiteRun
 from harness.paper.inputs import SuiteInputs
 from harness.paper.reference import ReferenceIndex
-from harness.prompts import FORMAT_VOCABULARIES, PARAPHRASES, get_variant
+from harness.prompts import PARAPHRASES, get_variant
 from harness.reference import MODEL_DISPLAY, table2
 from harness.tables import markdown_table, pct
-from vocalgrad_dataset.generate import parse_config
-from vocalgrad_dataset.grid import CURVES, FORMAT_LABELS, TIERS
+from vocalgrad_dataset.grid import CURVES, TIERS
+from vocalgrad_dataset.tasks import resolve
 
 # Human accuracy by trajectory (the paper's Table 5 human row, %), in CURVES order.
 HUMAN_BY_CURVE: dict[str, float] = {"linear": 93.73, "quad_first_flat": 92.02, "quad_last_flat": 93.83, "jump": 98.46}
@@ -154,10 +155,11 @@ def paired_configs(runs: Sequence[SuiteRun]) -> str | None:
 
 def answer_formats(runs: Sequence[SuiteRun]) -> str | None:
     """Each run is of one yes/no or ternary format, over the first run's categories in order."""
+    fixed = [k.name for k in all_kinds() if k.fixed_question]
     for run in runs:
-        formats = {parse_config(c).format for c in run.configs}
-        if len(formats) != 1 or not formats <= set(FORMAT_VOCABULARIES):
-            return f"run {run.name!r} must be of one format ({' or '.join(FORMAT_VOCABULARIES)}), got {sorted(formats)}"
+        kinds = {task_kind(c).name for c in run.configs}
+        if len(kinds) != 1 or not kinds <= set(fixed):
+            return f"run {run.name!r} must be of one format ({' or '.join(fixed)}), got {sorted(kinds)}"
         if categories(run) != categories(runs[0]):
             return f"run {run.name!r} must cover the categories of run {runs[0].name!r} in the same order"
     return None
@@ -171,7 +173,7 @@ def cross_attribute_prompts(runs: Sequence[SuiteRun]) -> str | None:
 
 def categories(run: SuiteRun) -> list[str]:
     """The category of each config of a run ("speed-yesno" -> "speed")."""
-    return [parse_config(c).category.name for c in run.configs]
+    return [resolve(c).spec.category.name for c in run.configs]
 
 
 # ---- shared cells --------------------------------------------------------------------------------------
@@ -436,8 +438,7 @@ def format_macro_f1(t: TableRequest) -> str:
 
 def prediction_shares(t: TableRequest, run: SuiteRun) -> str:
     """One format run's prediction shares by clip type, averaged equally over its configs."""
-    fmt = parse_config(run.configs[0]).format
-    labels = sorted(FORMAT_LABELS[fmt], key=PREDICTION_ORDER.index)
+    labels = sorted(resolve(run.configs[0]).spec.labels, key=PREDICTION_ORDER.index)
     per = [None if (rows := t.inputs.rows(run.name, c)) is None else prediction_distribution(rows, labels)
            for c in run.configs]
     types = list(CLIP_TYPES.values())

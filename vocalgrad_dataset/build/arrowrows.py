@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from vocalgrad_dataset.features import arrow_schema, columns, label_names
 from vocalgrad_dataset.generate import WAV_HEADER_BYTES, wav_header
+from vocalgrad_dataset.grid import Recipe
 
 # binary and string arrays have int32 offsets: a longer column is split into chunks (a long source's shard)
 MAX_CHUNK_BYTES = 2**31 - 1
@@ -103,12 +104,12 @@ def _column(values: Sequence[Any], typ: pa.DataType) -> pa.Array | pa.ChunkedArr
     return pa.Array.from_buffers(typ, len(values), [validity, data], null_count=nulls)
 
 
-def rows_table(rows: Sequence[dict[str, Any]], fmt: str = "direction") -> pa.Table:
-    """A config's rows (audio as {"bytes", "path"}, or as {"pcm16", "sampling_rate", "path"}) as the Arrow table of a shard in problem format `fmt`."""
-    schema = arrow_schema(fmt)
-    index = {name: i for i, name in enumerate(label_names(fmt))}
+def rows_table(rows: Sequence[dict[str, Any]], recipe: Recipe | None = None) -> pa.Table:
+    """A config's rows (audio as {"bytes", "path"}, or as {"pcm16", "sampling_rate", "path"}) as the Arrow table of a shard of a config made by `recipe` (default: the main one)."""
+    schema = arrow_schema(recipe)
+    index = {name: i for i, name in enumerate(label_names(recipe))}
     arrays = []
-    for field, (name, kind) in zip(schema, columns(fmt), strict=True):
+    for field, (name, kind) in zip(schema, columns(recipe), strict=True):
         if kind == "audio":
             audio = [r[name] for r in rows]
             pcm = [a for a in audio if "pcm16" in a]
@@ -127,7 +128,7 @@ def rows_table(rows: Sequence[dict[str, Any]], fmt: str = "direction") -> pa.Tab
             try:
                 arrays.append(_column([index[r[name]] for r in rows], pa.int64()))
             except KeyError as exc:
-                raise ValueError(f"label {exc.args[0]!r} is not one of the {fmt} format's labels {list(index)}") from None
+                raise ValueError(f"label {exc.args[0]!r} is not one of the recipe's labels {list(index)}") from None
         else:
             arrays.append(_column([r[name] for r in rows], field.type))
     return pa.Table.from_arrays(arrays, schema=schema)

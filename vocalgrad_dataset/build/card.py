@@ -14,15 +14,10 @@ from vocalgrad_dataset.build.info import SHARD_RE, build_section
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.cli.info import package_version
 from vocalgrad_dataset.fileio import atomic_write_text
-from vocalgrad_dataset.generate import (
-    BEEP_CATEGORIES,
-    BEEP_PROMPT_VARIANT,
-    GENERATOR_VERSION,
-    noop_tiers,
-    parse_config,
-)
-from vocalgrad_dataset.grid import FORMAT_LABELS, TIERS
+from vocalgrad_dataset.generate import BEEP_PROMPT_VARIANT, GENERATOR_VERSION, noop_tiers
+from vocalgrad_dataset.grid import TIERS, Recipe
 from vocalgrad_dataset.sources.alternate import SAMPLE_RATE as ALTERNATE_RATE
+from vocalgrad_dataset.tasks import config_spec, expand_specs
 
 
 def category_rows() -> list[dict[str, str]]:
@@ -80,14 +75,14 @@ QUIRKS = f"""\
 """
 
 VARIANTS = f"""\
-- `beep-<category>` ({", ".join(BEEP_CATEGORIES)}): the beep ablation of SPEC §4, generated from 10
+- `beep-<category>` ({", ".join(s.category.name for s in expand_specs("beep-all"))}): the beep ablation of SPEC §4, generated from 10
   synthetic 48 kHz sine tones (0.75 s silence, 2.10 s of 0.65·sin(2πft), 0.75 s silence; f = 700 ... 2050 Hz
   in 150 Hz steps; onset 0.75 s, offset 2.85 s), 240 clips per config, test only. **The published beep
   table was measured with the `{BEEP_PROMPT_VARIANT}` prompt** ("Does the {{attr}} of this audio clip increase
   or decrease over time?"), not the main prompt stored in the `prompt` column; evaluate with
   `--prompt {BEEP_PROMPT_VARIANT}` to compare with it.
-- `<category>-yesno` (labels {" / ".join(FORMAT_LABELS["yesno"])}) and `<category>-ternary` (labels
-  {" / ".join(FORMAT_LABELS["ternary"])}): the 2,400 augmented test clips plus the 100 unmodified source clips
+- `<category>-yesno` (labels {" / ".join(config_spec("pitch-yesno").labels)}) and `<category>-ternary` (labels
+  {" / ".join(config_spec("pitch-ternary").labels)}): the 2,400 augmented test clips plus the 100 unmodified source clips
   (id `item__clip__source`; label `no` / `constant`; `direction`, `curve`, `tier` = `none`; no parameter
   applied). Prompts: "Does the {{attr}} vary with time?" + `Answer with only one word: "yes" or "no".` and
   "How does the {{attr}} vary with time?" + `Answer with only one word: "increase", "decrease" or
@@ -144,9 +139,9 @@ FIXED_RATE_SOURCES = ("vctk", "demo", "beep", "loquacious", "commonvoice-spontan
 def long_name(config: str) -> str | None:
     """The config under the category's published long name (`voice_pitch`, `background_noise-ternary`,
     `beep-voice_pitch`), or None when that is the config's own name."""
-    cat = parse_config(config).category
+    cat = config_spec(config).category
     alias = re.sub(rf"(^|-){re.escape(cat.name)}($|-)", lambda m: f"{m[1]}{cat.release_name}{m[2]}", config, count=1)
-    if alias == config or parse_config(alias).name != config:
+    if alias == config or config_spec(alias).name != config:
         return None
     return alias
 
@@ -204,14 +199,14 @@ def _split_sizes(by_split: dict[str, list[Path]]) -> tuple[dict[str, tuple[int, 
     return out, download
 
 
-def _dataset_info(fmt: str, by_split: dict[str, list[Path]], rate: int | None) -> dict[str, Any]:
+def _dataset_info(recipe: Recipe, by_split: dict[str, list[Path]], rate: int | None) -> dict[str, Any]:
     """A config's `dataset_info` entry as datasets' DatasetInfo._to_yaml_dict() gives it (features with the Audio
     sampling rate, splits with num_examples, sizes), without importing datasets."""
     from vocalgrad_dataset.features import yaml_features
 
     sizes, download = _split_sizes(by_split)
     return {
-        "features": yaml_features(fmt, rate),
+        "features": yaml_features(recipe, rate),
         "splits": [{"name": name, "num_bytes": n_bytes, "num_examples": n_rows}
                    for name, (n_bytes, n_rows) in sorted(sizes.items())],
         "download_size": download,
@@ -240,7 +235,7 @@ def card_metadata(out_dir: Path, *, source: str) -> str:
     for name in _config_dirs(out_dir):
         by_split = _shards_by_split(out_dir / name)
         rate = sampling_rate([f for fs in by_split.values() for f in fs], source)
-        info = _dataset_info(parse_config(name).format, by_split, rate)
+        info = _dataset_info(config_spec(name).recipe, by_split, rate)
         data_files = [{"split": s, "path": f"{name}/{s}-*.parquet"} for s in sorted(by_split)]
         for config_name in filter(None, (name, long_name(name))):  # own lists: no YAML anchors in the card
             configs.append({"config_name": config_name, "data_files": [dict(d) for d in data_files]})

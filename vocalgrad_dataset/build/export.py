@@ -30,12 +30,12 @@ from vocalgrad_dataset.generate import (
     GENERATOR_VERSION,
     config_clips,
     iter_config_rows,
-    parse_config,
     resolve_source,
     source_splits,
 )
 from vocalgrad_dataset.progress import progress as progress_bar
 from vocalgrad_dataset.sources import SourceClip, get_source
+from vocalgrad_dataset.tasks import config_spec
 
 DEFAULT_CLIPS_PER_SHARD = 4
 # What push_to_hub never uploads: temporaries of a killed writer and the lock file (hidden files in general).
@@ -79,7 +79,7 @@ def plan_shards(
         if clip_lists is not None:
             clip_lists[split] = clips
         for config in configs:
-            mine = config_clips(parse_config(config), clips)  # a conflict config takes its own carriers only
+            mine = config_clips(config_spec(config), clips)  # a conflict config takes its own carriers only
             groups = [tuple(mine[i : i + clips_per_shard]) for i in range(0, len(mine), clips_per_shard)]
             tasks += [ShardTask(config, split, i, len(groups), g, source, data_dir, allow_outside) for i, g in enumerate(groups)]
     return tasks
@@ -114,7 +114,7 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
     """
     final = task.path(out_dir)
     src = get_source(task.source, task.data_dir, allow_outside_paths=task.allow_outside)
-    spec = parse_config(task.config)
+    spec = config_spec(task.config)
     rows: list[dict[str, Any]] = []
     held = n_rows = 0
     formats: dict[str, str] = {}
@@ -129,7 +129,7 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
                 rows.append(row)
                 held += row["audio"]["pcm16"].nbytes
                 if held >= SHARD_ROW_GROUP_BYTES:
-                    table = rows_table(rows, spec.format)
+                    table = rows_table(rows, spec.recipe)
                     if writer is None:
                         writer = stack.enter_context(pq.ParquetWriter(tmp, table.schema, **_parquet_options(table.column_names)))
                     writer.write_table(table)
@@ -138,13 +138,13 @@ def write_shard(task: ShardTask, out_dir: Path) -> tuple[Path, int]:
         n_rows += len(rows)
         formats_meta = {buildinfo.FORMATS_KEY: json.dumps(formats, sort_keys=True).encode("utf-8")} if formats else {}
         if writer is None:  # the whole shard in one piece (every short-clip build): as it always was written
-            table = rows_table(rows, spec.format)
+            table = rows_table(rows, spec.recipe)
             if formats_meta:
                 table = table.replace_schema_metadata({**(table.schema.metadata or {}), **formats_meta})
             _write_table_file(table, tmp)
         else:
             if rows:
-                writer.write_table(rows_table(rows, spec.format))
+                writer.write_table(rows_table(rows, spec.recipe))
             if formats_meta:  # known only now: the file's key-value metadata, read back with the schema's
                 writer.add_key_value_metadata(formats_meta)
             writer.close()
@@ -233,7 +233,7 @@ def _start_records(out: Path, configs: Sequence[str], source: str, clips_per_sha
             "schema": buildinfo.RECORD_SCHEMA, "config": name, "generator_version": GENERATOR_VERSION,
             "source": source, "clips_per_shard": clips_per_shard,
             "splits": {s: buildinfo.split_entry(mine, -(-len(mine) // clips_per_shard))
-                       for s, c in clip_lists.items() for mine in [config_clips(parse_config(name), c)]},
+                       for s, c in clip_lists.items() for mine in [config_clips(config_spec(name), c)]},
         }  # fmt: skip
         records[name] = buildinfo.merge_record(config_dir, wanted)
     for name, record in records.items():  # only once every config passed: a refusal writes nothing

@@ -86,14 +86,14 @@ def missing_shards(config_dir: Path, split: str, files: Sequence[Path]) -> list[
 def foreign_category(values: Sequence[Any], config: str) -> str | None:
     """The first `category` value of a shard's rows that is not `config`'s category (a shard of another config
     copied under this config's name), None when every row belongs."""
-    from vocalgrad_dataset.generate import parse_config
+    from vocalgrad_dataset.tasks import config_spec
 
-    want = parse_config(config).category.name
+    want = config_spec(config).category.name
     for v in values:
         if v is None:
             continue
         try:
-            got = parse_config(str(v)).category.name  # accepts our names and the published long ones
+            got = config_spec(str(v)).category.name  # accepts our names and the published long ones
         except (KeyError, ValueError):
             return str(v)
         if got != want:

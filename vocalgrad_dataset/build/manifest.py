@@ -34,7 +34,7 @@ import soundfile as sf
 
 from vocalgrad_dataset.categories import CATEGORY_NAMES
 from vocalgrad_dataset.fileio import PathOutsideError, atomic_write_text, ragged_row, safe_join
-from vocalgrad_dataset.generate import parse_config
+from vocalgrad_dataset.tasks import config_spec
 
 MANIFEST_COLUMNS = ("category", "benchmark_clip_id", "sample_rate", "n_samples", "pcm_sha256")
 MANIFEST_NAME = "manifest.csv"  # in harness.results.MANIFEST_FILES: results.json records its sha256
@@ -153,7 +153,7 @@ def decode_pcm16(data: Path | io.BytesIO, where: str) -> tuple[np.ndarray, int]:
 def short_category(name: str) -> str:
     """Our config name for a published long name ("speaking_speed" -> "speed"); unknown names unchanged."""
     try:
-        return parse_config(name).name
+        return config_spec(name).name
     except (KeyError, ValueError):
         return name
 

@@ -99,10 +99,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     from vocalgrad_dataset.build.card import category_rows, category_table_markdown
 
     if args.configs:
-        from vocalgrad_dataset.generate import config_names, parse_config
+        from vocalgrad_dataset.tasks import config_names, config_spec
 
         for name in config_names():
-            spec = parse_config(name)
+            spec = config_spec(name)
             print(f"{name:20s} {spec.format:9s} {spec.source or '-':5s} {' / '.join(spec.labels)}")
         from vocalgrad_dataset.tasks import declarations
 
