@@ -24,13 +24,14 @@ import numpy as np
 
 from harness import results as res
 from harness.data import CONFIGS, RowSource, SourceUnit, config_name, published_name
+from harness.item import Item, error_text, sample_row
 from harness.kinds import Kind, row_kind, source_kind
 from harness.lock import RunLock
-from harness.models.protocol import AudioLM, ModelError, Prompt
+from harness.models.protocol import AudioLM
 from harness.models.registry import check_capabilities, check_protocol, load_model
 from harness.parsing import PARSER_VERSION
 from harness.preflight import needs_preflight, run_preflight
-from harness.prompts import Variant, Vocabulary, build_prompt, get_variant, prepare_variant, row_vocabulary
+from harness.prompts import Variant, build_prompt, get_variant, prepare_variant, row_vocabulary
 from harness.redact import public, redact, run_secrets, scrub_row, scrubbed_logging
 from harness.results import SampleRow
 from harness.sampling import check_limit, limited_count, stratified_ids
@@ -152,13 +153,10 @@ def apply_seed(model: AudioLM, settings: EvalSettings) -> None:
         model.set_seed(settings.seed)
 
 
-def _error_text(err: BaseException) -> str:
-    """An error row's text; a ModelError's message already names the underlying exception type."""
-    return err.message if isinstance(err, ModelError) else f"{type(err).__name__}: {err}"
-
-
-def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, variant: Variant,
-              settings: EvalSettings) -> SampleRow:
+def _base_row(item: Item, variant: Variant, settings: EvalSettings) -> SampleRow:
+    """A samples row's fixed fields, in the file's key order (the answer fields are filled from the item)."""
+    row, vocab = item.row, item.vocab
+    assert vocab is not None  # prepare() sets it, also for a row whose prompt failed
     return {
         "benchmark_clip_id": row["benchmark_clip_id"],
         "category": row["category"],
@@ -167,7 +165,7 @@ def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, var
         "raw": None,
         "parsed": False,
         "margin": None,
-        "prompt": prompt.text if prompt is not None else "",
+        "prompt": item.prompt.text if item.prompt is not None else "",
         "prompt_variant": variant.name,
         "answer_words": list(vocab.choices),
         "parser": vocab.parser.id,
@@ -179,80 +177,83 @@ def _base_row(row: dict[str, Any], prompt: Prompt | None, vocab: Vocabulary, var
     }
 
 
-@dataclass
-class PreparedBatch:
-    """A batch after the CPU front end: a samples row per benchmark row, the prompts that could be built
-    (already through the model's prepare_prompts), their row indices and their answer vocabularies."""
+def prepare(item: Item | dict[str, Any], variant: Variant) -> Item:
+    """The item of a row with its prompt and vocabulary built (a row process may have done it); never raises
+    for a bad row: its error is kept and it is not sent to the model."""
+    item = item if isinstance(item, Item) else Item(item)
+    if not item.prepared:
+        try:
+            item.prompt, item.vocab = build_prompt(item.row, variant)
+        except Exception as err:
+            item.error, item.vocab = error_text(err), row_vocabulary(item.row, variant)
+    return item
 
-    out: list[SampleRow]
-    prompts: list[Prompt]
-    live: list[int]
-    vocabs: list[Vocabulary]
 
-
-def prepare_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
-                  settings: EvalSettings) -> PreparedBatch:
+def prepare_batch(model: AudioLM, rows: Sequence[Item | dict[str, Any]], variant: Variant,
+                  settings: EvalSettings) -> list[Item]:
     """The CPU front end of one batch (template, then the model's own CPU work: resampling, features), which
     the runner runs in a background thread ahead of the model; never raises for a bad row."""
-    out, prompts, live, vocabs = _prompted_rows(rows, variant, settings)
-    prepare = getattr(model, "prepare_prompts", None)  # optional: wrappers without it do all in their call
-    if prompts and callable(prepare):
+    items = [prepare(r, variant) for r in rows]
+    live = [it for it in items if it.live]
+    if live:
         try:
-            prompts = list(prepare(prompts))
+            for it, prompt in zip(live, model.prepare_prompts([it.prompt for it in live]), strict=True):
+                it.prompt = prompt
         except Exception as err:  # noqa: BLE001 - the model call then meets (and isolates) the failure itself
             log.debug("prepare_prompts failed (%r); the model call prepares the batch", err)
-    return PreparedBatch(out, prompts, live, vocabs)
+    return items
 
 
-def evaluate_batch(model: AudioLM, rows: list[dict[str, Any]], variant: Variant,
-                   settings: EvalSettings, prepared: PreparedBatch | None = None) -> list[SampleRow]:
+def evaluate_batch(model: AudioLM, rows: Sequence[Item | dict[str, Any]], variant: Variant,
+                   settings: EvalSettings, prepared: list[Item] | None = None) -> list[SampleRow]:
     """Samples rows for one batch of benchmark rows (never raises for model errors); `prepared`: the batch's
     front end already run (prepare_batch), else it runs here."""
-    p = prepared or prepare_batch(model, rows, variant, settings)
-    out, prompts, live, vocabs = p.out, p.prompts, p.live, p.vocabs
-    if not prompts:
-        return out
+    items = prepared or prepare_batch(model, rows, variant, settings)
     # The model's *_items calls isolate failures per item (AudioLM contract): one bad clip, one error row.
     if settings.mode == "choices":
-        # one call per answer vocabulary: a config's words, or the letters of MCQ items with as many options
-        for choices in dict.fromkeys(v.choices for v in vocabs):
-            part = [j for j, v in enumerate(vocabs) if v.choices == choices]
-            for j, s in zip(part, model.score_items([prompts[j] for j in part], choices), strict=True):
-                if not _record_error(out[live[j]], s):
-                    pred, word, margin = vocabs[j].decide(s)
-                    out[live[j]].update(pred=pred, raw=word, parsed=pred is not None, margin=margin)
-        return out
-    first = model.generate_items(prompts, max_new_tokens=settings.max_new_tokens)
-    retry = [j for j, (i, text) in enumerate(zip(live, first, strict=True))
-             if not _record_answer(out[i], text, vocabs[j])]
+        score_items(model, [it for it in items if it.live])
+    else:
+        generate_items(model, [it for it in items if it.live], settings)
+    return [sample_row(it, _base_row(it, variant, settings)) for it in items]
+
+
+def score_items(model: AudioLM, items: list[Item]) -> None:
+    """One scoring call per answer vocabulary (a config's words, or the letters of items with as many options)."""
+    for choices in dict.fromkeys(it.vocab.choices for it in items if it.vocab is not None):
+        part = [it for it in items if it.vocab is not None and it.vocab.choices == choices]
+        for it, scores in zip(part, model.score_items([it.prompt for it in part], choices), strict=True):
+            it.responses.append(scores)
+
+
+def generate_items(model: AudioLM, items: list[Item], settings: EvalSettings) -> None:
+    """Generate an answer per item, and once more with the larger budget for those left unparsed."""
+    for it, text in zip(items, model.generate_items([it.prompt for it in items], max_new_tokens=settings.max_new_tokens),
+                        strict=True):
+        it.responses.append(text)
+    retry = [it for it in items if it.live and it.unparsed]
     if retry and settings.retry_max_new_tokens:
-        again = model.generate_items([prompts[j] for j in retry], max_new_tokens=settings.retry_max_new_tokens)
-        for j, text in zip(retry, again, strict=True):
-            out[live[j]]["retried"] = True
-            _record_answer(out[live[j]], text, vocabs[j])
-    return out
-
-
-PROMPT_KEY = "_front_end_prompt"  # (prompt, vocabulary) a row process built for its row (RowFrontEnd)
+        again = model.generate_items([it.prompt for it in retry], max_new_tokens=settings.retry_max_new_tokens)
+        for it, text in zip(retry, again, strict=True):
+            it.responses.append(text)
 
 
 class RowFrontEnd:
-    """The per-row front end row processes (RowPool) run (picklable): the prompt, then the model's per-clip CPU work
-    (clip_front_end: resampling, per-clip features). A row it fails on is left as it was, so the main
-    process builds it again and records the error as the serial path does."""
+    """The per-row front end row processes (RowPool) run (picklable): the prompt, then the model's per-clip CPU
+    work (clip_front_end: resampling, per-clip features), as a prepared Item. A row it fails on comes back
+    unprepared, so the main process builds it again and records the error as the serial path does."""
 
     def __init__(self, variant: Variant, clip_front_end: Any) -> None:
         # by name: variants hold lambdas, which do not pickle; every variant but few-shot resolves from its name
         self.variant, self.clip_front_end = variant.name, clip_front_end
 
-    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, row: dict[str, Any]) -> Item:
         try:
             prompt, vocab = build_prompt(row, get_variant(self.variant))
             if self.clip_front_end is not None:
                 prompt = self.clip_front_end(prompt)
         except Exception:  # noqa: BLE001 - rebuilt (and turned into an error row) in the main process
-            return row
-        return {**row, PROMPT_KEY: (prompt, vocab)}
+            return Item(row)
+        return Item(row, prompt, vocab)
 
 
 def row_front_end(model: AudioLM, variant: Variant) -> RowFrontEnd | None:
@@ -260,47 +261,7 @@ def row_front_end(model: AudioLM, variant: Variant) -> RowFrontEnd | None:
     another process (few-shot variants carry their train pool)."""
     if variant.base == "few-shot":
         return None
-    factory = getattr(model, "clip_front_end", None)
-    return RowFrontEnd(variant, factory() if callable(factory) else None)
-
-
-def _prompted_rows(rows: list[dict[str, Any]], variant: Variant, settings: EvalSettings
-                   ) -> tuple[list[SampleRow], list[Prompt], list[int], list[Vocabulary]]:
-    """(a samples row per benchmark row, the prompts that could be built, their row indices, their
-    vocabularies); a row whose prompt cannot be built (bad audio, say) is an error row already."""
-    out: list[SampleRow] = []
-    prompts: list[Prompt] = []
-    live: list[int] = []
-    vocabs: list[Vocabulary] = []
-    for row in rows:
-        try:
-            prompt, vocab = row[PROMPT_KEY] if PROMPT_KEY in row else build_prompt(row, variant)
-        except Exception as err:
-            vocab = row_vocabulary(row, variant)
-            out.append({**_base_row(row, None, vocab, variant, settings), "error": _error_text(err)})
-            continue
-        out.append(_base_row(row, prompt, vocab, variant, settings))
-        prompts.append(prompt)
-        live.append(len(out) - 1)
-        vocabs.append(vocab)
-    return out, prompts, live, vocabs
-
-
-def _record_error(row: SampleRow, value: Any) -> bool:
-    """Mark the row failed when the model's item is a ModelError; True when it was."""
-    if isinstance(value, ModelError):
-        row["error"] = _error_text(value)
-        return True
-    return False
-
-
-def _record_answer(row: SampleRow, text: str | ModelError, vocab: Vocabulary) -> bool:
-    """Store a generated answer (or its error) in the row; True when it needs no retry (parsed, or failed)."""
-    if _record_error(row, text):
-        return True
-    pred = vocab.parser.parse(text)
-    row.update(raw=text, pred=pred, parsed=pred is not None)
-    return pred is not None
+    return RowFrontEnd(variant, model.clip_front_end())
 
 
 def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -358,7 +319,7 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
                 produced = pool.rows(source, pool.tasks(config, mine), row_front_end(model, variant), then)
             else:
                 produced = source.rows(config, mine)
-            rows = (r for r in produced if r["benchmark_clip_id"] in todo)
+            rows = (r for r in produced if (r.row if isinstance(r, Item) else r)["benchmark_clip_id"] in todo)
             secrets = run_secrets(settings.model_args)  # also keys read from the environment
             # The next batches' front end runs in a thread while the model answers this one (same order).
             ahead = run_ahead(_batches(rows, batch_size), lambda b: prepare_batch(model, b, variant, settings),
@@ -575,7 +536,7 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
         "source": run_source(source, list(tasks)),
         "batch_size": settings.batch_size,
         # lm-eval's record of what "auto" found: the size the model's OOM back-off ended at
-        "batch_sizes": [int(getattr(model, "batch_size", batch_size)) if settings.batch_size == "auto" else batch_size],
+        "batch_sizes": [int(model.batch_size) if settings.batch_size == "auto" else batch_size],
         "num_processes": dist.world_size,
         "max_new_tokens": settings.max_new_tokens,
         "retry_max_new_tokens": settings.retry_max_new_tokens,
@@ -634,11 +595,9 @@ def run_source(source: RowSource, configs: Sequence[str]) -> str:
 
 
 def model_info(model: AudioLM, settings: EvalSettings) -> dict[str, Any]:
-    """results.json "model_info": the model's provenance (id, revision, weights sha, dtype, device) when the
-    wrapper reports it through a `provenance()` method, else its name."""
-    provenance = getattr(model, "provenance", None)
-    info = dict(provenance()) if callable(provenance) else {}
-    return {"name": settings.model, **info}
+    """results.json "model_info": the run's model name and the wrapper's provenance (id, revision, weights sha,
+    dtype, device)."""
+    return {"name": settings.model, **dict(model.provenance())}
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:

@@ -39,7 +39,7 @@ class Board:
     fields: tuple[tuple[str, str], ...]  # (group metric, column heading), shown in %
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one registered object per kind
 class Kind:
     """One kind of task. Override (by passing) what differs; the defaults are the VocalGrad direction task's.
 

@@ -220,6 +220,10 @@ class BaseAudioLM:
         that get the same answers, possibly with work done or cached; the default does nothing."""
         return prompts
 
+    def clip_front_end(self) -> Any:
+        """A picklable per-prompt callable row processes may run ahead of the model; the default has none."""
+        return None
+
     def _map(self, prompts: list[Prompt], fn: Callable[[list[Prompt]], list[T]]) -> list[T | ModelError]:
         """Run fn over length-sorted batches, halving the batch on OOM and isolating failing items."""
         n = len(prompts)

@@ -160,6 +160,16 @@ class AudioLM(Protocol):
         """What identifies the weights for results.json: model id, revision / commit, dtype, device, ..."""
         ...
 
+    def prepare_prompts(self, prompts: list[Prompt]) -> list[Prompt]:
+        """CPU work that can run ahead of the model (the runner's front-end thread); the prompts it returns get
+        the same answers. Wrappers without such work return `prompts`."""
+        ...
+
+    def clip_front_end(self) -> Any:
+        """A picklable per-prompt callable (Prompt -> Prompt) that row processes may run ahead of the model
+        (resampling, per-clip features), or None where the wrapper has none."""
+        ...
+
 
 @runtime_checkable
 class TrainableAudioLM(AudioLM, Protocol):
