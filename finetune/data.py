@@ -17,6 +17,7 @@ import numpy as np
 from harness.data import BenchRow, config_name, normalize_row, unit_key
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.generate import config_ids, render_config_rows, resolve_source
+from vocalgrad_dataset.grid import Recipe
 from vocalgrad_dataset.sources import get_source
 from vocalgrad_dataset.tasks import config_spec
 
@@ -24,9 +25,11 @@ if TYPE_CHECKING:
     from finetune.settings import TrainSettings
 
 
-def label_of(clip_id: str) -> str:
-    """The label a clip id encodes ("increase" for up, "decrease" for down)."""
-    return grid.parse_clip_id(clip_id)[2].label
+def label_of(clip_id: str, recipe: Recipe | None = None) -> str:
+    """The label a clip id has under a config's recipe (default: the main question's: "increase" for up,
+    "decrease" for down; an unmodified source clip's id has its recipe's unchanged label)."""
+    cond = grid.parse_any_clip_id(clip_id)[2]
+    return recipe.label(cond) if recipe is not None else grid.parse_clip_id(clip_id)[2].label
 
 
 @dataclass(frozen=True)
@@ -37,14 +40,15 @@ class Split:
     val: tuple[str, ...]
 
 
-def split_ids(ids: Sequence[str], *, val_fraction: float, seed: int) -> Split:
-    """Hold out round(val_fraction * n) clips of each label (SPEC §6: 10 %, stratified by label), drawn with seed."""
+def split_ids(ids: Sequence[str], *, val_fraction: float, seed: int, recipe: Recipe | None = None) -> Split:
+    """Hold out round(val_fraction * n) clips of each label (SPEC §6: 10 %, stratified by label), drawn with seed;
+    the labels are the config's recipe's (default: the main question's)."""
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
     rng = np.random.default_rng(seed)
     held: set[str] = set()
-    for label in grid.LABELS:  # fixed label order: the draw does not depend on dict or set order
-        members = [i for i in ids if label_of(i) == label]
+    for label in recipe.labels if recipe else grid.LABELS:  # fixed order: the draw does not depend on set order
+        members = [i for i in ids if label_of(i, recipe) == label]
         k = round(val_fraction * len(members))
         held.update(members[j] for j in rng.choice(len(members), size=k, replace=False))
     return Split(tuple(i for i in ids if i not in held), tuple(i for i in ids if i in held))
@@ -101,7 +105,7 @@ class RowRenderer:
 
     def row(self, clip_id: str) -> BenchRow:
         """The benchmark row of one clip id, rendered now (the source clip's PCM is cached, LRU)."""
-        item, clip, _ = grid.parse_clip_id(clip_id)
+        item, clip, _ = grid.parse_any_clip_id(clip_id)
         source_clip = self._index().get(unit_key(item, clip))
         if source_clip is None:
             raise ValueError(f"{clip_id}: no such source clip in the {self.split} split of {self.source_name!r}")
@@ -204,7 +208,8 @@ def training_data(settings: TrainSettings) -> TrainingData:
     """The run's clips from the generator's clip ids alone (no audio decoded yet). A multiple-choice item
     config's are built items instead: finetune.items.run_training_data chooses."""
     renderer = RowRenderer(settings.category, "train", settings.source, settings.data_dir)
-    split = split_ids(renderer.ids(), val_fraction=settings.val_fraction, seed=settings.seed)
+    split = split_ids(renderer.ids(), val_fraction=settings.val_fraction, seed=settings.seed,
+                      recipe=renderer.spec.recipe)
     train_ids = split.train
     if settings.train_limit is not None:
         train_ids = balanced_subset(split.train, settings.train_limit, seed=settings.seed)

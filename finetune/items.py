@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.data import Split, TrainingData, training_data
 from harness.data import BenchRow, read_audio
+from harness.kinds import task_kind
 from harness.mcq import normalize_mcq_row
 from vocalgrad_dataset.tasks import is_vocalgrad, task_config
 
@@ -62,7 +63,8 @@ class ItemRenderer:
         if stored is None:
             raise ValueError(f"{item_id}: not a built item of {self.config!r} {self.split}")
         audio = read_audio(io.BytesIO(stored["audio"]["bytes"]))
-        return normalize_mcq_row({**stored, "audio": audio}, self.config, self.config)  # type: ignore[return-value]
+        return normalize_mcq_row({**stored, "audio": audio}, self.config, self.config,  # type: ignore[return-value]
+                                 kind=task_kind(self.config).name)
 
 
 def held_out(item_id: str, *, val_fraction: float, seed: int) -> bool:

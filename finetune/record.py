@@ -45,7 +45,7 @@ def data_info(settings: TrainSettings, data: TrainingData) -> dict[str, Any]:
         return {**shared, "source": SOURCE_NAME, "builder_version": BUILDER_VERSION,
                 "held_out_by": "sha256(seed, id) < val_fraction, per item"}
     return {**shared, "source": settings.source, "generator_version": GENERATOR_VERSION,
-            "n_train_increase": sum(label_of(i) == "increase" for i in train_ids), "stratified_by": "label"}
+            "n_train_increase": sum(label_of(i, data.renderer.spec.recipe) == "increase" for i in train_ids), "stratified_by": "label"}
 
 
 def augment_info(settings: TrainSettings) -> dict[str, Any]:

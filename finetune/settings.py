@@ -194,7 +194,7 @@ class TrainSettings(ModelSettings, SourceSettings):
         default = list(CONFIGS)  # the nine; a lexical-conflict config adds itself (its CF/ALA), an item config alone
         if not is_vocalgrad(self.category):
             default = [self.category]
-        elif task_kind(self.category).name == "conflict":
+        elif task_kind(self.category).claims:  # words that claim a direction: its CF / ALA too
             default = [*CONFIGS, self.category]
         self.eval_configs = [config_name(c) for c in (self.eval_configs or default)]
         items = [c for c in self.eval_configs if not is_vocalgrad(c)]

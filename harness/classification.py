@@ -9,7 +9,7 @@ support-weighted F1, each with a seeded percentile bootstrap 95 % interval over 
 An unparsed or failed answer is a wrong prediction (a miss of its true class, no class's false positive);
 a class never predicted has precision 0 (scikit-learn's zero_division=0).
 
-Sources: `--task-kind classify --dataset PATH_OR_REPO --columns audio=COL,label=COL[,id=COL,task=COL]` (any
+Sources: `--kind classify --dataset PATH_OR_REPO --columns audio=COL,label=COL[,id=COL,task=COL]` (any
 Parquet / JSON Lines / CSV file, folder or Hub id, through harness.mcq_source's machinery), or a folder in the
 official MELD layout without --columns (harness.meld).
 """
@@ -50,14 +50,14 @@ class MappedClassifySource(MappedMCQSource):
     """Classification items of a dataset whose audio and label columns are named by `--columns`; the
     MCQ source's reading (files, folders, Hub, audio decoding, id checks) with the task's labels as options."""
 
-    def __init__(self, dataset: str, split: str, columns: str | Mapping[str, str] | None) -> None:
+    def __init__(self, dataset: str, split: str, columns: str | Mapping[str, str] | None, *, kind: Any) -> None:
         from pathlib import Path
 
         from harness.meld import is_meld_layout, meld_items
 
         if columns is None:
             if not is_meld_layout(Path(dataset)):
-                raise ValueError(f"{dataset}: --task-kind classify needs --columns audio=COL,label=COL "
+                raise ValueError(f"{dataset}: --kind {kind.name} needs --columns audio=COL,label=COL "
                                  "(or a folder in the MELD layout: *_sent_emo.csv and the extracted audio)")
             self._preloaded: list[tuple[str, int, dict[str, Any]]] | None = meld_items(Path(dataset), split)
             columns = {"audio": "audio", "label": "Emotion", "id": "id", "task": "task"}
@@ -65,8 +65,7 @@ class MappedClassifySource(MappedMCQSource):
             self._preloaded = None
         mapping = parse_columns(columns) if isinstance(columns, str) else dict(columns)
         self._labels: list[str] = []
-        super().__init__(dataset, split, mapping)
-        self.description = f"classify:{self.root}"
+        super().__init__(dataset, split, mapping, kind=kind)
 
     def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
         """(where, index, row) of every row: the MELD layout's preloaded items, local files or a Hub copy."""
@@ -120,12 +119,6 @@ class MappedClassifySource(MappedMCQSource):
                 "duration_sec": float(duration) if duration not in (None, "") else float("nan"),
                 "_where": f"{place} ({ident})"}
 
-    @property
-    def kind(self) -> Any:
-        """Every task of a mapped classification dataset is a classification."""
-        from harness.kinds.choice import CLASSIFY  # the kinds import this module
-
-        return CLASSIFY
 
     def _audio(self, item: Mapping[str, Any]) -> Any:
         """A video file's audio through FFmpeg (harness.meld.video_audio); anything else as the MCQ source reads it."""

@@ -249,7 +249,7 @@ class ItemSource:
             audio = decode_audio(io.BytesIO(row["audio"]["bytes"]), f"{where}: clip {item.id}")
             # a build stores duration_sec as float32: the same value here, so the rows are a build's rows
             row = {**row, "audio": audio, "duration_sec": float(np.float32(row["duration_sec"]))}
-            yield normalize_mcq_row(row, config, where)  # type: ignore[misc]
+            yield normalize_mcq_row(row, config, where, kind=task_config(config).kind)  # type: ignore[misc]
 
 
 class ConfigSource:
@@ -319,8 +319,8 @@ class ParquetSource:
                              f"{', '.join(PARQUET_COLUMNS)}); is this a `vocalgrad-dataset build` output?")
         return names
 
-    def _is_mcq(self, config: str) -> bool:
-        """True when the config's shards hold multiple-choice items (an `options` column)."""
+    def _holds_items(self, config: str) -> bool:
+        """True when the config's shards hold items that carry their own options (an `options` column)."""
         return "options" in self._columns(self._files(config)[0])
 
     def units(self, config: str) -> list[SourceUnit]:
@@ -355,7 +355,7 @@ class ParquetSource:
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
                              "`vocalgrad-dataset build` into the same --out")
         self._check_manifest(config, ids)
-        if self._is_mcq(config):  # an item is its own unit: MCQ ids carry no source clip
+        if self._holds_items(config):  # an item is its own unit: MCQ ids carry no source clip
             return [SourceUnit(i, 0.0 if np.isnan(d) else d, (i,)) for i, d in zip(ids, durations, strict=True)]
         return _group_units(ids, durations)
 
@@ -377,7 +377,7 @@ class ParquetSource:
         import pyarrow.parquet as pq
 
         wanted = {cid for u in units for cid in u.clip_ids}
-        mcq = self._is_mcq(config)
+        mcq = self._holds_items(config)
         for file in self._files(config):
             self._columns(file)
             for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
@@ -393,7 +393,8 @@ class ParquetSource:
                         data = self.path / config / data
                     decoded = decode_audio(data, f"{file}: clip {cid}")
                     if mcq:
-                        yield normalize_mcq_row({**row, "audio": decoded}, config, str(file))  # type: ignore[misc]
+                        yield normalize_mcq_row({**row, "audio": decoded}, config, str(file),  # type: ignore[misc]
+                                                kind=task_config(config).kind)
                     else:
                         yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
 

@@ -57,10 +57,9 @@ def option_answer(value: Any, options: Sequence[str], where: str, field: str) ->
     raise ValueError(f"{where}: {field} {value!r} is not one of its options {options}")
 
 
-def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str) -> dict[str, Any]:
-    """A checked multiple-choice row: options listed, answer and adversarial as option texts (they differ)."""
-    from harness.kinds.choice import MCQ  # the kind these rows carry (kinds import this module)
-
+def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str, *, kind: str) -> dict[str, Any]:
+    """A checked multiple-choice row of kind `kind` (the name it carries): options listed, answer and
+    adversarial as option texts (they differ)."""
     cid = str(row.get("benchmark_clip_id") or "")
     where = f"{where}: item {cid}" if cid else where
     question = row.get("question")
@@ -77,7 +76,7 @@ def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str) -> dict[s
         adversarial = None
     duration = row.get("duration_sec")
     return {
-        "audio": row["audio"], "benchmark_clip_id": cid, "category": config, "kind": MCQ.name,
+        "audio": row["audio"], "benchmark_clip_id": cid, "category": config, "kind": kind,
         "question": question.strip(), "options": options, "answer": answer, "adversarial": adversarial,
         "task": str(row.get("task") or config), "label": answer,
         "source_clip_id": str(row.get("source_clip_id") or cid),

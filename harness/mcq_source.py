@@ -1,6 +1,6 @@
 """Any multiple-choice audio benchmark as MCQ rows, through a column mapping (`--mcq-columns`).
 
-`--dataset PATH_OR_REPO --mcq-columns audio=...,question=...,options=...,answer=...,adversarial=...,task=...`
+`--dataset PATH_OR_REPO --kind mcq --columns audio=...,question=...,options=...,answer=...,adversarial=...,task=...`
 names, for each MCQ field, the column that holds it (`id=` optionally names the item id column; default:
 `benchmark_clip_id` or `id` when present, else the task and row number). PATH is a folder of Parquet files
 (those of the split when files or folders are named after it), one Parquet / JSON Lines / CSV file, or a Hub
@@ -27,7 +27,7 @@ OPTIONAL = ("adversarial", "task", "id")
 
 def parse_mcq_columns(text: str) -> dict[str, str]:
     """{field: column} from "audio=wav,question=q,..."; every required field once, no unknown field."""
-    return parse_column_map(text, "--mcq-columns", REQUIRED, OPTIONAL)
+    return parse_column_map(text, "--columns", REQUIRED, OPTIONAL)
 
 
 def parse_column_map(text: str, flag: str, required: Sequence[str], optional: Sequence[str]) -> dict[str, str]:
@@ -100,11 +100,12 @@ local_files, read_table = _local_files, _read_table  # public names for other ro
 class MappedMCQSource:
     """MCQ rows of a benchmark whose columns are named by a mapping (module docstring)."""
 
-    def __init__(self, dataset: str | Path, split: str, columns: str | Mapping[str, str]) -> None:
+    def __init__(self, dataset: str | Path, split: str, columns: str | Mapping[str, str], *, kind: Any) -> None:
+        self.kind = kind  # the harness.kinds.Kind its rows are (it carries this source's factory)
         self.split = split
         self.mapping = parse_mcq_columns(columns) if isinstance(columns, str) else dict(columns)
         self.root = Path(dataset)
-        self.description = f"mcq:{self.root}"
+        self.description = f"{kind.name}:{self.root}"
         self._items = self._load(str(dataset))
         self._by_task: dict[str, list[dict[str, Any]]] = {}
         for item in self._items:
@@ -137,7 +138,7 @@ class MappedMCQSource:
         place = f"{where}: row {index}"
         for field, column in self.mapping.items():
             if column not in row:
-                raise ValueError(f"{where}: --mcq-columns {field}={column}: no column {column!r} "
+                raise ValueError(f"{where}: --columns {field}={column}: no column {column!r} "
                                  f"(columns: {', '.join(map(str, row))})")
         get = {f: row[c] for f, c in self.mapping.items()}
         task = str(get.get("task") or self.kind.name)  # a benchmark without a task column: one config
@@ -146,7 +147,7 @@ class MappedMCQSource:
         fields = {"benchmark_clip_id": ident, "audio": None, "task": task, "duration_sec": row.get("duration_sec"),
                   "source_clip_id": row.get("source_clip_id"),
                   **{f: get.get(f) for f in ("question", "options", "answer", "adversarial")}}
-        checked = normalize_mcq_row(fields, task, place)
+        checked = normalize_mcq_row(fields, task, place, kind=self.kind.name)
         return {**checked, "audio": get["audio"], "_where": f"{place} ({ident})"}
 
     def config_names(self, names: Sequence[str] | None) -> list[str]:
@@ -160,12 +161,6 @@ class MappedMCQSource:
                 raise ValueError(f"{self.root}: no task {name!r}{hint} (tasks: {', '.join(self._by_task)})")
         return list(names)
 
-    @property
-    def kind(self) -> Any:
-        """Every task of a mapped benchmark is multiple choice."""
-        from harness.kinds.choice import MCQ  # the kinds import this module
-
-        return MCQ
 
     def units(self, config: str) -> list[SourceUnit]:
         return [SourceUnit(i["benchmark_clip_id"], 0.0 if i["duration_sec"] != i["duration_sec"] else i["duration_sec"],

@@ -146,8 +146,6 @@ def register_parser(parser: AnswerParser) -> AnswerParser:
 
 def get_parser(name_or_id: str) -> AnswerParser:
     """A parser by name ("main", "synonym", a kind's) or stored id ("main-unique-direction-v1")."""
-    import harness.kinds  # noqa: F401 - the kinds register their parsers
-
     m = _ID_RE.match(name_or_id)
     name = m["name"] if m else name_or_id
     if name in PARSERS:

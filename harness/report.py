@@ -121,6 +121,11 @@ def _ci(s: Mapping[str, Any], name: str) -> str:
     return f"{pct(s.get(name))} [{pct(s.get(f'{name}_ci_low'))}, {pct(s.get(f'{name}_ci_high'))}]"
 
 
+def kind_metrics(results: Mapping[str, Any], kind: Any) -> dict[str, Any]:
+    """The metrics of a run's configs of one kind."""
+    return {c: s for c, s in task_metrics(results).items() if result_kind(results, c) is kind}
+
+
 def grid_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
     """The metrics of a run's grid configs (kinds whose rows are the 24-condition grid)."""
     return {c: s for c, s in task_metrics(results).items() if result_kind(results, c).grid}
@@ -129,11 +134,13 @@ def grid_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
 def kind_sections(results: Mapping[str, Any], *, grid: bool) -> list[str]:
     """The sections the run's kinds write over their configs (grid kinds' or the others'); kinds that share a
     section function (yes/no and ternary) write it once over all their configs."""
-    by_section: dict[Any, list[str]] = {}
-    for kind, configs in configs_by_kind(results, list(task_metrics(results))).items():
+    summaries = task_metrics(results)
+    by_section: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for kind, configs in configs_by_kind(results, list(summaries)).items():
         if kind.section is not None and kind.grid == grid:
-            by_section.setdefault(kind.section, []).extend(configs)
-    return [line for section, configs in by_section.items() for line in section(results, configs)]
+            mine, _ = by_section.setdefault(kind.section, ({}, group_metrics(results, kind.group)))
+            mine.update({c: summaries[c] for c in configs})
+    return [line for section, (res, group) in by_section.items() for line in section(res, group)]
 
 
 def format_report(results: Mapping[str, Any]) -> str:
@@ -291,8 +298,10 @@ def format_comparison(runs: Sequence[Run]) -> str:
         rows = [[r.label, *(pct(task_metrics(r.results).get(c, {}).get(result_kind(r.results, c).config_metric))
                             if c in task_metrics(r.results) else "—" for c in others)] for r in runs]
         parts += ["## Other configs (accuracy %; macro-F1 % for yes/no and ternary)", markdown_table(["model", *others], rows)]
-    labelled = [(r.label, r.results) for r in runs]
-    parts += [line for kind in all_kinds() if kind.compare is not None for line in kind.compare(labelled)]
+    for kind in all_kinds():
+        if kind.compare is not None:
+            parts += kind.compare([(r.label, kind_metrics(r.results, kind), group_metrics(r.results, kind.group))
+                                   for r in runs])
     bias = [[r.label, *(pct(g[c]["increase_ratio"]) if c in (g := grid_metrics(r.results)) else "—"
                         for c in CONFIGS)] for r in runs]
     parts += ['## "increase" share of parsed answers (%; 50 = unbiased)', markdown_table(["model", *CONFIGS], bias)]

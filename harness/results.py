@@ -324,7 +324,7 @@ def task_metrics(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def group_metrics(results: Mapping[str, Any], name: str = "vocalgrad") -> dict[str, Any]:
     """A group's summary in a results.json (schema 4's "group_metrics"; schema 3's "groups"): the headline
-    VocalGrad mean by default, or a kind's own group ("mcq", "conflict"; {} when the run has none)."""
+    VocalGrad mean by default, or a kind's own group (multiple choice, lexical conflict; {} when the run has none)."""
     groups = results.get("group_metrics") or results["groups"]
     return dict(groups["vocalgrad"] if name == "vocalgrad" else groups.get(name) or {})
 

@@ -397,8 +397,8 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
         "data_dir": _where(settings.data_dir) if generated else None,
         "generator_version": GENERATOR_VERSION if generated else None,
         "seed": settings.seed,  # the random baseline's and sampling models' answers
-        "mcq_columns": settings.mcq_columns,  # which columns are the question, options and answers
-        "columns": getattr(settings, "columns", None),  # a classification dataset's audio and label columns
+        "kind": settings.kind,  # a mapped dataset: the kind it is read as, and which columns hold its fields
+        "columns": settings.columns,
     }
 
 

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -67,28 +68,14 @@ class RowSettings(SourceSettings):
     source: str | None = None  # None: the configs' own (claims for -conflict configs, beep for beep-*), else vctk
     split: str = "test"
     dataset: str | None = None  # a Parquet build or published-release directory instead of generating
-    mcq_columns: str | None = None  # "audio=COL,question=COL,...": --dataset is a multiple-choice benchmark
-    task_kind: str | None = None  # "classify": --dataset is a classification dataset (--columns, or MELD's layout)
-    columns: str | None = None  # "audio=COL,label=COL[,id=COL,task=COL]" of a classification --dataset
+    kind: str | None = None  # a task kind: --dataset is a foreign dataset mapped onto its row fields
+    columns: str | None = None  # "field=COL,..." of that --dataset (a kind's fields; MELD's layout needs none)
 
     def open_rows(self, configs: Sequence[str] = ()) -> Any:
         """The harness.data.RowSource these settings name; with no --source, the one `configs` default to
         (recorded in `source`)."""
-        if self.task_kind is not None or self.columns is not None:  # a classification dataset (harness.classification)
-            if self.task_kind not in (None, "classify"):
-                raise ValueError(f"--task-kind {self.task_kind!r}: only 'classify' reads a mapped --dataset "
-                                 "(multiple choice: --mcq-columns)")
-            if self.dataset is None:
-                raise ValueError("--task-kind classify reads --dataset PATH_OR_REPO: give --dataset too")
-            from harness.classification import MappedClassifySource
-
-            return MappedClassifySource(self.dataset, self.split, self.columns)
-        if self.mcq_columns is not None:
-            if self.dataset is None:
-                raise ValueError("--mcq-columns maps the columns of --dataset PATH_OR_REPO: give --dataset too")
-            from harness.mcq_source import MappedMCQSource
-
-            return MappedMCQSource(self.dataset, self.split, self.mcq_columns)
+        if self.kind is not None or self.columns is not None:
+            return self._mapped_rows()
         from harness.data import open_source
         from vocalgrad_dataset.generate import default_source
 
@@ -99,14 +86,52 @@ class RowSettings(SourceSettings):
         return open_source(self.split, self.source or "vctk", self.data_dir, self.dataset)
 
 
+    def _mapped_rows(self) -> Any:
+        """A foreign --dataset read as the rows of --kind, its columns mapped by --columns."""
+        from harness.kinds import get_kind
+
+        if self.kind is None:
+            raise ValueError("--columns maps a --dataset onto a task kind's fields: give --kind too")
+        kind = get_kind(self.kind)
+        if kind.mapped_source is None:
+            raise ValueError(f"--kind {kind.name}: this kind reads no mapped dataset (kinds that do: "
+                             f"{', '.join(k.name for k in _mapped_kinds())})")
+        if self.dataset is None:
+            raise ValueError(f"--kind {kind.name} maps the columns of --dataset PATH_OR_REPO: give --dataset too")
+        return kind.mapped_source(self.dataset, self.split, self.columns)
+
+
+def _mapped_kinds() -> list[Any]:
+    from harness.kinds import all_kinds
+
+    return [k for k in all_kinds() if k.mapped_source is not None]
+
+
+def deprecated_mapping(values: dict[str, Any], ns: argparse.Namespace) -> None:
+    """Fold the one-release aliases `--mcq-columns C` (= --kind mcq --columns C) and `--task-kind K` (= --kind K)
+    into `values`, with one deprecation line each; refuse them beside a --kind or --columns that says otherwise."""
+    from harness.kinds.choice import MCQ
+
+    for flag, kind, columns in (("--mcq-columns", MCQ.name, getattr(ns, "mcq_columns", None)),
+                                ("--task-kind", getattr(ns, "task_kind", None), None)):
+        if kind is None or (flag == "--mcq-columns" and columns is None):
+            continue
+        print(f"warning: {flag} is deprecated; use --kind {kind}" + (" --columns ..." if columns else ""),
+              file=sys.stderr)
+        for name, value in (("kind", kind), ("columns", columns)):
+            if value is None:
+                continue
+            if values.get(name) not in (None, value):
+                raise ValueError(f"{flag} contradicts --{name} {values[name]}: give one of them")
+            values[name] = value
+
+
 def settings_record(settings: Any) -> dict[str, Any]:
     """A settings dataclass as a JSON-able dict for records, with secret model arguments redacted."""
     from harness.redact import redact
 
     out = dataclasses.asdict(settings)
-    if out.get("mcq_columns", "") is None:  # only a multiple-choice run has a column mapping to record
-        del out["mcq_columns"]
-    for name in ("task_kind", "columns"):  # only a classification run has these to record
+    for name in ("kind", "columns"):  # only a run of a mapped dataset has these to record
         if out.get(name, "") is None:
             del out[name]
     if isinstance(out.get("model_args"), dict):
@@ -125,6 +150,8 @@ def settings_from_args(cls: type[S], ns: argparse.Namespace, **overrides: Any) -
     """A `cls` settings object from parsed arguments: every dataclass field found in the namespace."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     values = {k: v for k, v in vars(ns).items() if k in names}
+    if "kind" in names:
+        deprecated_mapping(values, ns)
     if isinstance(values.get("model_args"), list):  # --model-arg pairs, in order (a later one wins)
         values["model_args"] = dict(values["model_args"])
     return cls(**{**values, **overrides})
@@ -228,6 +255,15 @@ def add_source_arguments(p: argparse.ArgumentParser, *, what: str = "rows", defa
     return g
 
 
+def kind_fields_help() -> str:
+    """The kinds that read a mapped dataset and their fields ("mcq (audio, question, ...; optional ...)")."""
+    parts = []
+    for k in _mapped_kinds():
+        required, optional = k.columns or ((), ())
+        parts.append(f"{k.name} ({', '.join(required)}; optional {', '.join(optional)})")
+    return "; ".join(parts)
+
+
 def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = False) -> None:
     """--source, --data-dir, --split, --dataset (fields of RowSettings)."""
     g = add_source_arguments(p, default=None)
@@ -237,12 +273,10 @@ def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = Fals
         g.add_argument("--split", default="test", choices=("train", "test"), help="(default: %(default)s)")
     g.add_argument("--dataset", default=None,
                    help="a Parquet build (vocalgrad-dataset build) or published-release folder instead of "
-                        "generating; with --mcq-columns, any multiple-choice benchmark (folder, file or Hub id)")
-    g.add_argument("--task-kind", default=None, choices=("classify",),
-                   help="the kind of a mapped --dataset: classify (one audio and a label per item; MELD)")
+                        "generating; with --kind and --columns, any dataset of that kind (folder, file or Hub id)")
+    g.add_argument("--kind", default=None, metavar="KIND",
+                   help="the task kind a foreign --dataset is read as: " + kind_fields_help())
     g.add_argument("--columns", default=None, metavar="FIELD=COLUMN,...",
-                   help="columns of a classification --dataset: audio=...,label=... and optionally id=...,task=... "
-                        "(none for a folder in the MELD layout)")
-    g.add_argument("--mcq-columns", default=None, metavar="FIELD=COLUMN,...",
-                   help="columns of a multiple-choice --dataset: audio=...,question=...,options=...,answer=... "
-                        "and optionally adversarial=...,task=...,id=...")
+                   help="which --dataset column holds each of the kind's fields (a MELD-layout folder needs none)")
+    g.add_argument("--mcq-columns", default=None, metavar="FIELD=COLUMN,...", help=argparse.SUPPRESS)
+    g.add_argument("--task-kind", default=None, help=argparse.SUPPRESS)  # both: one release as aliases

@@ -1,4 +1,4 @@
-"""Multiple-choice items in a listening test (VoxParadox-lite `voxparadox-<task>`, kind "mcq").
+"""Multiple-choice items in a listening test (VoxParadox-lite `voxparadox-<task>`: harness.kinds.choice).
 
 A listener hears an item and picks one of its 2-4 lettered options; the answer is stored as the option's
 text, scored against the item's true label (`answer`) and compared with the label its transcript asserts
@@ -64,7 +64,7 @@ def _voice(bases: Sequence[str] | None, fallback: str) -> str:
 
 
 def _from_row(row: Mapping[str, Any], config: str, bases: Sequence[str] | None) -> McqItem:
-    checked = normalize_mcq_row(row, config, config)
+    checked = normalize_mcq_row(row, config, config, kind=task_kind(config).name)
     return McqItem(checked["benchmark_clip_id"], config, checked["question"], tuple(checked["options"]),
                    checked["answer"], checked["adversarial"], _voice(bases, checked["benchmark_clip_id"]))
 
@@ -141,11 +141,11 @@ def letters_view(item: Mapping[str, Any]) -> list[dict[str, str]]:
 
 
 def samples_row(answer: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
-    """The harness samples row of one listener's answer to an MCQ item (kind "mcq": scored as acc, ALA)."""
+    """The harness samples row of one listener's answer to an MCQ item (scored as acc and ALA by its kind)."""
     vocab = mcq_vocabulary(item["options"])
     pred = vocab.parser.parse(answer["answer"])
     return {
-        "benchmark_clip_id": answer["benchmark_clip_id"], "category": answer["config"], "kind": "mcq",
+        "benchmark_clip_id": answer["benchmark_clip_id"], "category": answer["config"], "kind": task_kind(answer["config"]).name,
         "task": answer["config"], "gold": answer["gold"], "pred": pred, "raw": answer["answer"],
         "parsed": pred is not None, "margin": None, "prompt": mcq_text(item["question"], item["options"]),
         "question": item["question"], "options": list(item["options"]), "adversarial": item["adversarial"],
@@ -174,7 +174,7 @@ class BuilderRows:
             for item in builder_items(config, self.split, self.pool[config]):
                 row = item_row(item, config)  # PCM16 WAV, as a build stores it
                 audio = read_audio(io.BytesIO(row["audio"]["bytes"]))
-                rows[item.id] = normalize_mcq_row({**row, "audio": audio}, config, config)
+                rows[item.id] = normalize_mcq_row({**row, "audio": audio}, config, config, kind=task_kind(config).name)
             self._rows[config] = rows  # type: ignore[assignment]
         return self._rows[config]
 

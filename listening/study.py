@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.kinds import task_kind
 from harness.prompts import get_variant
 from listening.items import (
     SOURCE_NAME,
@@ -217,7 +218,7 @@ def _create_mcq_study(db: str | Path, names: Sequence[str], n: int, seed: int, s
     study = {
         "configs": list(names), "n": n, "seed": seed, "split": split, "sampler_version": SAMPLER_VERSION,
         "source": None if dataset else SOURCE_NAME, "data_dir": None,
-        "dataset": str(Path(dataset).resolve()) if dataset else None, "kind": "mcq",
+        "dataset": str(Path(dataset).resolve()) if dataset else None, "kind": task_kind(names[0]).name,
         "pool_sizes": pool_sizes, "item_pool": built, "items": records, "protocol": settings,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }  # fmt: skip

@@ -24,11 +24,13 @@ CLIS = {
 
 
 def _kinds() -> str:
-    from harness.kinds import KINDS
+    from harness.kinds import all_kinds
 
-    lines = ["| kind | results.json group |", "|---|---|"]
-    for name, kind in sorted(KINDS.items()):
-        lines.append(f"| `{name}` | {getattr(kind, 'group', '') or ''} |")
+    lines = ["| kind | what it asks | results.json group | `--kind` fields of a mapped dataset |", "|---|---|---|---|"]
+    for kind in all_kinds():
+        required, optional = kind.columns or ((), ())
+        fields = ", ".join(required) + (f" (optional {', '.join(optional)})" if optional else "") if required else "—"
+        lines.append(f"| `{kind.name}` | {kind.description} | {kind.group} | {fields} |")
     return "\n".join(lines)
 
 

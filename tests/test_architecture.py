@@ -122,3 +122,41 @@ def test_cycle_finder_finds_a_planted_cycle() -> None:
 def test_commands_start_without_the_heavy_stack(code: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# A kind's name may be written only where the kind is defined (harness/kinds/) or declared (the YAML files):
+# everywhere else the code asks the kind (harness.kinds.task_kind / row_kind / result_kind). "direction" is
+# also the grid's row field (a condition's up / down), so only its use as a kind could be told apart: the
+# registry below names it, and its module is the only place that registers it.
+KIND_DEFINITIONS = ROOT / "harness" / "kinds"
+
+
+def _kind_names() -> set[str]:
+    from harness.kinds import KINDS
+
+    return set(KINDS) - {"direction"}
+
+
+def kind_literals(paths: list[Path], names: set[str], root: Path = ROOT) -> list[str]:
+    """`file:line: 'name'` for every string constant equal to a kind's name in `paths`."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_kind_name_is_written_outside_the_kinds_package() -> None:
+    names = _kind_names()
+    assert {"mcq", "classify", "conflict", "yesno", "ternary"} <= names
+    paths = [p for pkg in (*PACKAGES, "scripts", "benchmarks") for p in (ROOT / pkg).rglob("*.py")
+             if KIND_DEFINITIONS not in p.parents]
+    assert kind_literals(paths, names) == []
+
+
+def test_the_kind_literal_check_finds_a_planted_name(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""Says mcq in prose."""\n\ndef is_mcq(row):\n    return row.get("kind") == "mcq"\n',
+                       encoding="utf-8")
+    assert kind_literals([planted], {"mcq"}, tmp_path) == ["planted.py:4: 'mcq'"]

@@ -10,6 +10,7 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
 from harness.classification import classification_metrics, parse_columns
+from harness.kinds.choice import CLASSIFY
 from harness.meld import MELD_EMOTIONS, meld_items, video_audio
 from tests.helpers.meld import COUNTS, build_meld_shaped
 
@@ -71,10 +72,9 @@ def test_random_on_the_meld_shaped_fixture_matches_the_analytic_expectation(tmp_
 
 
 def test_meld_layout_is_read_without_columns(tmp_path: Path) -> None:
-    from harness.classification import MappedClassifySource
 
     folder = build_meld_shaped(tmp_path, {"joy": 2, "neutral": 1})
-    src = MappedClassifySource(str(folder), "test", None)
+    src = CLASSIFY.mapped_source(str(folder), "test", None)
     assert src.config_names(None) == ["meld"]
     rows = list(src.rows("meld", src.units("meld")))
     assert [r["benchmark_clip_id"] for r in rows] == ["dia0_utt0", "dia0_utt1", "dia0_utt2"]

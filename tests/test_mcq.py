@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
+from harness.kinds.choice import MCQ
 from harness.mcq import mcq_text
-from harness.mcq_source import MappedMCQSource, parse_mcq_columns
+from harness.mcq_source import parse_mcq_columns
 from harness.metrics import mcq_macro, mcq_summary
 from harness.parsing import OptionParser, mcq_parser_id
 
@@ -107,7 +108,7 @@ COLUMNS = "audio=wav,question=q,options=opts,answer=gold,adversarial=adv,task=t,
 
 
 def test_mapping_loads_tasks_and_letters(tmp_path: Path) -> None:
-    src = MappedMCQSource(_bench(tmp_path / "b", [_item(i) for i in range(4)] + [_item(9, gold="B", adv="a")]),
+    src = MCQ.mapped_source(_bench(tmp_path / "b", [_item(i) for i in range(4)] + [_item(9, gold="B", adv="a")]),
                           "test", COLUMNS)
     assert src.config_names(None) == ["speed", "pitch"]
     rows = list(src.rows("pitch", src.units("pitch")))
@@ -128,7 +129,7 @@ def test_mapping_loads_tasks_and_letters(tmp_path: Path) -> None:
 def test_mapping_errors_are_one_line(tmp_path: Path, columns: str, rows: Any, message: str) -> None:
     path = _bench(tmp_path / "b", rows or [_item(0)])
     with pytest.raises(ValueError, match=message) as err:
-        MappedMCQSource(path, "test", columns)
+        MCQ.mapped_source(path, "test", columns)
     assert "\n" not in str(err.value)
 
 

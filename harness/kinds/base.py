@@ -70,9 +70,10 @@ class Kind:
     lm_eval_metrics: Mapping[str, bool | None] = field(default_factory=dict)
     headline: tuple[str, str] | None = None  # (group metric, words) for one-line summaries
     config_metric: str = "accuracy"  # the number a config shows in a comparison table
-    section: Callable[[Mapping[str, Any], Sequence[str]], list[str]] | None = None
-    compare: Callable[[Mapping[str, Any]], list[str] | None] | None = None
-    compare_head: tuple[str, ...] = ()
+    # (its configs' summaries, its group's summary) -> Markdown lines of the run's report
+    section: Callable[[Mapping[str, Mapping[str, Any]], Mapping[str, Any]], list[str]] | None = None
+    # [(run label, its configs' summaries, its group's summary)] -> Markdown lines of a comparison
+    compare: Callable[[Sequence[tuple[str, Mapping[str, Mapping[str, Any]], Mapping[str, Any]]]], list[str]] | None = None
     board: Board | None = None
     answers: Callable[[Mapping[str, Any], Vocabulary | None], Any] | None = None
     probe_word: Callable[[Mapping[str, Any]], str | None] | None = None

@@ -66,15 +66,14 @@ def task_word(row: Mapping[str, Any]) -> str | None:
     return task if task and re.search(rf"\b{re.escape(task)}\b", str(row.get("question", ""))) else None
 
 
-def mcq_section(results: Mapping[str, Any], configs: Sequence[str]) -> list[str]:
-    """GT accuracy, ALA and Δ = ALA − GT per task and macro-averaged, with 95 % intervals."""
-    from harness.results import group_metrics, task_metrics
+Summaries = Mapping[str, Mapping[str, Any]]  # config -> its metrics summary
 
-    res = {c: s for c, s in task_metrics(results).items() if c in configs}
+
+def mcq_section(res: Summaries, group: Mapping[str, Any]) -> list[str]:
+    """GT accuracy, ALA and Δ = ALA − GT per task and macro-averaged, with 95 % intervals."""
     head = ["task", "n", "GT acc [95% CI]", "ALA [95% CI]", "Δ = ALA − GT [95% CI]", "unparsed", "errors"]
     body = [[c, str(s["n"]), _ci(s, "acc"), _ci(s, "ala"), _ci(s, "ala_gap"), str(s["n_unparsed"]), str(s["n_error"])]
             for c, s in res.items()]
-    group = group_metrics(results, MCQ.group)
     if group:
         body.append([f"**macro mean ({group['n_configs']} tasks)**", "", _ci(group, "acc"), _ci(group, "ala"),
                      _ci(group, "ala_gap"), "", ""])
@@ -84,25 +83,18 @@ def mcq_section(results: Mapping[str, Any], configs: Sequence[str]) -> list[str]
             "README).", markdown_table(head, body)]
 
 
-def mcq_compare(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+def mcq_compare(runs: Sequence[tuple[str, Summaries, Mapping[str, Any]]]) -> list[str]:
     """The macro mean over tasks of GT, ALA and Δ, one line per run that has it."""
-    from harness.results import group_metrics
-
-    rows = [[label, _ci(g, "acc"), _ci(g, "ala"), _ci(g, "ala_gap")] for label, res in runs
-            if (g := group_metrics(res, MCQ.group))]
+    rows = [[label, _ci(g, "acc"), _ci(g, "ala"), _ci(g, "ala_gap")] for label, _res, g in runs if g]
     return ["## Multiple choice, macro mean over tasks (%)",
             markdown_table(["model", "GT acc", "ALA", "Δ"], rows)] if rows else []
 
 
-def classify_section(results: Mapping[str, Any], configs: Sequence[str]) -> list[str]:
+def classify_section(res: Summaries, group: Mapping[str, Any]) -> list[str]:
     """Per task: precision, recall, F1 (bootstrap 95 % intervals) and support per class, then macro-F1,
     support-weighted F1 and accuracy."""
-    from harness.results import task_metrics
-
     out: list[str] = []
-    for c, s in task_metrics(results).items():
-        if c not in configs:
-            continue
+    for c, s in res.items():
         head = ["class", "precision", "95% CI", "recall", "95% CI", "F1", "95% CI", "support"]
         body = [[lab, pct(s.get(f"precision_{lab}")), _ci_range(s, f"precision_{lab}"),
                  pct(s.get(f"recall_{lab}")), _ci_range(s, f"recall_{lab}"),
@@ -118,23 +110,26 @@ def classify_section(results: Mapping[str, Any], configs: Sequence[str]) -> list
     return out
 
 
-def classify_compare(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+def classify_compare(runs: Sequence[tuple[str, Summaries, Mapping[str, Any]]]) -> list[str]:
     """Macro-F1 with its interval per classification task, one line per run."""
-    from harness.results import task_metrics
-
-    kinds = [(label, res, {c for c, v in (res.get("configs") or {}).items() if v.get("kind") == CLASSIFY.name})
-             for label, res in runs]
-    tasks = list(dict.fromkeys(c for _, res, mine in kinds for c in task_metrics(res) if c in mine))
+    tasks = list(dict.fromkeys(c for _, res, _g in runs for c in res))
     if not tasks:
         return []
-    rows = [[label, *(_ci(task_metrics(res)[c], "macro_f1") if c in mine and c in task_metrics(res) else "—"
-                      for c in tasks)] for label, res, mine in kinds]
+    rows = [[label, *(_ci(res[c], "macro_f1") if c in res else "—" for c in tasks)] for label, res, _g in runs]
     return ["## Classification tasks: macro-F1 % [95% CI]", markdown_table(["model", *tasks], rows)]
 
 
 def item_buttons(row: Mapping[str, Any]) -> list[str]:
     """The listening app's buttons for an item: its options, lettered as the prompt letters them."""
     return [str(o) for o in row["options"]]
+
+
+def _mcq_source(dataset: str, split: str, columns: Any) -> MappedMCQSource:
+    return MappedMCQSource(dataset, split, columns, kind=MCQ)
+
+
+def _classify_source(dataset: str, split: str, columns: Any) -> MappedClassifySource:
+    return MappedClassifySource(dataset, split, columns, kind=CLASSIFY)
 
 
 CHOICE_VARIANTS = ("default", "audio_first")
@@ -149,7 +144,7 @@ MCQ = register_kind(Kind(
                 "assert; macro means over the run's tasks.",
                 (("acc", "GT acc"), ("ala", "ALA"), ("ala_gap", "Δ = ALA − GT"))),
     answers=letter_answers, probe_word=task_word, buttons=item_buttons,
-    columns=(MCQ_REQUIRED, MCQ_OPTIONAL), mapped_source=MappedMCQSource, claims=True,
+    columns=(MCQ_REQUIRED, MCQ_OPTIONAL), mapped_source=_mcq_source, claims=True,
 ))  # fmt: skip
 CLASSIFY = register_kind(Kind(
     "classify", "classification over any label set, one audio per item, lettered forced choice (MELD, Table 22)",
@@ -158,5 +153,5 @@ CLASSIFY = register_kind(Kind(
     prompt=classify_prompt, parser_id=mcq_parser_id(), metrics=classification_summary, group="classify",
     group_metrics=classification_macro, lm_eval_metrics=CLASSIFY_LM_EVAL, headline=("macro_f1", "macro-F1"),
     config_metric="macro_f1", section=classify_section, compare=classify_compare, answers=letter_answers,
-    buttons=item_buttons, columns=(CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL), mapped_source=MappedClassifySource, confusion=True,
+    buttons=item_buttons, columns=(CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL), mapped_source=_classify_source, confusion=True,
 ))  # fmt: skip

@@ -7,7 +7,7 @@ chance jointly over a run's configs; its configs are macro-averaged in results.j
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from harness.kinds.base import GRID_ROW_FIELDS, GRID_SAMPLE_FIELDS, Board, Kind, register_kind, word_answers
@@ -35,15 +35,12 @@ def _chance_cell(test: Mapping[str, Any] | None) -> str:
             f"(p {test['p']:.2g}, adj. {test['p_adjusted']:.2g})")
 
 
-def conflict_section(results: Mapping[str, Any], configs: Sequence[str]) -> list[str]:
+def conflict_section(res: Mapping[str, Mapping[str, Any]], group: Mapping[str, Any]) -> list[str]:
     """The "Listen or read?" table: each config's congruence accuracies and claim-following with CF tested
     against chance, and the pooled row of results.json's `conflict` group."""
-    from harness.results import group_metrics, task_metrics
-
-    group = group_metrics(results, CONFLICT.group)
     chance = (group or {}).get("claim_following_vs_chance") or {}
     rows = [[c, *(_with_ci(s, m) for m, _ in COLUMNS), _chance_cell(chance.get(c))]
-            for c, s in task_metrics(results).items() if c in configs]
+            for c, s in res.items()]
     if not rows:
         return []
     if group and len(rows) > 1:

@@ -3,7 +3,7 @@ unmodified sources). A fixed question and answer words; scored by macro-F1 over 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from harness.kinds.base import Kind, register_kind, word_answers
@@ -17,13 +17,10 @@ YESNO_PARSER = register_parser(AnswerParser(NAME, ((YES, frozenset({"yes"})), (N
 YESNO_VOCABULARY = Vocabulary((YES, NO), (YES, NO), YESNO_PARSER)
 
 
-def fixed_question_section(results: Mapping[str, Any], configs: Sequence[str]) -> list[str]:
+def fixed_question_section(res: Mapping[str, Mapping[str, Any]], group: Mapping[str, Any]) -> list[str]:
     """The fixed-question configs' table: macro-F1 over the gold classes, balanced and plain accuracy."""
-    from harness.results import task_metrics
-
-    res = task_metrics(results)
     rows = [[c, str(s["n"]), pct(s.get("macro_f1")), pct(s["balanced_accuracy"]), pct(s["accuracy"]),
-             str(s["n_unparsed"])] for c, s in res.items() if c in configs]
+             str(s["n_unparsed"])] for c, s in res.items()]
     return ["## Problem formats (SPEC §4): macro-F1 over the gold classes, unparsed = miss of the true class",
             markdown_table(["config", "n", "macro-F1", "balanced", "acc", "unparsed"], rows)] if rows else []
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import CONFIGS, GeneratorSource
-from harness.kinds import GRID_GROUP, Kind, rows_kind, task_kind
+from harness.kinds import GRID_GROUP, Kind, all_kinds, rows_kind, task_kind
 from harness.leaderboard.schema import schema_errors
 from harness.leaderboard.submit import samples_sha256
 from harness.parsing import PARSER_VERSION, row_parser
@@ -31,7 +31,7 @@ from harness.prompts import get_variant
 from harness.redact import redact
 from harness.results import DEFAULT_MAX_ERROR_RATE, build_results, component_versions, error_summary
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.tasks import task_config
+from vocalgrad_dataset.tasks import config_spec, task_config
 
 # Longest text a model field may hold (a 200,000-character name took the page 52 s to load); notes are prose.
 MAX_TEXT = {"name": 120, "notes": 2000}
@@ -90,14 +90,16 @@ def _builder_ids(config: str, split: str) -> tuple[str, ...]:
     return tuple(f"{i}-rev" if params.get("reversed") else i for i in ids)
 
 
-def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Condition,
+def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Condition | None,
                           run: Mapping[str, Any]) -> list[str]:
-    """What a row's labels and settings contradict: its clip id's condition, or the run's settings."""
+    """What a row's labels and settings contradict: its clip id's condition (None: an unmodified source clip)
+    and the label the config's recipe gives it, or the run's settings."""
+    none = grid.NO_CONDITION
+    where = (cond.tier, cond.curve, cond.direction) if cond is not None else (none, none, none)
     checks = [
         (r.get("category") == config, f"category is not {config!r}"),
-        (r.get("gold") == cond.label, "gold label contradicts the clip id"),
-        ((r.get("tier"), r.get("curve"), r.get("direction")) == (cond.tier, cond.curve, cond.direction),
-         "tier/curve/direction contradict the clip id"),
+        (r.get("gold") == _recipe_label(config, cond), "gold label contradicts the clip id"),
+        ((r.get("tier"), r.get("curve"), r.get("direction")) == where, "tier/curve/direction contradict the clip id"),
         ((r.get("model"), r.get("mode"), r.get("prompt_variant"))
          == (run.get("model"), run.get("mode"), run.get("prompt_variant")),
          "model/mode/prompt differ from the run's"),
@@ -140,13 +142,21 @@ def _run_contradictions(r: Mapping[str, Any], config: str, run: Mapping[str, Any
     return [kind for holds, kind in checks if not holds]
 
 
+def _recipe_label(config: str, cond: grid.Condition | None) -> str | None:
+    """The gold label the config's recipe gives a clip of this condition (None where it has no such row)."""
+    try:
+        return config_spec(config).recipe.label(cond)
+    except ValueError:
+        return None
+
+
 def _row_problem_kinds(r: Mapping[str, Any], config: str, run: Mapping[str, Any], parser_id: str,
                        grid_rows: bool = True) -> list[str]:
     """The kinds of problem one row has, in the order they are checked (the clip id's condition only for kinds
     whose rows carry it)."""
     if grid_rows:
         try:
-            _, _, cond = grid.parse_clip_id(str(r.get("benchmark_clip_id")))
+            _, _, cond = grid.parse_any_clip_id(str(r.get("benchmark_clip_id")))
         except ValueError:
             return ["malformed clip id"]
         kinds = _label_contradictions(r, config, cond, run)
@@ -236,8 +246,9 @@ def _config_set_problem(samples: Mapping[str, Any]) -> str | None:
     """Why the submission's configs cannot be checked further (unknown ones, or none), if so."""
     unknown = sorted(c for c in samples if not _taken(c))
     if unknown:
-        return (f"unknown configs {unknown} (known: {', '.join(CONFIGS)}, and the configs of a kind with its own "
-                "section: <category>-conflict, voxparadox-<task>)")
+        own = ", ".join(k.name for k in all_kinds() if k.group != GRID_GROUP)
+        return (f"unknown configs {unknown} (known: {', '.join(CONFIGS)}, and the declared configs of a kind with "
+                f"its own results group: {own})")
     if not samples:
         return "the submission holds no config"
     return None
@@ -245,7 +256,7 @@ def _config_set_problem(samples: Mapping[str, Any]) -> str | None:
 
 def _taken(config: str) -> bool:
     """True for the nine categories and for declared configs (canonical names) of a kind with its own results
-    group (conflict, mcq), which the site shows in their own sections, never ranked with the nine."""
+    group (lexical conflict, multiple choice, ...), shown in their own sections, never ranked with the nine."""
     if config in CONFIGS:
         return True
     try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-# Tasks of a --task-kind classify dataset (Table 22's MELD), not generated configs: a run of only these is
-# *external*: made with `harness eval --task-kind classify` (per adapter), never by vocalgrad-paper itself.
+# Tasks of a --kind classify dataset (Table 22's MELD), not generated configs: a run of only these is
+# *external*: made with `harness eval --kind classify` (per adapter), never by vocalgrad-paper itself.
 EXTERNAL_CONFIGS: tuple[str, ...] = ("meld",)
 
 

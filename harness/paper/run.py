@@ -79,7 +79,7 @@ def plan(runs: Sequence[SuiteRun], settings: SuiteSettings) -> list[dict[str, An
         if run.external:
             out.append({
                 "run": run.name, "dir": f"runs/{run.dirname}", "prompt": run.prompt, "group": run.group,
-                "source": "harness eval --task-kind classify", "data_dir": None,
+                "source": "harness eval --kind classify", "data_dir": None,
                 "configs": dict.fromkeys(run.configs, 0), "queries": 0, "audios_per_query": run.audios_per_query,
                 "tables": list(run.tables), "status": EXTERNAL_STATUS,
             })  # fmt: skip
@@ -126,7 +126,7 @@ def run_suite(settings: SuiteSettings, runs: Sequence[SuiteRun], suite: Suite | 
     write_plan(out, settings, entries, suite)
     model, dist = load_model(settings), Dist()
     for run, entry in zip(runs, entries, strict=True):
-        if run.external:  # MELD: `harness eval --task-kind classify` per adapter; the tables read its samples
+        if run.external:  # MELD: `harness eval --kind classify` per adapter; the tables read its samples
             continue
         source, data_dir, dataset = settings.run_source(run)
         ev = derive(EvalSettings, settings, configs=list(run.configs), out=str(out / "runs" / run.dirname),
@@ -153,7 +153,7 @@ def skipped_note(table: SuiteTable, inputs: SuiteInputs) -> str | None:
     if not runs or not all(r.external for r in runs) or any(inputs.has_samples(r.name) for r in runs):
         return None
     dirs = ", ".join(f"runs/{r.dirname}" for r in runs)
-    return (f"Skipped: no samples in {dirs}; these runs are made with `harness eval --task-kind classify "
+    return (f"Skipped: no samples in {dirs}; these runs are made with `harness eval --kind classify "
             f"--mode choices --out DIR/runs/<run>` (one per adapter), not by vocalgrad-paper")
 
 
