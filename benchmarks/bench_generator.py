@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.baseline_generator import render_source  # noqa: E402
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES  # noqa: E402
-from vocalgrad_dataset.generate import render_clip_rows  # noqa: E402
+from vocalgrad_dataset.generate import iter_clip_rows  # noqa: E402
 from vocalgrad_dataset.sources import SourceClip, detect_onset_offset, get_source  # noqa: E402
 
 SOURCES = ("arctic_a0007", "sense_and_sensibility_01_austen_64kb-0890")
@@ -110,7 +110,7 @@ def prepare() -> list[Prepared]:
 
 def ours(category: str, p: Prepared) -> list[dict]:
     """Our path: one call renders a source's 24 conditions (rows with float audio arrays)."""
-    return render_clip_rows(CATEGORIES[category], p.clip, p.samples, p.sr)
+    return list(iter_clip_rows(CATEGORIES[category], p.clip, p.samples, p.sr))
 
 
 def baseline(category: str, p: Prepared) -> list[tuple[str, np.ndarray]]:

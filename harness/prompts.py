@@ -16,9 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, config_name, unit_key
-from harness.kinds import Kind, fixed_vocabularies, row_kind, task_kind
-from harness.kinds.ternary import TERNARY_VOCABULARY
-from harness.kinds.yesno import YESNO_VOCABULARY
+from harness.kinds import Kind, row_kind, task_kind
 from harness.models.protocol import AudioClip, Prompt, Segment
 from harness.parsing import (
     MAIN_VOCABULARY,
@@ -36,9 +34,7 @@ SHOTS_PER_LABEL = 2  # 2 "increase" + 2 "decrease" examples per query
 FEW_SHOT_AUDIOS = 2 * SHOTS_PER_LABEL + 1  # clips in one few-shot prompt
 
 
-# Kind -> answers of the kinds that fix their question (yesno, ternary); re-exported for older imports.
-FORMAT_VOCABULARIES: dict[str, Vocabulary] = fixed_vocabularies()
-__all__ = ["MAIN_VOCABULARY", "TERNARY_VOCABULARY", "YESNO_VOCABULARY", "FORMAT_VOCABULARIES", "Vocabulary"]
+__all__ = ["MAIN_VOCABULARY", "Vocabulary"]  # re-exported: the words a variant offers come from here
 
 # SPEC §5 paraphrases: category -> [(question, increase word, decrease word)], numbered from 1.
 PARAPHRASES: dict[str, list[tuple[str, str, str]]] = {

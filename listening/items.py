@@ -134,12 +134,6 @@ def balanced_items(pool: Sequence[McqItem], config: str, n: int, seed: int = 0,
     return chosen
 
 
-def letters_view(item: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The answer buttons of an item: the option's text is what is stored, "A. text" what is shown."""
-    letters = mcq_vocabulary(item["options"]).words
-    return [{"label": o, "text": f"{letter}. {o}"} for letter, o in zip(letters, item["options"], strict=True)]
-
-
 def samples_row(answer: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
     """The harness samples row of one listener's answer to an MCQ item (scored as acc and ALA by its kind)."""
     vocab = mcq_vocabulary(item["options"])

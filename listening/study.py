@@ -20,7 +20,6 @@ from listening.items import (
     builder_pool,
     built_pool,
     is_mcq,
-    letters_view,
     pool_size,
 )
 from listening.sampler import SAMPLER_VERSION, PoolClip, SampleItem, balanced_sample, candidate_pool
@@ -63,8 +62,9 @@ def item_record(study: dict[str, Any], item: dict[str, Any]) -> dict[str, Any] |
 def item_view(study: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
     """What the page shows for an item: the question and the answer buttons (label stored, text shown)."""
     record = item_record(study, item)
-    if record is not None:
-        return {"config": item["config"], "question": record["question"], "options": letters_view(record)}
+    buttons = task_kind(item["config"]).buttons
+    if record is not None and buttons is not None:  # an item's own options, as its kind presents them
+        return {"config": item["config"], "question": record["question"], "options": buttons(record)}
     config = item["config"]
     return {"config": config, "question": question(config),
             "options": [{"label": lab, "text": word.capitalize()} for lab, word in answer_options(config)]}

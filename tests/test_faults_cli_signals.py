@@ -241,7 +241,7 @@ def test_clarity_on_an_8_khz_source_is_announced_like_distortion(tmp_path: Path)
     generate._WARNED_NOOP.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        generate.render_clip_rows(CATEGORIES["clarity"], clip, x, sr, conds)
+        list(generate.iter_clip_rows(CATEGORIES["clarity"], clip, x, sr, conds))
     msgs = [str(w.message) for w in caught if "no-ops at 8000 Hz" in str(w.message)]
     assert len(msgs) == 1 and msgs[0].startswith("clarity: tier(s) low ") and "Nyquist" in msgs[0]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vocalgrad_dataset.categories import CATEGORY_NAMES, get_category
-from vocalgrad_dataset.generate import render_clip_rows
+from vocalgrad_dataset.generate import iter_clip_rows
 from vocalgrad_dataset.grid import CURVES, DIRECTIONS, Condition
 from vocalgrad_dataset.oracle import ORACLES, evaluate_oracle, predict
 from vocalgrad_dataset.sources import get_source
@@ -26,7 +26,7 @@ def high_rows(category: str) -> list[dict[str, Any]]:
     rows = []
     for clip in src.clips("test"):
         pcm = src.read(clip)
-        rows += render_clip_rows(cat, clip, pcm.samples, pcm.sample_rate, conds)
+        rows += list(iter_clip_rows(cat, clip, pcm.samples, pcm.sample_rate, conds))
     return rows
 
 

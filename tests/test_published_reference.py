@@ -20,7 +20,7 @@ import pytest
 import soundfile as sf
 
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
-from vocalgrad_dataset.generate import render_clip_rows
+from vocalgrad_dataset.generate import iter_clip_rows
 from vocalgrad_dataset.sources import SourceClip, detect_onset_offset
 from vocalgrad_dataset.sources.audio_io import read_pcm
 from vocalgrad_dataset.sources.demo import DEMO_DIR
@@ -60,7 +60,7 @@ def source_samples(row: dict[str, str]) -> np.ndarray:
 def render_ours(category: str, row: dict[str, str]) -> dict[str, np.ndarray]:
     """Our 24 clips of a source (clip id -> int16 PCM), through the package's row renderer."""
     clip = SourceClip(row["source_item_id"], row["source_clip_id"], "spk", "", row["file"], float(row["onset_sec"]), float(row["offset_sec"]))
-    rows = render_clip_rows(CATEGORIES[category], clip, source_samples(row), int(row["sample_rate"]))
+    rows = list(iter_clip_rows(CATEGORIES[category], clip, source_samples(row), int(row["sample_rate"])))
     # the float32 array is PCM16 / 32768, so scaling back is exact
     return {r["benchmark_clip_id"]: (r["audio"]["array"] * np.float32(32768.0)).astype(np.int16) for r in rows}
 

@@ -19,14 +19,14 @@ import soundfile as sf
 
 from harness.data import SourceUnit, normalize_row
 from harness.kinds.ternary import TERNARY_PARSER as TERNARY
+from harness.kinds.ternary import TERNARY_VOCABULARY
 from harness.kinds.yesno import YESNO_PARSER as YESNO
+from harness.kinds.yesno import YESNO_VOCABULARY
 from harness.metrics import f1_by_class, macro_f1, prediction_distribution, summarize
 from harness.models.protocol import AudioClip
 from harness.parsing import MAIN, SYNONYM, get_parser
 from harness.prompts import (
     FEW_SHOT_AUDIOS,
-    TERNARY_VOCABULARY,
-    YESNO_VOCABULARY,
     FewShotPool,
     build_prompt,
     draw_examples,

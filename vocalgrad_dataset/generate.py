@@ -252,21 +252,6 @@ def _base_row(spec: ConfigSpec, clip: SourceClip, cid: str, cond: Condition | No
     }
 
 
-def render_clip_rows(
-    category: Category,
-    clip: SourceClip,
-    samples: np.ndarray,
-    sr: int,
-    conds: Sequence[Condition] | None = None,
-    *,
-    audio_format: str = "array",
-    spec: ConfigSpec | None = None,
-) -> list[dict[str, Any]]:
-    """The requested conditions of one source clip as dataset rows (audio as an array or WAV bytes) of `spec`
-    (default: the category's main-question config)."""
-    return list(iter_clip_rows(category, clip, samples, sr, conds, audio_format=audio_format, spec=spec))
-
-
 def iter_clip_rows(
     category: Category,
     clip: SourceClip,
@@ -277,7 +262,8 @@ def iter_clip_rows(
     audio_format: str = "array",
     spec: ConfigSpec | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """render_clip_rows one row at a time: each condition's float audio is freed once its row is made, so a
+    """The requested conditions of one source clip as dataset rows (audio as an array or WAV bytes) of `spec`
+    (default: the category's main-question config), one at a time: each condition's float audio is freed once its row is made, so a
     long source's working memory is a few outputs, not 24.
 
     A reversed recipe (the time-reversal control) renders each condition's opposite direction and plays it backwards,

@@ -177,12 +177,17 @@ def read_yaml_mapping(path: Path, fields: Sequence[str], what: str, error: type[
         raise error(f"{path}: not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(doc, dict):
         raise error(f"{path}: expected a mapping of {what} fields, got {type(doc).__name__}")
+    check_fields(doc, fields, f"{path}: ", error)
+    return doc
+
+
+def check_fields(doc: Mapping[str, Any], fields: Sequence[str], where: str, error: type[Exception]) -> None:
+    """`error` naming the first key of `doc` not in `fields`, with "did you mean"."""
     for name in doc:
         if name not in fields:
             close = difflib.get_close_matches(str(name), list(fields), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise error(f"{path}: {name}: unknown field{hint} (fields: {', '.join(fields)})")
-    return doc
+            raise error(f"{where}{name}: unknown field{hint} (fields: {', '.join(fields)})")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -224,11 +229,7 @@ def read_recipe(path: Path, value: Any) -> Recipe:
     """A declaration's `recipe:` mapping as a Recipe (TaskError names the file and the field)."""
     if not isinstance(value, dict):
         raise TaskError(f"{path}: recipe: expected a mapping, got {value!r}")
-    for name in value:
-        if name not in RECIPE_FIELDS:
-            close = difflib.get_close_matches(str(name), list(RECIPE_FIELDS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TaskError(f"{path}: recipe: {name}: unknown field{hint} (fields: {', '.join(RECIPE_FIELDS)})")
+    check_fields(value, RECIPE_FIELDS, f"{path}: recipe: ", TaskError)
     flags = {k: value[k] for k in ("augmented", "sources", "claims", "reverse") if k in value}
     if not all(isinstance(v, bool) for v in flags.values()):
         raise TaskError(f"{path}: recipe: {', '.join(flags)}: expected true or false")

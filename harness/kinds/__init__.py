@@ -22,11 +22,9 @@ from harness.kinds.base import (
     load_plugin_kinds,
     register_kind,
 )
-from harness.parsing import Vocabulary
 
 __all__ = ["GRID_GROUP", "GRID_ROW_FIELDS", "GRID_SAMPLE_FIELDS", "KINDS", "AnswerOptions", "Board", "Kind",
-           "get_kind", "load_plugin_kinds", "register_kind", "task_kind", "row_kind", "source_kind", "rows_kind",
-           "result_kind", "configs_by_kind", "fixed_vocabularies", "all_kinds"]
+           "get_kind", "load_plugin_kinds", "register_kind"]  # re-exported from base.py
 
 
 def task_kind(config: str) -> Kind:
@@ -75,8 +73,3 @@ def all_kinds() -> list[Kind]:
     """Every registered kind, installed plugin kinds included, in registry order."""
     load_plugin_kinds()
     return list(KINDS.values())
-
-
-def fixed_vocabularies() -> dict[str, Vocabulary]:
-    """Kind name -> answer vocabulary of the kinds whose question is fixed (yesno, ternary, ...)."""
-    return {k.name: k.vocabulary for k in all_kinds() if k.vocabulary is not None}

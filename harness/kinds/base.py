@@ -77,7 +77,7 @@ class Kind:
     board: Board | None = None
     answers: Callable[[Mapping[str, Any], Vocabulary | None], Any] | None = None
     probe_word: Callable[[Mapping[str, Any]], str | None] | None = None
-    buttons: Callable[[Mapping[str, Any]], list[str]] | None = None
+    buttons: Callable[[Mapping[str, Any]], list[dict[str, str]]] | None = None  # {"label", "text"} per button
     columns: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # (required, optional) mapped fields
     mapped_source: Callable[[str, str, Any], Any] | None = None
     claims: bool = False  # rows carry a claim the words make (lexical conflict): DPO may reject it

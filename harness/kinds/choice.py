@@ -119,9 +119,11 @@ def classify_compare(runs: Sequence[tuple[str, Summaries, Mapping[str, Any]]]) -
     return ["## Classification tasks: macro-F1 % [95% CI]", markdown_table(["model", *tasks], rows)]
 
 
-def item_buttons(row: Mapping[str, Any]) -> list[str]:
-    """The listening app's buttons for an item: its options, lettered as the prompt letters them."""
-    return [str(o) for o in row["options"]]
+def item_buttons(row: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The listening app's answer buttons of an item: the option's text is what is stored, "A. text" what is
+    shown (the letters its prompt gives them)."""
+    letters = mcq_vocabulary(row["options"]).words
+    return [{"label": o, "text": f"{letter}. {o}"} for letter, o in zip(letters, row["options"], strict=True)]
 
 
 def _mcq_source(dataset: str, split: str, columns: Any) -> MappedMCQSource:
