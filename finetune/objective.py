@@ -27,6 +27,7 @@ from finetune.lora import adapters_disabled
 from harness.data import BenchRow
 from harness.kinds import AnswerOptions as KindAnswers
 from harness.kinds import row_kind, task_kind
+from harness.kinds.base import word_answers
 from harness.models.pclm import prompt_without_answer
 from harness.models.protocol import Prompt, TrainableAudioLM
 from harness.prompts import Variant, Vocabulary, build_prompt, get_variant
@@ -92,10 +93,11 @@ class AnswerOptions(KindAnswers):
 
 def answer_options(row: Mapping[str, Any], vocabulary: Vocabulary | None) -> AnswerOptions:
     """The row's answer options as its kind reads them (a multiple-choice item's letters, a grid row's words)."""
-    kind = row_kind(row)
-    if kind.answers is None:
+    kind = row_kind(row) if row.get("kind") or row.get("category") else None  # a bare row: the grid's reading
+    answers = kind.answers if kind is not None else word_answers
+    if answers is None:
         raise ValueError(f"{row.get('benchmark_clip_id', '?')}: the {kind.name} kind names no answer options")
-    found = kind.answers(row, vocabulary)
+    found = answers(row, vocabulary)
     return AnswerOptions(found.answer, found.wrong, found.claim)
 
 

@@ -55,7 +55,7 @@ def test_random_on_the_meld_shaped_fixture_matches_the_analytic_expectation(tmp_
 
     folder = build_meld_shaped(tmp_path)
     out = tmp_path / "run"
-    main(["eval", "--model", "random", "--dataset", str(folder / "items.csv"), "--task-kind", "classify",
+    main(["eval", "--model", "random", "--dataset", str(folder / "items.csv"), "--kind", "classify",
           "--columns", "audio=wav,label=emotion,id=utt", "--mode", "choices", "--out", str(out), "--no-preflight"])
     res = json.loads((out / "results.json").read_text())
     keys = res["results"]["classify"]

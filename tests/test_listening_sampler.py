@@ -127,7 +127,7 @@ def test_every_subcommand_has_a_description_and_shows_its_defaults(capsys: pytes
 
 @pytest.mark.parametrize(("args", "says"), [
     (["sample", "--config", "volume", "--n", "47"], "error: --n must be even for 'volume'"),
-    (["sample", "--config", "volum"], "error: unknown VocalGrad config 'volum'"),
+    (["sample", "--config", "volum"], "error: unknown config 'volum'"),
     (["sample"], "error: --config is required"),
     (["sample", "--config", "volume", "--n", "0"], "argument --n: 0 is not a positive integer"),
     (["sample", "--config", "volume", "--split", "val"], "argument --split: invalid choice: 'val'"),

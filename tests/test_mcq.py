@@ -1,4 +1,4 @@
-"""Multiple-choice tasks: the answer parser, the metrics, the --mcq-columns loader and an end-to-end run."""
+"""Multiple-choice tasks: the answer parser, the metrics, the `--kind mcq --columns` loader and an end-to-end run."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_eval_through_the_mapping_writes_lm_eval_keys(tmp_path: Path) -> None:
 
     path = _bench(tmp_path / "b", [_item(i) for i in range(6)])
     out = tmp_path / "run"
-    run_eval(EvalSettings("first-option", ["pitch", "speed"], str(out), dataset=str(path), mcq_columns=COLUMNS,
+    run_eval(EvalSettings("first-option", ["pitch", "speed"], str(out), dataset=str(path), kind="mcq", columns=COLUMNS,
                           preflight=False), model=FirstOption("first-option"))
     res = json.loads((out / "results.json").read_text())
     # it says "A" to everything: option A is the adversarial label of every item, never the answer
@@ -167,8 +167,27 @@ def test_eval_through_the_mapping_writes_lm_eval_keys(tmp_path: Path) -> None:
 def test_leaderboard_shows_the_mcq_macro_metrics() -> None:
     from harness.leaderboard.build import Row, render_html, render_markdown
 
-    row = Row(kind="submission", model="m", data="d", mcq={"acc": 17.4, "ala": 68.5, "ala_gap": 51.1})
+    row = Row(kind="submission", model="m", data="d", sections={"mcq": {"acc": 17.4, "ala": 68.5, "ala_gap": 51.1}})
     md = render_markdown([row], "")
     assert "| m | d | 17.4 | 68.5 | 51.1 |" in md and "ALA" in md
     assert '<table id="mcq">' in render_html([row], "")
     assert "ALA" not in render_markdown([Row(kind="submission", model="m", data="d")], "")
+
+
+def test_the_old_mapping_flags_are_aliases_with_one_deprecation_line(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    path = _bench(tmp_path / "b", [_item(i) for i in range(4)])
+    new, old = tmp_path / "new", tmp_path / "old"
+    assert main(["eval", "--model", "random", "--dataset", str(path), "--kind", "mcq", "--columns", COLUMNS,
+                 "--out", str(new)]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--model", "random", "--dataset", str(path), "--mcq-columns", COLUMNS, "--out", str(old)]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "deprecated" in line]
+    assert warned == ["warning: --mcq-columns is deprecated; use --kind mcq --columns ..."]
+    for task in ("pitch", "speed"):  # the same run either way
+        assert (old / f"samples_{task}.jsonl").read_bytes() == (new / f"samples_{task}.jsonl").read_bytes()
+    assert main(["eval", "--model", "random", "--dataset", str(path), "--mcq-columns", COLUMNS, "--kind", "classify",
+                 "--out", str(tmp_path / "x")]) != 0
+    assert "--mcq-columns contradicts --kind classify" in capsys.readouterr().err

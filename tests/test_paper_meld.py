@@ -34,7 +34,7 @@ def test_table22_has_per_class_f1_macro_f1_and_paired_tests(tmp_path: Path) -> N
     folder = build_meld_shaped(tmp_path)
     out = tmp_path / "suite"
     for seed, name in ((1, "meld-base"), (2, "meld-volume")):
-        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--task-kind",
+        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--kind",
                       "classify", "--mode", "choices", "--out", str(out / "runs" / name), "--no-preflight"])
     (tmp_path / "suite.yaml").write_text(SUITE)
     paper_main(["--model", "random", "--out", str(out), "--suite", str(tmp_path / "suite.yaml"), "--tables-only"])
@@ -75,7 +75,7 @@ def test_the_default_suite_reads_meld_runs_paired_by_id_and_never_runs_them(tmp_
     folder = build_meld_shaped(tmp_path)
     out = tmp_path / "suite"
     for seed, name in ((1, "meld-base"), (2, "meld-volume"), (3, "meld-pitch")):
-        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--task-kind",
+        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--kind",
                       "classify", "--mode", "choices", "--out", str(out / "runs" / name), "--no-preflight"])
     vol_file = out / "runs" / "meld-volume" / "samples_meld.jsonl"
     vol_file.write_text("\n".join(reversed(vol_file.read_text().splitlines())) + "\n")  # another order
@@ -107,7 +107,7 @@ def test_a_run_with_opt_ins_is_flagged_in_its_tables(tmp_path: Path) -> None:
     folder = build_meld_shaped(tmp_path, {"joy": 3, "neutral": 3})
     out = tmp_path / "suite"
     for seed, name in ((1, "meld-base"), (2, "meld-volume")):
-        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--task-kind",
+        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--kind",
                       "classify", "--mode", "choices", "--out", str(out / "runs" / name), "--no-preflight"])
     res_file = out / "runs" / "meld-volume" / "results.json"
     res = json.loads(res_file.read_text())

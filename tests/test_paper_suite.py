@@ -96,7 +96,7 @@ MISTAKES = {
     "unknown prompt": ("runs:\n" + RUN_ENTRY.replace("paraphrase-1", "parafrase-1"),
                        "run 'p': prompt: unknown prompt variant 'parafrase-1'; did you mean 'paraphrase-1'?"),
     "unknown config": ("runs:\n" + RUN_ENTRY.replace("[volume]", "[volum]"),
-                       "run 'p': configs: unknown VocalGrad config 'volum'; did you mean 'volume' or 'beep-volume'?"),
+                       "run 'p': configs: unknown config 'volum'; did you mean 'volume' or 'beep-volume'?"),
     "duplicate run": ("include: default\nruns:\n" + RUN_ENTRY.replace("name: p", "name: main"),
                       f"run 'main': name: duplicate run name (first in {DEFAULT_SUITE}, runs[0])"),
     "same directory": ("runs:\n" + RUN_ENTRY.replace("name: p", "name: 'a:b'") + RUN_ENTRY.replace("name: p", "name: a-b"),

@@ -220,7 +220,7 @@ def test_build_load_and_eval_through_both_loaders(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     run_eval(EvalSettings("mcq-signal-oracle", configs, str(a), dataset=str(out), preflight=False))
     run_eval(EvalSettings("mcq-signal-oracle", configs, str(b), dataset=str(out), preflight=False,
-                          mcq_columns="audio=audio,question=question,options=options,answer=answer,"
+                          kind="mcq", columns="audio=audio,question=question,options=options,answer=answer,"
                                       "adversarial=adversarial,task=task,id=benchmark_clip_id"))
     res = json.loads((a / "results.json").read_text())
     assert res["results"]["voxparadox-pitch"]["acc,none"] == 1.0 and res["results"]["voxparadox-pitch"]["ala,none"] == 0.0

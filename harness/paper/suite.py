@@ -18,12 +18,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.data import CONFIGS
 from harness.paper.declared import EXTERNAL_CONFIGS, Suite, SuiteRun, SuiteTable
 from harness.paper.tables import TABLE_KINDS, TableKind
 from harness.prompts import FEW_SHOT_AUDIOS, Variant, get_variant
 from vocalgrad_dataset.sources import SOURCE_NAMES
-from vocalgrad_dataset.tasks import config_spec, read_yaml_mapping
+from vocalgrad_dataset.tasks import config_spec, expand_pattern, read_yaml_mapping
 
 DEFAULT_SUITE = Path(__file__).with_name("suite.yaml")
 CATEGORY = "{category}"  # in a configs pattern: each of the nine categories, in Table 2 order
@@ -153,8 +152,11 @@ def collect_entries(path: Path, seen: tuple[Path, ...] = ()) -> tuple[list[Entry
 def run_configs(entry: Entry) -> tuple[str, ...]:
     """A run's configs: a list of canonical config names, or a {category} pattern expanded in Table 2 order."""
     value = entry.raw.get("configs")
-    if isinstance(value, str) and CATEGORY in value:
-        configs = [value.replace(CATEGORY, c) for c in CONFIGS]
+    if isinstance(value, str) and CATEGORY in value:  # the declarations' one expander: the nine in Table 2 order
+        try:
+            configs = [str(c) for c in expand_pattern(value)]
+        except ValueError as err:
+            raise entry.error("configs", str(err)) from None
     elif isinstance(value, list) and value and all(isinstance(c, str) for c in value):
         configs = list(value)
     else:

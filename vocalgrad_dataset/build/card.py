@@ -199,7 +199,7 @@ def _split_sizes(by_split: dict[str, list[Path]]) -> tuple[dict[str, tuple[int, 
     return out, download
 
 
-def _dataset_info(recipe: Recipe, by_split: dict[str, list[Path]], rate: int | None) -> dict[str, Any]:
+def _dataset_info(recipe: Recipe | None, by_split: dict[str, list[Path]], rate: int | None) -> dict[str, Any]:
     """A config's `dataset_info` entry as datasets' DatasetInfo._to_yaml_dict() gives it (features with the Audio
     sampling rate, splits with num_examples, sizes), without importing datasets."""
     from vocalgrad_dataset.features import yaml_features
@@ -249,7 +249,7 @@ def card_metadata(out_dir: Path, *, source: str) -> str:
             {"split": s, "path": [f"{name}/{s}-*.parquet" for name, by_split in main.items() if s in by_split]}
             for s in splits]})
         merged = {s: [f for by_split in main.values() for f in by_split.get(s, [])] for s in splits}
-        infos["all"] = _dataset_info("direction", merged, rates.pop() if len(rates) == 1 else None)
+        infos["all"] = _dataset_info(None, merged, rates.pop() if len(rates) == 1 else None)
     licence = SOURCE_LICENCES.get(source, OTHER_LICENCE)[0]
     # the Hub asks `license: other` to name the licence (license_name); the card's License section states it
     other = {"license_name": re.sub(r"[^a-z0-9-]+", "-", f"vocalgrad-{source}-sources".lower())} \
