@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("vocalgrad_dataset", "harness", "probing", "finetune", "listening")
-# Which package may import which (DESIGN.md): finetune, probing, listening -> harness -> vocalgrad_dataset.
+# Which package may import which (docs/extending.md): finetune, probing, listening -> harness -> vocalgrad_dataset.
 MAY_IMPORT = {
     "vocalgrad_dataset": {"vocalgrad_dataset"},
     "harness": {"harness", "vocalgrad_dataset"},
