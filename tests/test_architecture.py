@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("vocalgrad_dataset", "harness", "probing", "finetune", "listening")
-# Which package may import which (DESIGN.md): finetune, probing, listening -> harness -> vocalgrad_dataset.
+# Which package may import which (docs/extending.md): finetune, probing, listening -> harness -> vocalgrad_dataset.
 MAY_IMPORT = {
     "vocalgrad_dataset": {"vocalgrad_dataset"},
     "harness": {"harness", "vocalgrad_dataset"},
@@ -54,6 +54,30 @@ def test_imports_point_one_way() -> None:
                 tops = {n.split(".")[0] for n in names} & set(PACKAGES)
                 found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {t}" for t in tops - allowed]
     assert found == []
+
+
+def _test_modules_named(node: ast.AST) -> list[str]:
+    """The test modules (tests.test_*) an import or a "module:Name" string (a model loaded by name) names."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        names = [node.module or ""]
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        names = [node.value.split(":", 1)[0]] if ":" in node.value else []
+    else:
+        names = []
+    return [n for n in names if n.startswith("tests.test_")]
+
+
+def test_no_module_imports_a_test_module() -> None:
+    # shared fixtures live in tests/helpers/ or tests/conftest.py: a test module is never another's library
+    found = []
+    for path in _sources():
+        own = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} names {name}" for name in _test_modules_named(node)
+                      if name != own]
+    assert found == [], "move what they share to tests/helpers/"
 
 
 def _module_name(path: Path) -> str:

@@ -19,9 +19,9 @@ import pytest
 
 from harness import results as res
 from harness.cli import main as harness
+from tests.helpers.folder_source import fbuild, tiny_folder
+from tests.helpers.runner import FakeModel, make_release
 from tests.helpers.user_errors import assert_one_error_line, without_root_override
-from tests.test_faults_dataset import fbuild, tiny_folder
-from tests.test_runner import FakeModel, make_release
 from vocalgrad_dataset.build.export import build
 from vocalgrad_dataset.build.info import BuildMismatchError
 
@@ -283,7 +283,7 @@ def test_a_two_rank_resume_splits_what_is_left_by_what_is_left(release: Path, tm
     from harness.data import open_source
     from harness.prompts import get_variant
     from harness.runner import EvalSettings, run_config
-    from tests.test_runner import FakeDist
+    from tests.helpers.runner import FakeDist
 
     ref = tmp_path / "ref"
     settings = EvalSettings("fake", ["volume"], str(ref), dataset=str(release), batch_size=5)
@@ -313,7 +313,7 @@ def test_probe_cross_validation_never_puts_a_speaker_on_both_sides(release: Path
     from probing import train
     from probing.probes import ProbeSettings
     from probing.store import Extraction
-    from tests.test_faults_harness import FakeEncoder
+    from tests.helpers.probing import FakeEncoder
 
     rel = Path(shutil.copytree(release, tmp_path / "rel"))
     meta = (rel / "metadata.csv").read_text().replace(",p902_205,p902,", ",p902_205,p901,")
@@ -411,7 +411,7 @@ def test_out_paths_that_are_files_are_one_line(release: Path, tmp_path: Path, ca
     base = ["eval", "--model", "always-increase", "--dataset", str(release), "--configs", "volume", "--out"]
     _one_line(capsys, harness([*base, str(afile)]), f"cannot use {afile}: File exists")
     _one_line(capsys, harness([*base, str(afile / "sub")]), f"cannot use {afile / 'sub'}: Not a directory")
-    code = extract(["--model", "tests.test_faults_harness:FakeEncoder", "--dataset", str(release), "--split", "test",
+    code = extract(["--model", "tests.helpers.probing:FakeEncoder", "--dataset", str(release), "--split", "test",
                     "--configs", "volume", "--out", str(afile), "--limit-units", "1"])
     _one_line(capsys, code, f"cannot use {afile}: File exists")
     assert afile.read_text() == "x"
@@ -426,7 +426,7 @@ release, ro, sub, subs = sys.argv[1:5]
 cases = {
     "eval": (harness, ["eval", "--model", "always-increase", "--dataset", release, "--configs", "volume",
                        "--out", ro]),
-    "extract": (extract, ["--model", "tests.test_faults_harness:FakeEncoder", "--dataset", release, "--split",
+    "extract": (extract, ["--model", "tests.helpers.probing:FakeEncoder", "--dataset", release, "--split",
                           "test", "--configs", "volume", "--out", ro + "/feat", "--limit-units", "1"]),
     "listen": (listen, ["init", "--db", ro + "/s.sqlite", "--config", "volume", "--source", "demo", "--n", "4"]),
     "submit": (harness, ["leaderboard", "submit", sub, "--model-name", "Coin", "--out", ro + "/sub.json"]),
@@ -472,7 +472,7 @@ def test_read_only_output_folders_are_one_line(release: Path, tmp_path: Path) ->
 
 
 def test_a_module_attr_that_is_not_a_model_factory_is_refused_uncalled(release: Path, tmp_path: Path, capsys) -> None:
-    for target in ("os:system", "subprocess:run", "builtins:print", "tests.test_runner:CONFIGS"):
+    for target in ("os:system", "subprocess:run", "builtins:print", "tests.helpers.runner:CONFIGS"):
         code = harness(["eval", "--model", target, "--model-arg", "command=touch pwned", "--dataset", str(release),
                         "--configs", "volume", "--out", str(tmp_path / "run")])
         _one_line(capsys, code, f"--model {target!r} is not a model factory")

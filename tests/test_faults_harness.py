@@ -26,11 +26,10 @@ import torch
 from harness import results as res
 from harness.cli import main as harness
 from harness.data import open_source
-from harness.models.base import BaseAudioLM
-from harness.models.protocol import HiddenStates
 from harness.runner import EvalSettings, run_eval
+from tests.helpers.probing import FakeEncoder
+from tests.helpers.runner import CONFIGS, FakeDist, FakeModel, make_release, merged
 from tests.helpers.user_errors import assert_one_error_line
-from tests.test_runner import CONFIGS, FakeDist, FakeModel, make_release, merged
 from vocalgrad_dataset import grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,7 +127,7 @@ def test_release_metadata_duplicates_and_missing_columns(release: Path, tmp_path
 
 
 def test_a_shard_line_without_a_clip_id_names_file_and_line(release: Path, tmp_path: Path, capsys) -> None:
-    args = ["eval", "--model", "tests.test_runner:FakeModel", "--dataset", str(release), "--configs", "volume",
+    args = ["eval", "--model", "tests.helpers.runner:FakeModel", "--dataset", str(release), "--configs", "volume",
             "--out", str(tmp_path), "--limit", "10"]
     assert harness(args) == 0
     shard = res.shard_path(tmp_path, "volume", 0)
@@ -264,26 +263,6 @@ def test_training_and_probe_records_hold_no_secret(release: Path, tmp_path: Path
 
 
 # ---- item 4 (probing): model args and dtype are pinned ------------------------------------------------------------
-class FakeEncoder(BaseAudioLM):
-    """An encoder-only feature source: 3 layers x 20 frames x 4 dims per clip; NaN for the clips in nan_ids."""
-
-    name = "fake-encoder"
-    supports_hidden_states = True
-
-    def __init__(self, nan_ids: frozenset[str] = frozenset()) -> None:
-        super().__init__()
-        self.nan_ids = nan_ids
-
-    def hidden_items(self, prompts):
-        out = []
-        for p in prompts:
-            x = np.random.default_rng(sum(map(ord, p.clip_id))).normal(size=(3, 20, 4)).astype(np.float32)
-            if p.clip_id in self.nan_ids:
-                x[1, 3, 2] = np.nan
-            out.append(HiddenStates(encoder=[x]))
-        return out
-
-
 def test_probe_extraction_pins_model_args_and_dtype(release: Path, tmp_path: Path) -> None:
     from probing import extract as ex
     from probing.store import StoreError
@@ -363,7 +342,7 @@ def test_baselines_answer_in_the_configs_words(tmp_path: Path, fmt: str) -> None
 # ---- item 9: probes and answers of one model -----------------------------------------------------------------
 def test_probing_report_refuses_answers_of_another_model(tmp_path: Path, capsys) -> None:
     from probing import report, train
-    from tests.test_probing_extract import synthetic_extraction
+    from tests.helpers.probing import synthetic_extraction
 
     synthetic_extraction(tmp_path)
     assert train.main([str(tmp_path), "--epochs", "2", "--representations", "mel/*"]) == 0

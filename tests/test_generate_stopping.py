@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harness.models.tiny import tiny_model
-from tests.test_models_hf import PROMPTS
+from tests.helpers.synthetic_audio import PROMPTS
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from listening.analysis import analyze
 from listening.export import export_run
 from listening.items import balanced_items, builder_pool
 from listening.study import create_study
-from tests.test_listening_app import CHROMIUM, CHROMIUM_ARGS, Client, Server
+from tests.helpers.listening_server import CHROMIUM, CHROMIUM_ARGS, Client, Server
 
 BARE = {"headphone_trials": 0, "catch_per_config": 0, "min_listen": 0.0}  # the answer protocol alone
 

@@ -23,7 +23,7 @@ from listening.cli import main as listen
 from listening.export import study_status
 from listening.store import QUESTIONNAIRE, Rejected, Store
 from listening.study import answer_options, create_study
-from tests.test_listening_app import CHROMIUM, CHROMIUM_ARGS, Server
+from tests.helpers.listening_server import CHROMIUM, CHROMIUM_ARGS, Server
 
 QUESTIONS = {"device": "closed headphones", "hearing": "no known hearing problem", "environment": "quiet room"}
 

@@ -11,19 +11,10 @@ from harness.models.base import ItemErrors, ModelError
 from harness.models.fast_encoder import build_fast_audio
 from harness.models.protocol import Prompt
 from harness.models.tiny import tiny_model
-from tests.helpers.synthetic_audio import tone_clip
+from tests.helpers.synthetic_audio import PROMPTS, QUESTION, tone_clip
 
 FAMILIES = ("qwen2-audio", "audio-flamingo-3")
-QUESTION = 'Does the volume increase or decrease over time?\n\nAnswer with only one word: "increase" or "decrease".'
 CHOICES = ("increase", "decreasingly")  # the second is several tokens in the tiny vocabulary
-
-
-# Different lengths, deliberately not sorted, one at 48 kHz (resampled by the wrapper).
-PROMPTS = [
-    Prompt((QUESTION, tone_clip(1.0, 0)), clip_id="a"),
-    Prompt((QUESTION, tone_clip(2.53, 1, sr=48000)), clip_id="b"),
-    Prompt((QUESTION, tone_clip(0.71, 2)), clip_id="c"),
-]
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

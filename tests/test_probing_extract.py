@@ -15,6 +15,7 @@ from harness.models.registry import get_model
 from probing import extract as ex
 from probing import store
 from probing.store import Extraction
+from tests.helpers.probing import synthetic_extraction
 
 ROWS = 3  # rows per model in the position tests
 
@@ -169,35 +170,6 @@ def test_adapter_extraction_records_and_changes_features(tmp_path: Path, tiny_qw
     plain = tiny_qwen.hidden_states([ex.probe_prompt(r, get_variant("default")) for r in rows])
     plain_text = np.stack([d[2][-1] for d in plain.decoder])
     assert np.abs(tuned.load("text/2")[:2] - plain_text).max() > 1e-2  # the adapter changed the model
-
-
-def synthetic_extraction(root: Path) -> None:
-    """Train/test feature sets for two configs with direction signal in some representations only."""
-    from vocalgrad_dataset import grid
-    rng = np.random.default_rng(0)
-    keys = ["mel/0", "pre_llm/0", "late_llm/2", "text/0", "text/1", "text/2",
-            *(f"pos_{p}/{k}" for k in (0, 2) for p in ("a1", "a2", "a3", "a4", "attribute", "query-2", "query-1"))]
-    for split, n_src in (("train", 6), ("test", 3)):
-        for c, config in enumerate(("volume", "noise")):
-            ids = list(grid.iter_ids([(f"item{split}{i}", f"clip{split}{i}") for i in range(n_src)]))
-            rows = []
-            for cid in ids:
-                item, clip, cond = grid.parse_clip_id(cid)
-                rows.append({"benchmark_clip_id": cid, "label": cond.label, "direction": cond.direction,
-                             "curve": cond.curve, "tier": cond.tier, "source_item_id": item,
-                             "source_clip_id": clip, "speaker_id": f"spk{clip[-1]}"})
-            sign = np.array([1.0 if r["direction"] == "up" else -1.0 for r in rows])
-            feats = {}
-            for k in keys:
-                x = rng.normal(size=(len(rows), 8)).astype(np.float32)
-                if not k.startswith(("text/0", "pos_attribute", "pos_query")):  # these carry no signal
-                    x[:, c] += 3.0 * sign
-                feats[k] = x
-            header = {"model": "synthetic", "revision": "r1", "adapter": None, "prompt_variant": "default",
-                      "layers": "0,-1", "config_hash": store.config_hash({"split": split, "config": config})}
-            w = store.FeatureWriter(root / split / config, header)
-            w.write([f"u{i}" for i in range(n_src)], rows, feats)
-            w.finish()
 
 
 def test_train_and_report_clis(tmp_path: Path, capsys) -> None:

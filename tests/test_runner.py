@@ -4,7 +4,6 @@ idempotent reruns, a real 2-process `accelerate launch`, and the report/compare 
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import shutil
@@ -15,101 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile as sf
 
 from harness import results as res
 from harness.cli import main as cli_main
-from harness.data import PUBLISHED_NAME, GeneratorSource, ParquetSource, SourceUnit, open_source
-from harness.models.base import BaseAudioLM
+from harness.data import GeneratorSource, ParquetSource, SourceUnit, open_source
 from harness.prompts import get_variant
 from harness.runner import Dist, EvalSettings, assign_units, evaluate_batch, limit_units, run_eval
+from tests.helpers.runner import CONFIGS, SR, FakeDist, FakeModel, Killed, fake_answer, make_release, merged
+from tests.helpers.runner import clip_hash as _h
 from vocalgrad_dataset import grid
 
 ROOT = Path(__file__).resolve().parents[1]
-SR = 8000
-CONFIGS = ["volume", "noise"]
-SOURCES = [("p901_01", "p901_101", 0.05), ("p902_01", "p902_205", 0.15), ("p903_02", "p903_307", 0.10)]
 ERROR_IDS = frozenset({"p902_01__p902_205__jump__high__down", "p901_01__p901_101__linear__low__up"})
-
-
-class Killed(BaseException):
-    """Stands in for kill -9: not an Exception, so the runner does not turn it into an error row."""
-
-
-def _h(clip_id: str) -> int:
-    return int(hashlib.sha256(clip_id.encode()).hexdigest(), 16)
-
-
-class FakeModel(BaseAudioLM):
-    """Deterministic per clip and independent of batching; also loadable as tests.test_runner:FakeModel."""
-
-    name = "fake"
-
-    def __init__(self, error_ids: frozenset[str] = frozenset(), kill_after: int | None = None,
-                 supports_choices: bool = True, batch_size: int = 8) -> None:
-        super().__init__(batch_size=batch_size)
-        self.error_ids, self.kill_after, self.supports_choices = error_ids, kill_after, supports_choices
-        self.calls = 0
-        self.answered: set[str] = set()  # clips answered at the first (128-token) attempt
-
-    def _generate_batch(self, prompts, max_new_tokens):
-        self.calls += 1
-        ids = {p.clip_id for p in prompts}
-        if self.kill_after is not None and max_new_tokens < 256 and len(self.answered | ids) > self.kill_after:
-            raise Killed  # dies once it would answer more than kill_after clips
-        if ids & set(self.error_ids):
-            raise RuntimeError("boom: " + ",".join(sorted(ids & set(self.error_ids))))
-        if max_new_tokens < 256:
-            self.answered |= ids
-        return [fake_answer(p.clip_id, max_new_tokens) for p in prompts]
-
-    def _score_batch(self, prompts, choices):
-        return np.array([[float(_h(p.clip_id) % 3) - 1.0, 0.0] for p in prompts])
-
-
-def fake_answer(clip_id: str, max_new_tokens: int) -> str:
-    """increase / "Decrease." / unparsed at 128 tokens but "increase" at 256 / ambiguous, by clip hash."""
-    k = _h(clip_id) % 4
-    if k == 2:
-        return "I am not sure" if max_new_tokens < 256 else "increase"
-    return ["increase", "Decrease.", "", "increase or decrease"][k]
-
-
-class FakeDist:
-    """One rank of a pretend world; barriers are no-ops because ranks run one after another."""
-
-    def __init__(self, rank: int, world_size: int, is_main: bool) -> None:
-        self.rank, self.world_size, self.is_main, self.device = rank, world_size, is_main, "cpu"
-
-    def barrier(self) -> None:
-        pass
-
-
-def make_release(root: Path) -> Path:
-    """A published-release layout (metadata.csv + audio/) with 3 source clips x 24 conditions x 2 configs."""
-    rows = []
-    (root / "audio").mkdir(parents=True)
-    for config in CONFIGS:
-        for item, clip, dur in SOURCES:
-            n = int(dur * SR)
-            for cond in grid.conditions():
-                cid = grid.clip_id(item, clip, cond)
-                name = f"audio/{PUBLISHED_NAME[config]}__{cid}.wav"
-                pcm = (np.random.default_rng(_h(cid) % 2**32).integers(-2000, 2000, n)).astype(np.int16)
-                sf.write(root / name, pcm, SR, subtype="PCM_16")
-                rows.append({
-                    "file_name": name, "category": PUBLISHED_NAME[config], "benchmark_clip_id": cid,
-                    "attribute": PUBLISHED_NAME[config].replace("_", " "), "prompt": "",
-                    "label": cond.label, "direction": cond.direction, "curve": cond.curve, "tier": cond.tier,
-                    "source_clip_id": clip, "speaker_id": clip[:4], "sentence_id": clip[5:],
-                    "duration_sec": f"{dur:.6f}", "onset_sec": "0.010000", "offset_sec": f"{dur - 0.01:.6f}",
-                    "split": "test",
-                })
-    with open(root / "metadata.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return root
 
 
 def read_meta(release: Path) -> list[dict[str, str]]:
@@ -134,10 +50,6 @@ def run(out: Path, release: Path, model: FakeModel | None = None, dist=None, **k
 
 def snapshot(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-
-
-def merged(out: Path) -> dict[str, bytes]:
-    return {c: res.samples_path(out, c).read_bytes() for c in CONFIGS}
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +240,7 @@ def test_report_and_compare(reference_run: Path, release: Path, tmp_path: Path, 
 @pytest.mark.slow
 def test_accelerate_launch_two_processes(reference_run: Path, release: Path, tmp_path: Path) -> None:
     out = tmp_path / "ddp"
-    args = ["--model", "tests.test_runner:FakeModel", "--model-arg", f"error_ids={json.dumps(sorted(ERROR_IDS))}",
+    args = ["--model", "tests.helpers.runner:FakeModel", "--model-arg", f"error_ids={json.dumps(sorted(ERROR_IDS))}",
             "--dataset", str(release), "--configs", ",".join(CONFIGS), "--out", str(out), "--batch-size", "5"]
     launcher = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
                 "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
@@ -362,7 +274,7 @@ def test_accelerate_two_machines_on_loopback(release: Path, tmp_path: Path) -> N
     0 and 1, one process each, gloo on CPU) writing to one shared --out: the merged run equals a
     single-process run byte for byte."""
     out = tmp_path / "nodes"
-    args = ["--model", "tests.test_runner:FakeModel", "--model-arg", f"error_ids={json.dumps(sorted(ERROR_IDS))}",
+    args = ["--model", "tests.helpers.runner:FakeModel", "--model-arg", f"error_ids={json.dumps(sorted(ERROR_IDS))}",
             "--dataset", str(release), "--configs", ",".join(CONFIGS), "--out", str(out), "--batch-size", "5"]
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}

@@ -1,8 +1,8 @@
 """VoxParadox-lite: 8 of VoxParadox's 10 tasks, built offline from vendored base utterances by our own DSP.
 
 Every item's transcript asserts a wrong label (y_adv) and its audio carries the true one (y_true), as in
-VoxParadox (../shared/reference/VOXPARADOX.md). The base utterances (data/voxparadox/bases/*.wav, 16 kHz
-PCM16, sha256 in bases.tsv) are short claim sentences in plain words ("My voice is high.") said by espeak-ng
+VoxParadox (Pang, Chaubey & Soleymani 2026; summarised in docs/tasks.md). The base utterances
+(data/voxparadox/bases/*.wav, 16 kHz PCM16, sha256 in bases.tsv) are short claim sentences in plain words ("My voice is high.") said by espeak-ng
 voices (a variant and a pitch), each verified by Whisper tiny.en (its transcript, in bases.tsv, equals the
 sentence after normalisation; pairs it mishears are dropped); scripts/make_voxparadox_bases.py regenerates
 them and is never called by a build. Voices and scripts are split: test items use held-out voices (variants m7, m8, f5) saying held-out
