@@ -27,7 +27,7 @@ from finetune.card import EVAL_RESULTS_FILE, write_card
 from finetune.settings import ADAPTER_DIR, EVAL_DIR, TRAINING_JSON
 from harness.data import CONFIGS
 from harness.models.pclm import LM_WEIGHTS, PCLM_CONFIG, PCLM_WEIGHTS
-from harness.results import atomic_write_text
+from harness.results import atomic_write_text, samples_path
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 PCLM_FILES = (PCLM_CONFIG, PCLM_WEIGHTS, LM_WEIGHTS)
@@ -143,7 +143,7 @@ def stage_results(run_dir: str | Path, stage_dir: str | Path, *, config_name: st
     shutil.copyfile(results_path, stage / name / "results.json")
     configs = [c for c in CONFIGS if c in results["results"]] + sorted(set(results["results"]) - set(CONFIGS))
     for c in configs:
-        src = run / f"samples_{c}.jsonl"
+        src = samples_path(run, c)
         if not src.is_file():
             raise FileNotFoundError(f"results.json lists {c} but {src} is missing")
         shutil.copyfile(src, stage / name / src.name)

@@ -26,11 +26,11 @@ from harness.results import (
     component_versions,
     group_metrics,
     read_jsonl,
-    samples_path,
     task_metrics,
 )
 from harness.sampling import describe_limit
-from harness.tables import html_table, latex_escape, latex_table, markdown_table, pct
+from harness.tables import html_table, latex_escape, latex_table, markdown_safe, markdown_table, pct
+from vocalgrad_dataset.fileio import safe_component
 from vocalgrad_dataset.grid import CURVES, TIERS
 from vocalgrad_dataset.tasks import resolve
 
@@ -38,16 +38,28 @@ from vocalgrad_dataset.tasks import resolve
 def load_samples(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     """Merged samples rows per config (Table 2 order first), re-parsed; errors on mixed runs."""
     run_dir = Path(run_dir)
-    found = {p.name[len("samples_") : -len(".jsonl")] for p in run_dir.glob("samples_*.jsonl")}
+    found = samples_files(run_dir)
     if not found:
         raise FileNotFoundError(f"no samples_<config>.jsonl in {run_dir} (run `harness eval` first)")
-    order = [c for c in CONFIGS if c in found] + sorted(found - set(CONFIGS))
-    rows = {c: [reparse(r) for r in read_jsonl(samples_path(run_dir, c))] for c in order}
+    order = [c for c in CONFIGS if c in found] + sorted(set(found) - set(CONFIGS))
+    rows = {c: [reparse(r) for r in read_jsonl(found[c])] for c in order}
     for key in ("model", "prompt_variant", "mode"):
         values = {r.get(key) for rs in rows.values() for r in rs}
         if len(values) > 1:
             raise ValueError(f"{run_dir} mixes several {key} values {sorted(map(str, values))}; one run per dir")
     return rows
+
+
+def samples_files(run_dir: Path) -> dict[str, Path]:
+    """config -> its samples file: a mapped name (safe_component) read back through results.json's
+    "sample_files", any other name is the config itself."""
+    try:
+        recorded = json.loads((run_dir / "results.json").read_text(encoding="utf-8")).get("sample_files") or {}
+    except (OSError, ValueError, AttributeError):
+        recorded = {}
+    config_of = {str(name): str(c) for c, name in recorded.items()} if isinstance(recorded, dict) else {}
+    return {config_of.get(p.name, p.name[len("samples_"): -len(".jsonl")]): p
+            for p in sorted(run_dir.glob("samples_*.jsonl"))}
 
 
 def reparse(row: dict[str, Any]) -> dict[str, Any]:
@@ -401,8 +413,8 @@ def classify_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     for c in tasks:
         have = [r for r in runs if r.rows.get(c) and result_kind(r.results, c).confusion]
         labels = list(task_metrics(have[0].results)[c].get("labels") or have[0].rows[c][0]["options"])
-        figs[f"confusion_{c}"] = plots.plot_confusion(
-            {r.label: r.rows[c] for r in have}, labels, out / f"confusion_{c}", f"{c}: gold vs answer")
+        stem = f"confusion_{safe_component(c)}"  # a mapped dataset's task is outside text
+        figs[stem] = plots.plot_confusion({r.label: r.rows[c] for r in have}, labels, out / stem, f"{c}: gold vs answer")
     return figs
 
 
@@ -471,6 +483,7 @@ def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | No
     single = [format_report(r.results) for r in runs]
     demoted = ["\n".join("#" + line if line.startswith("#") else line for line in s.splitlines()) for s in single]
     text = single[0] if len(runs) == 1 else format_comparison(runs) + "\n" + "\n\n".join(demoted) + "\n"
+    text = markdown_safe(text)  # task, label and model names are outside text: no raw HTML reaches report.md
     out = Path(out_dir or dirs[0])
     atomic_write_text(out / "report.md", text)
     if figures:
