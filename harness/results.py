@@ -28,6 +28,7 @@ from typing import (
 )
 
 from harness.parsing import PARSER_VERSION
+from harness.redact import without_url_credentials
 from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text, safe_component  # noqa: F401
 
 # 3: the headline group holds the main categories only; its CI is Wilson. 4: lm-eval's shape exactly ("results"
@@ -375,7 +376,7 @@ def write_results(path: str | Path, results: Mapping[str, Any]) -> bool:
     A rerun whose results differ from the latest only in VOLATILE_KEYS writes nothing. Returns True when
     the files were (re)written.
     """
-    obj = _jsonable(dict(results))
+    obj = without_url_credentials(_jsonable(dict(results)))  # a base_url's user:password or ?sig= stays out
     validate_results(obj)
     path = Path(path)
     if path.exists():

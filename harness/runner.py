@@ -32,7 +32,7 @@ from harness.models.registry import check_capabilities, check_protocol, load_mod
 from harness.parsing import PARSER_VERSION
 from harness.preflight import needs_preflight, run_preflight
 from harness.prompts import Variant, build_prompt, get_variant, prepare_variant, row_vocabulary
-from harness.redact import public, redact, run_secrets, scrub_row, scrubbed_logging
+from harness.redact import public, redact, run_secrets, scrub_row, scrubbed_logging, without_url_credentials
 from harness.results import SampleRow
 from harness.sampling import check_limit, limited_count, stratified_ids
 from harness.settings import (
@@ -384,7 +384,7 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
     generated = kind == "generate"
     if generated:
         from vocalgrad_dataset.generate import GENERATOR_VERSION
-    return {
+    return without_url_credentials({  # a URL's user:password or ?sig= changes no answer and stays off the disk
         "model": settings.model,
         "model_args": public(settings.model_kwargs()),  # --adapter / --dtype count like their --model-arg
         "mode": settings.mode,
@@ -399,7 +399,9 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
         "seed": settings.seed,  # the random baseline's and sampling models' answers
         "kind": settings.kind,  # a mapped dataset: the kind it is read as, and which columns hold its fields
         "columns": settings.columns,
-    }
+        # the bytes of a mapped file: corrected answers or added items make another run, never a silent resume
+        "data_fingerprint": getattr(source, "fingerprint", None),
+    })
 
 
 def _differences(old: Any, new: Any, where: str = "") -> list[str]:

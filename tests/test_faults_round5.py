@@ -1,0 +1,195 @@
+"""Bad input and faults, round five (issue 47): each defect found by the round-four hostile cases, rerun."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import soundfile as sf
+
+ORDERS = ("low-high-medium", "high-low-medium", "medium-low-high")
+COLUMNS = "audio=wav,question=q,options=opts,answer=gold,adversarial=adv,task=t,id=key"
+
+
+def _wav(samples: np.ndarray | None = None) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, np.zeros(1600, np.float32) if samples is None else samples, 16000, format="WAV",
+             subtype="FLOAT")
+    return buf.getvalue()
+
+
+def _bench(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path / "test-00000.parquet")
+    return path
+
+
+def _item(i: int, **over: Any) -> dict[str, Any]:
+    return {"key": f"q{i}", "wav": {"bytes": _wav(), "path": None}, "q": "Which order?", "opts": list(ORDERS),
+            "gold": ORDERS[1], "adv": ORDERS[0], "t": "pitch", **over}
+
+
+class _FirstOption:
+    """A baseline answering option A to everything (built lazily: the harness imports stay inside tests)."""
+
+    @staticmethod
+    def make() -> Any:
+        from harness.models.baselines import LabelBaseline
+
+        class FirstOption(LabelBaseline):
+            def decide(self, prompt: Any) -> tuple[str, float]:
+                return prompt.meta["answer_labels"][0], 1.0
+
+        return FirstOption("first-option")
+
+
+def _run(path: Path, out: Path, configs: list[str] | None = None, **kw: Any) -> dict[str, Any] | None:
+    from harness.runner import EvalSettings, run_eval
+
+    settings = EvalSettings("first-option", configs or ["pitch"], str(out), dataset=str(path), mcq_columns=COLUMNS,
+                            preflight=False, **kw)
+    return run_eval(settings, model=_FirstOption.make())
+
+
+def _files_under(root: Path) -> set[Path]:
+    return {p.resolve() for p in root.rglob("*") if p.is_file()}
+
+
+# ---- 1. path traversal --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["../../../../x/PWNED", "a/b", "..", ".hidden", "<img src=x>", "a\x00b", "",
+                                  "x" * 300, "C:\\evil", "名前"])
+def test_safe_component_is_one_plain_file_name(text: str) -> None:
+    from vocalgrad_dataset.fileio import safe_component
+
+    name = safe_component(text)
+    assert name and name == Path(name).name and not name.startswith(".") and "/" not in name
+    assert "\\" not in name and "\x00" not in name and len(name) <= 80
+    assert all(c.isascii() and (c.isalnum() or c in "._+-") for c in name)
+
+
+def test_safe_component_keeps_ordinary_names_and_separates_different_texts() -> None:
+    from vocalgrad_dataset.fileio import safe_component
+
+    assert [safe_component(t) for t in ("pitch", "meld-emotion", "volume-conflict", "v1.2")] == [
+        "pitch", "meld-emotion", "volume-conflict", "v1.2"]
+    assert safe_component("a/b") != safe_component("a_b") and safe_component("a/b") != safe_component("a\\b")
+
+
+def test_a_task_named_like_a_path_stays_inside_out_and_is_recorded(tmp_path: Path) -> None:
+    evil = "../../../../x/PWNED"
+    path = _bench(tmp_path / "b", [_item(i, t=evil if i % 2 else "a/b") for i in range(4)])
+    out = tmp_path / "deep" / "er" / "run"
+    before = _files_under(tmp_path)
+    _run(path, out, configs=[evil, "a/b"])
+    written = _files_under(tmp_path) - before
+    assert written and all(out.resolve() in p.parents for p in written), sorted(map(str, written))
+    assert not list(tmp_path.rglob("PWNED*"))
+    res = json.loads((out / "results.json").read_text())
+    for task in (evil, "a/b"):
+        name = res["sample_files"][task]
+        assert (out / name).is_file() and Path(name).name == name
+        assert json.loads((out / name).read_text().splitlines()[0])["category"] == task
+    from harness.report import load_samples
+
+    assert set(load_samples(out)) == {evil, "a/b"}  # read back under the recorded task names
+
+
+# ---- 2. credentials inside URLs -------------------------------------------------------------------------------
+def test_redact_removes_url_credentials_and_signatures() -> None:
+    from harness.redact import redact, secret_values
+
+    args = {"base_url": "http://user:PASS1234@host.example/v1?sig=SIGNATURE99&api-version=2024-02-01",
+            "api_key": "k-1234567890", "max_new_tokens": 128, "urls": ["https://h/x?token=TOKVALUE#a"]}
+    out = redact(args)
+    text = json.dumps(out)
+    for secret in ("PASS1234", "user:", "SIGNATURE99", "k-1234567890", "TOKVALUE"):
+        assert secret not in text
+    assert out["base_url"] == "http://***@host.example/v1?sig=***&api-version=2024-02-01"
+    assert out["max_new_tokens"] == 128
+    assert {"user:PASS1234", "SIGNATURE99"} <= set(secret_values(args))
+
+
+def test_no_file_of_a_run_holds_a_url_credential(tmp_path: Path) -> None:
+    path = _bench(tmp_path / "b", [_item(i) for i in range(2)])
+    out = tmp_path / "run"
+    url = "http://alice:S3cretPW@llm.example/v1?sig=SIGxyz123"
+    _run(path, out, model_args={"base_url": url})
+    for file in out.rglob("*"):
+        if file.is_file():
+            text = file.read_text(encoding="utf-8", errors="replace")
+            assert "S3cretPW" not in text and "SIGxyz123" not in text, file
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["model_args"]["base_url"] == "http://***@llm.example/v1?sig=***"
+    from harness.leaderboard.submit import make_submission
+
+    res["config"]["model_args"]["base_url"] = url  # a run written before URLs were redacted
+    (out / "results.json").write_text(json.dumps(res))
+    sub = make_submission(out, model_name="m")
+    assert "S3cretPW" not in json.dumps(sub) and "SIGxyz123" not in json.dumps(sub)
+
+
+def test_a_resume_ignores_a_rotated_url_password(tmp_path: Path) -> None:
+    path = _bench(tmp_path / "b", [_item(i) for i in range(2)])
+    out = tmp_path / "run"
+    _run(path, out, model_args={"base_url": "http://alice:one11111@llm.example/v1"})
+    _run(path, out, model_args={"base_url": "http://alice:two22222@llm.example/v1"})  # no refusal
+    with pytest.raises(ValueError, match="model_args.base_url"):
+        _run(path, out, model_args={"base_url": "http://alice:two22222@other.example/v1"})
+
+
+# ---- 9. PWD is no secret ---------------------------------------------------------------------------------------
+def test_the_working_directory_is_not_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.redact import environment_secrets
+
+    monkeypatch.setenv("PWD", "/home/someone/projects/vocalgrad")
+    monkeypatch.setenv("OLDPWD", "/home/someone/projects")
+    monkeypatch.setenv("DB_PASSWORD", "hunter2hunter2")
+    found = environment_secrets()
+    assert "/home/someone/projects/vocalgrad" not in found and "/home/someone/projects" not in found
+    assert "hunter2hunter2" in found
+
+
+# ---- 6. the mapped file in the resume key ------------------------------------------------------------------------
+def test_corrected_answers_in_a_mapped_file_are_not_resumed_over(tmp_path: Path) -> None:
+    path = _bench(tmp_path / "b", [_item(i) for i in range(4)])
+    out = tmp_path / "run"
+    _run(path, out)
+    fixed = [_item(i, gold=ORDERS[2]) for i in range(4)] + [_item(i) for i in range(4, 6)]
+    _bench(path, fixed)
+    with pytest.raises(ValueError, match="data_fingerprint"):
+        _run(path, out)
+    fresh = tmp_path / "run2"
+    _run(path, fresh)
+    rows = [json.loads(x) for x in (fresh / "samples_pitch.jsonl").read_text().splitlines()]
+    assert [r["gold"] for r in rows] == [ORDERS[2]] * 4 + [ORDERS[1]] * 2
+
+
+# ---- 16. markup and formulas -------------------------------------------------------------------------------------
+def test_report_md_carries_no_raw_html_from_a_task_name(tmp_path: Path) -> None:
+    evil = "<img src=x onerror=alert(1)>|x"
+    path = _bench(tmp_path / "b", [_item(i, t=evil) for i in range(2)])
+    out = tmp_path / "run"
+    _run(path, out, configs=[evil])
+    from harness.report import report
+
+    text = report(out, figures=False)
+    saved = (out / "report.md").read_text()
+    assert "<img" not in text and "<img" not in saved and "&lt;img src=x onerror=alert(1)>" in saved
+    table = next(line for line in saved.splitlines() if "onerror" in line and line.startswith("|"))
+    assert "\\|x" in table  # the task's | does not open a new cell
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+1+cmd", "'+1+cmd"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("-2+3", "'-2+3"), ("\tx", "'\tx"), ("-2.5", "-2.5"), ("alice", "alice"), (3, 3),
+])  # fmt: skip
+def test_csv_cell_defuses_formulas_only(value: Any, expected: Any) -> None:
+    from harness.tables import csv_cell
+
+    assert csv_cell(value) == expected
