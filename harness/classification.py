@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.audio import input_clip
 from harness.mcq_source import MappedMCQSource, parse_column_map, unique_ids
-from harness.models.protocol import AudioClip, Prompt
+from harness.models.protocol import Prompt
 from harness.parsing import Vocabulary, mcq_vocabulary
 
 CLASSIFY_REQUIRED = ("audio", "label")
@@ -144,7 +145,7 @@ def classify_vocabulary(labels: Sequence[str]) -> Vocabulary:
 def classify_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
     """The Prompt of one classification item: the question, the lettered labels, the instruction."""
     vocab = classify_vocabulary(row["options"])
-    audio = AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
+    audio = input_clip(row)
     lines = "\n".join(f"{w}. {o}" for w, o in zip(vocab.words, row["options"], strict=True))
     text = f"{row['question']}\n\n{lines}\n\n{ANSWER_INSTRUCTION}"
     segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.models.protocol import AudioClip, Prompt
+from harness.audio import input_clip
+from harness.models.protocol import Prompt
 from harness.parsing import LETTERS, Vocabulary, mcq_vocabulary
 
 MCQ_FIELDS: tuple[str, ...] = ("question", "options", "answer", "adversarial", "task")
@@ -93,7 +94,7 @@ def mcq_text(question: str, options: Sequence[str]) -> str:
 def mcq_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
     """The Prompt of one MCQ row (text before audio unless the variant is audio_first) and its vocabulary."""
     vocab = mcq_vocabulary(row["options"])
-    audio = AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
+    audio = input_clip(row)
     text = mcq_text(row["question"], row["options"])
     segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)
     # Baselines read these; y_true and y_adv are deliberately absent.

@@ -193,3 +193,28 @@ def test_csv_cell_defuses_formulas_only(value: Any, expected: Any) -> None:
     from harness.tables import csv_cell
 
     assert csv_cell(value) == expected
+
+
+# ---- 8. broken input audio -------------------------------------------------------------------------------------
+def test_empty_nan_and_infinite_audio_are_error_rows_naming_the_clip(tmp_path: Path) -> None:
+    nan, inf = np.zeros(1600, np.float32), np.zeros(1600, np.float32)
+    nan[10], inf[20] = np.nan, np.inf
+    bad = {"q1": np.zeros(0, np.float32), "q2": nan, "q3": inf}
+    items = [_item(0)] + [_item(i, wav={"bytes": _wav(bad[f"q{i}"]), "path": None}) for i in (1, 2, 3)]
+    path = _bench(tmp_path / "b", items)
+    out = tmp_path / "run"
+    heard: list[str] = []
+    model = _FirstOption.make()
+    decide = model.decide
+    model.decide = lambda prompt: (heard.append(prompt.clip_id), decide(prompt))[1]  # type: ignore[method-assign]
+    from harness.runner import EvalSettings, run_eval
+
+    with pytest.raises(Exception, match="incomplete run"):  # 3 of 4 rows failed: more than --max-error-rate
+        run_eval(EvalSettings("first-option", ["pitch"], str(out), dataset=str(path), mcq_columns=COLUMNS,
+                              preflight=False), model=model)
+    rows = {r["benchmark_clip_id"]: r for r in map(json.loads, (out / "samples_pitch.jsonl").read_text().splitlines())}
+    assert heard == ["q0"] and rows["q0"]["error"] is None
+    assert rows["q1"]["error"].endswith("clip q1: audio has 0 samples")
+    assert "clip q2: audio holds 1 NaN samples of 1600" in rows["q2"]["error"]
+    assert "clip q3: audio holds 1 infinite samples of 1600" in rows["q3"]["error"]
+    assert all(rows[c]["pred"] is None and not rows[c]["parsed"] for c in ("q1", "q2", "q3"))
