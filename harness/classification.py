@@ -42,6 +42,31 @@ def classify_question(task: str) -> str:
     return "Which label best describes this audio clip?"
 
 
+def declared_labels(task: str) -> list[str] | None:
+    """The label set a task's protocol fixes (MELD: its seven emotions, whichever a file holds), else None
+    (the labels found in the data)."""
+    from harness.meld import MELD_EMOTIONS, MELD_TASK
+
+    return sorted(MELD_EMOTIONS) if task == MELD_TASK else None
+
+
+def label_text(value: Any, task: str, where: str) -> str:
+    """A label cell as its lower-cased text; a null, NaN or empty cell, or a label outside the task's declared
+    set (a typo such as "angry" for "anger"), is a one-line error naming the row."""
+    import difflib
+
+    if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip():
+        raise ValueError(f"{where}: empty label ({value!r})")
+    label = str(value).strip().lower()
+    declared = declared_labels(task)
+    if declared is not None and label not in declared:
+        close = difflib.get_close_matches(label, declared, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"{where}: label {value!r} is not one of the labels of task {task!r}{hint} "
+                         f"({', '.join(declared)})")
+    return label
+
+
 def parse_columns(text: str) -> dict[str, str]:
     """{field: column} from "audio=wav,label=emotion[,id=...,task=...]"; audio and label required."""
     return parse_column_map(text, "--columns", CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL)
@@ -88,10 +113,10 @@ class MappedClassifySource(MappedMCQSource):
                 raise ValueError(f"{where}: --columns label={self.mapping['label']}: no column "
                                  f"{self.mapping['label']!r} (columns: {', '.join(map(str, row))})")
         labels: dict[str, set[str]] = {}
-        for _where, _i, row in raw:
+        for where, i, row in raw:
             task = str(row.get(self.mapping.get("task", ""), None) or self.kind.name)
-            labels.setdefault(task, set()).add(str(row[self.mapping["label"]]).strip().lower())
-        self._task_labels = {t: sorted(v) for t, v in labels.items()}
+            labels.setdefault(task, set()).add(label_text(row[self.mapping["label"]], task, f"{where}: row {i}"))
+        self._task_labels = {t: declared_labels(t) or sorted(v) for t, v in labels.items()}
         for task, ls in self._task_labels.items():
             if not 2 <= len(ls) <= MAX_LABELS:
                 raise ValueError(f"{self.root}: task {task!r} has {len(ls)} labels {ls}; a classification task "
@@ -107,9 +132,7 @@ class MappedClassifySource(MappedMCQSource):
                                  f"(columns: {', '.join(map(str, row))})")
         get = {f: row[c] for f, c in self.mapping.items()}
         task = str(get.get("task") or self.kind.name)
-        label = str(get["label"]).strip().lower()
-        if not label:
-            raise ValueError(f"{place}: empty label")
+        label = label_text(get["label"], task, place)
         ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
         ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
         options = self._task_labels[task]

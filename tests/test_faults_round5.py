@@ -218,3 +218,56 @@ def test_empty_nan_and_infinite_audio_are_error_rows_naming_the_clip(tmp_path: P
     assert "clip q2: audio holds 1 NaN samples of 1600" in rows["q2"]["error"]
     assert "clip q3: audio holds 1 infinite samples of 1600" in rows["q3"]["error"]
     assert all(rows[c]["pred"] is None and not rows[c]["parsed"] for c in ("q1", "q2", "q3"))
+
+
+# ---- 5. numeric options ------------------------------------------------------------------------------------------
+def test_an_integer_answer_is_the_option_of_that_text_before_an_index(tmp_path: Path) -> None:
+    from harness.mcq_source import MappedMCQSource
+
+    rows = [_item(i, opts="1|2|3|4", gold=g, adv=None) for i, g in enumerate((1, 2, 3, 4))]
+    path = _bench(tmp_path / "b", rows)
+    assert pa.types.is_integer(pq.read_table(path / "test-00000.parquet").schema.field("gold").type)
+    src = MappedMCQSource(path, "test", COLUMNS)
+    assert [r["answer"] for r in src.rows("pitch", src.units("pitch"))] == ["1", "2", "3", "4"]
+
+
+def test_an_integer_answer_matching_no_option_text_is_still_an_index(tmp_path: Path) -> None:
+    from harness.mcq import option_answer
+
+    assert option_answer(1, list(ORDERS), "w", "answer") == ORDERS[1]
+    assert option_answer(2.0, ["1", "2", "3"], "w", "answer") == "2"  # a CSV's float column
+    assert option_answer("B", ["1", "2", "3"], "w", "answer") == "2"
+
+
+# ---- 7. label sets -----------------------------------------------------------------------------------------------
+def _classify(tmp_path: Path, labels: list[Any], name: str = "items.jsonl") -> Path:
+    path = tmp_path / name
+    lines = [json.dumps({"wav": {"bytes": None, "path": "x.wav"}, "label": lab, "utt": f"u{i}"})
+             for i, lab in enumerate(labels)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_null_label_is_refused_naming_the_row(tmp_path: Path) -> None:
+    from harness.classification import MappedClassifySource
+
+    path = _classify(tmp_path, ["joy", None, "anger"])
+    with pytest.raises(ValueError, match=r"items.jsonl: row 1: empty label \(None\)") as err:
+        MappedClassifySource(str(path), "test", "audio=wav,label=label,id=utt")
+    assert "\n" not in str(err.value)
+
+
+def test_the_meld_layout_offers_the_protocols_seven_labels_and_refuses_a_typo(tmp_path: Path) -> None:
+    from harness.classification import MappedClassifySource
+    from harness.meld import MELD_EMOTIONS
+    from tests.helpers.meld import build_meld_shaped
+
+    folder = build_meld_shaped(tmp_path, {"joy": 1, "neutral": 1, "anger": 1})
+    src = MappedClassifySource(str(folder), "test", None)
+    rows = list(src.rows("meld", src.units("meld")))
+    assert all(r["options"] == sorted(MELD_EMOTIONS) for r in rows) and len(rows[0]["options"]) == 7
+    csv_file = folder / "test_sent_emo.csv"
+    csv_file.write_text(csv_file.read_text().replace("Anger", "Angry"))
+    with pytest.raises(ValueError, match=r"test_sent_emo.csv: row 0: label 'Angry' is not one of the "
+                                         r"labels of task 'meld'; did you mean 'anger'\?"):
+        MappedClassifySource(str(folder), "test", None)
