@@ -42,12 +42,45 @@ def load_samples(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     if not found:
         raise FileNotFoundError(f"no samples_<config>.jsonl in {run_dir} (run `harness eval` first)")
     order = [c for c in CONFIGS if c in found] + sorted(set(found) - set(CONFIGS))
-    rows = {c: [reparse(r) for r in read_jsonl(found[c])] for c in order}
+    rows = {c: [reparse(r) for r in checked_samples(c, read_jsonl(found[c]), found[c])] for c in order}
     for key in ("model", "prompt_variant", "mode"):
         values = {r.get(key) for rs in rows.values() for r in rs}
         if len(values) > 1:
             raise ValueError(f"{run_dir} mixes several {key} values {sorted(map(str, values))}; one run per dir")
     return rows
+
+
+def checked_samples(config: str, rows: list[dict[str, Any]], file: Path) -> list[dict[str, Any]]:
+    """A samples file's rows, each clip once: a line repeated verbatim is dropped with a one-line warning; two
+    different rows of a clip, or a gold label that contradicts the condition its clip id encodes, refuse
+    the file (counted over every row, `harness leaderboard submit` refuses the same)."""
+    from harness.tasks import GRID_ROW_FIELDS, rows_kind
+
+    first: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        cid = r.get("benchmark_clip_id")
+        if cid in first and first[cid] != r:
+            raise ValueError(f"{file}: clip {cid} has two different rows; the file was edited or merged by hand")
+        first.setdefault(cid, r)
+    if len(first) < len(rows):
+        print(f"warning: {file}: {len(rows) - len(first)} repeated line(s) counted once", file=sys.stderr)
+    kept = list(first.values())
+    if kept and set(GRID_ROW_FIELDS) <= set(rows_kind(config, kept).row_fields):
+        fmt = parse_config(config).format
+        bad = [str(r.get("benchmark_clip_id")) for r in kept if r.get("gold") != _id_label(r, fmt)]
+        if bad:
+            raise ValueError(f"{file}: {len(bad)} row(s) whose gold contradicts its clip id (e.g. {', '.join(bad[:3])})")
+    return kept
+
+
+def _id_label(row: Mapping[str, Any], fmt: str) -> str | None:
+    """The gold label a grid row's clip id encodes in its problem format (None for a malformed id)."""
+    from vocalgrad_dataset import grid
+
+    try:
+        return grid.format_label(fmt, grid.parse_any_clip_id(str(row.get("benchmark_clip_id")))[2])
+    except ValueError:
+        return None
 
 
 def samples_files(run_dir: Path) -> dict[str, Path]:

@@ -271,3 +271,51 @@ def test_the_meld_layout_offers_the_protocols_seven_labels_and_refuses_a_typo(tm
     with pytest.raises(ValueError, match=r"test_sent_emo.csv: row 0: label 'Angry' is not one of the "
                                          r"labels of task 'meld'; did you mean 'anger'\?"):
         MappedClassifySource(str(folder), "test", None)
+
+
+# ---- 14. reports check their inputs -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from harness.runner import EvalSettings, run_eval
+
+    out = tmp_path_factory.mktemp("demo") / "run"
+    run_eval(EvalSettings("always-increase", ["volume"], str(out), source="demo", limit=6, preflight=False))
+    return out
+
+
+def _copy_run(run: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(run, dest)
+    return dest
+
+
+def test_report_counts_a_repeated_line_once_with_a_warning(demo_run: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.report import compute
+
+    run = _copy_run(demo_run, tmp_path / "run")
+    file = run / "samples_volume.jsonl"
+    lines = file.read_text().splitlines()
+    file.write_text("\n".join(lines + lines[:3]) + "\n")
+    assert compute(run)["metrics"]["volume"]["n"] == len(lines)
+    err = capsys.readouterr().err
+    assert "samples_volume.jsonl: 3 repeated line(s) counted once" in err
+
+
+def test_report_refuses_a_gold_that_contradicts_its_clip_id(demo_run: Path, tmp_path: Path) -> None:
+    from harness.report import compute
+
+    run = _copy_run(demo_run, tmp_path / "run")
+    file = run / "samples_volume.jsonl"
+    rows = [json.loads(x) for x in file.read_text().splitlines()]
+    flip = {"increase": "decrease", "decrease": "increase"}
+    rows[0]["gold"] = flip[rows[0]["gold"]]
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match=rf"samples_volume.jsonl: 1 row\(s\) whose gold contradicts its clip id "
+                                         rf"\(e.g. {rows[0]['benchmark_clip_id']}\)"):
+        compute(run)
+    rows[0]["gold"] = flip[rows[0]["gold"]]
+    file.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {**rows[1], "raw": "something else"}]))
+    with pytest.raises(ValueError, match="has two different rows"):
+        compute(run)
