@@ -248,7 +248,17 @@ def classification_metrics(gold: Sequence[str], pred: Sequence[str | None], labe
         out[f"{name}_stderr"] = float(np.std(r, ddof=1)) if r is not None else float("nan")
         out[f"{name}_ci_low"] = float(np.percentile(r, 2.5)) if r is not None else float("nan")
         out[f"{name}_ci_high"] = float(np.percentile(r, 97.5)) if r is not None else float("nan")
-    return out
+    return {**out, **_accuracy_wilson(cm)}
+
+
+def _accuracy_wilson(cm: np.ndarray) -> dict[str, float]:
+    """Accuracy's interval is Wilson's, as for every other accuracy we print: a percentile bootstrap of 0/8
+    (or 8/8) collapses to [0, 0]."""
+    from harness.metrics import binomial_interval, binomial_stderr
+
+    k, n = int(np.trace(cm[:, : cm.shape[0]])), int(cm.sum())
+    lo, hi = binomial_interval(k, n)
+    return {"accuracy_ci_low": lo, "accuracy_ci_high": hi, "accuracy_stderr": binomial_stderr(k, n)}
 
 
 def _row_pred(row: Mapping[str, Any]) -> str | None:
@@ -270,7 +280,7 @@ def classification_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def classification_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """Unweighted mean over classification tasks of accuracy and macro-F1 (SE sqrt(Σ se²)/k), the group entry."""
-    from harness.metrics import finite_or_none
+    from harness.metrics import finite_or_none, single_task_interval
 
     summaries = [classification_summary(rows) for rows in rows_by_config.values()]
     out: dict[str, Any] = {"n_configs": len(summaries), "configs": list(rows_by_config), "complete": True}
@@ -281,6 +291,7 @@ def classification_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]
         se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses else float("nan")
         out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - 1.96 * se,
                     f"{name}_ci_high": mean + 1.96 * se})
+    out.update(single_task_interval(summaries, ("accuracy", "macro_f1", "weighted_f1")))
     return finite_or_none(out)
 
 

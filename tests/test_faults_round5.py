@@ -319,3 +319,51 @@ def test_report_refuses_a_gold_that_contradicts_its_clip_id(demo_run: Path, tmp_
     file.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {**rows[1], "raw": "something else"}]))
     with pytest.raises(ValueError, match="has two different rows"):
         compute(run)
+
+
+# ---- 15. intervals -----------------------------------------------------------------------------------------------
+def test_the_paired_gap_interval_is_newcombes() -> None:
+    from harness.metrics import newcombe_paired_interval
+
+    # contingencytables (Fagerland, Lydersen & Laake) tests/testthat/test-ch8.R: cavo_2012 = rbind(c(59, 6),
+    # c(16, 80)) gives "estimate = -0.0621 (95% CI -0.1186 to -0.0046)"
+    first = [True] * 65 + [False] * 96
+    second = [True] * 59 + [False] * 6 + [True] * 16 + [False] * 80
+    lo, hi = newcombe_paired_interval(first, second)
+    assert round(lo, 4) == -0.1186 and round(hi, 4) == -0.0046
+
+
+def _mcq_rows(preds: list[str | None]) -> list[dict[str, Any]]:
+    return [{"benchmark_clip_id": f"q{i}", "gold": ORDERS[1], "pred": p, "parsed": p is not None, "error": None,
+             "adversarial": ORDERS[0], "options": list(ORDERS), "source_clip_id": f"q{i}"} for i, p in enumerate(preds)]
+
+
+def test_the_ala_gap_interval_stays_within_plus_minus_one_on_few_items() -> None:
+    from harness.metrics import mcq_summary
+
+    s = mcq_summary(_mcq_rows([ORDERS[0], ORDERS[1]]))  # one ALA hit, one GT hit: gap 0 over 2 items
+    assert s["ala_gap"] == 0.0 and -1.0 <= s["ala_gap_ci_low"] < 0 < s["ala_gap_ci_high"] <= 1.0
+
+
+def test_a_one_task_macro_mean_has_its_tasks_interval() -> None:
+    from harness.classification import classification_macro, classification_summary
+    from harness.metrics import mcq_macro, mcq_summary
+
+    rows = _mcq_rows([ORDERS[0], ORDERS[1], ORDERS[1], None, ORDERS[2]])
+    one, task = mcq_macro({"t": rows}), mcq_summary(rows)
+    for m in ("acc", "ala", "ala_gap"):
+        assert (one[f"{m}_ci_low"], one[f"{m}_ci_high"]) == (task[f"{m}_ci_low"], task[f"{m}_ci_high"])
+    crows = [{**r, "options": ["a", "b"], "gold": "a", "pred": "b"} for r in rows]
+    one, task = classification_macro({"t": crows}), classification_summary(crows)
+    assert (one["accuracy_ci_low"], one["accuracy_ci_high"]) == (task["accuracy_ci_low"], task["accuracy_ci_high"])
+
+
+def test_classification_accuracy_of_zero_of_eight_has_the_wilson_interval() -> None:
+    from scipy.stats import binomtest
+
+    from harness.classification import classification_metrics
+
+    m = classification_metrics(["a"] * 8, ["b"] * 8, ["a", "b"])
+    want = binomtest(0, 8).proportion_ci(method="wilson")
+    assert m["accuracy"] == 0.0 and m["accuracy_ci_low"] == pytest.approx(want.low, abs=1e-12)
+    assert m["accuracy_ci_high"] == pytest.approx(want.high) and want.high > 0.3
