@@ -367,3 +367,77 @@ def test_classification_accuracy_of_zero_of_eight_has_the_wilson_interval() -> N
     want = binomtest(0, 8).proportion_ci(method="wilson")
     assert m["accuracy"] == 0.0 and m["accuracy_ci_low"] == pytest.approx(want.low, abs=1e-12)
     assert m["accuracy_ci_high"] == pytest.approx(want.high) and want.high > 0.3
+
+
+# ---- 3. an adapter of another family; 12 / minor: damaged weight files ---------------------------------------------
+def _adapter(folder: Path, base: str, family: str | None = None) -> Path:
+    from safetensors.numpy import save_file
+
+    adapter = folder / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "peft_type": "LORA"}))
+    save_file({"w": np.zeros((4, 4), np.float32)}, str(adapter / "adapter_model.safetensors"))
+    if family is not None:
+        (folder / "training.json").write_text(json.dumps({"base_model": {"family": family}}))
+    return adapter
+
+
+def test_an_adapter_trained_on_another_family_is_refused_by_name(tmp_path: Path) -> None:
+    from harness.models.base import ModelError
+    from harness.models.weights_check import check_adapter_family
+
+    unknown = lambda base: None  # noqa: E731 - a checkpoint that cannot be read here decides nothing
+    recorded = _adapter(tmp_path / "run", "some/local-copy", family="qwen2-audio")
+    with pytest.raises(ModelError, match=r"trained on a qwen2-audio model \(.*training.json\), not on "
+                                         r"audio-flamingo-3") as err:
+        check_adapter_family(str(recorded), "audio-flamingo-3", ("nvidia/audio-flamingo-3-hf",), unknown)
+    assert "\n" not in str(err.value)
+    by_base = _adapter(tmp_path / "peft", "Qwen/Qwen2-Audio-7B-Instruct")
+    with pytest.raises(ModelError, match="base_model_name_or_path 'Qwen/Qwen2-Audio-7B-Instruct'"):
+        check_adapter_family(str(by_base), "audio-flamingo-3", ("nvidia/audio-flamingo-3-hf",),
+                             lambda base: "qwen2-audio" if "Qwen2-Audio" in base else None)
+    check_adapter_family(str(recorded), "qwen2-audio", ("Qwen/Qwen2-Audio-7B-Instruct",), unknown)  # its own: fine
+
+
+def test_the_registry_refuses_a_tiny_adapter_of_another_family(tmp_path: Path) -> None:
+    from harness.models.base import ModelError
+    from harness.models.registry import get_model
+
+    adapter = _adapter(tmp_path, "tiny-qwen2-audio")
+    with pytest.raises(ModelError, match="trained on a qwen2-audio model .* not on audio-flamingo-3"):
+        get_model("tiny-audio-flamingo-3", adapter=str(adapter))
+
+
+def test_a_truncated_safetensors_or_adapter_config_is_named(tmp_path: Path) -> None:
+    from harness.models.base import ModelError
+    from harness.models.weights_check import adapter_config, check_safetensors
+
+    adapter = _adapter(tmp_path, "tiny-voxtral")
+    weights = adapter / "adapter_model.safetensors"
+    check_safetensors(weights)  # intact
+    weights.write_bytes(weights.read_bytes()[:-10])
+    with pytest.raises(ModelError, match=r"adapter_model.safetensors: \d+ bytes but its header describes"):
+        check_safetensors(weights)
+    weights.write_bytes(b"\x05")
+    with pytest.raises(ModelError, match="adapter_model.safetensors: not a safetensors file or truncated"):
+        check_safetensors(weights)
+    config = adapter / "adapter_config.json"
+    config.write_text(config.read_text()[:20])
+    with pytest.raises(ModelError, match=r"adapter_config.json: not readable JSON"):
+        adapter_config(adapter)
+
+
+def test_progress_off_silences_the_libraries_bars_at_every_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from vocalgrad_dataset.cli.info import run_command
+
+    monkeypatch.setenv("VOCALGRAD_PROGRESS", "off")
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    monkeypatch.delenv("HF_DATASETS_DISABLE_PROGRESS_BARS", raising=False)
+    parser = argparse.ArgumentParser(prog="x")
+    parser.set_defaults(func=lambda ns: 0)
+    assert run_command(parser, [], (ValueError,)) == 0
+    import os
+
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" == os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"]

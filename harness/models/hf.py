@@ -26,6 +26,7 @@ from .fast_encoder import GENERATE_EXACT, build_fast_audio
 from .frontends import importable, load_processor, without_towers
 from .pooling import pool_on_device, quarter_positions
 from .protocol import AudioClip, HiddenStates, Prompt
+from .weights_check import check_adapter_family, check_weight_files
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +286,7 @@ class HFAudioLM(BaseAudioLM):
         hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
         if model is None:
             check_model_type(self.spec, model_id, self.revision)
+            check_weight_files(local_folder(model_id, self.revision))  # a truncated file: one line, not a traceback
         if model is None or processor is None:
             check_requirements(self.spec)
         if processor is None:
@@ -608,6 +610,8 @@ class HFAudioLM(BaseAudioLM):
         from peft import PeftModel
         from peft.tuners.tuners_utils import BaseTunerLayer
 
+        check_adapter_family(path, self.spec.name, (self.model_id, str(getattr(self, "checkpoint", "")), self.name),
+                             lambda base: family_of_model_type(checkpoint_model_type(base), base).name)
         layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
         # The checkpoint's own adapters in use (Phi-4's speech LoRA, Granite's LLM LoRA) stay on beside ours,
         # which gets a name of its own (Granite's is "default"), as vocalgrad-finetune trained it.
