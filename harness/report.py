@@ -67,7 +67,8 @@ def checked_samples(config: str, rows: list[dict[str, Any]], file: Path) -> list
     kept = list(first.values())
     if kept and set(GRID_ROW_FIELDS) <= set(rows_kind(config, kept).row_fields):
         fmt = parse_config(config).format
-        bad = [str(r.get("benchmark_clip_id")) for r in kept if r.get("gold") != _id_label(r, fmt)]
+        bad = [str(r.get("benchmark_clip_id")) for r in kept
+               if (label := _id_label(r, fmt)) is not None and r.get("gold") != label]
         if bad:
             raise ValueError(f"{file}: {len(bad)} row(s) whose gold contradicts its clip id (e.g. {', '.join(bad[:3])})")
     return kept

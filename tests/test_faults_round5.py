@@ -441,3 +441,25 @@ def test_progress_off_silences_the_libraries_bars_at_every_entry_point(monkeypat
     import os
 
     assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" == os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"]
+
+
+# ---- 4. a smoke run is not printed as the paper's table --------------------------------------------------------------
+def test_paper_tables_say_a_run_was_limited_or_off_the_benchmarks_source(tmp_path: Path) -> None:
+    from harness.data import CONFIGS
+    from harness.paper.run import assemble_tables
+    from tests.test_paper import MODEL, _write_run
+
+    for c in CONFIGS:
+        _write_run(tmp_path, "main", "default", c, [("increase", "increase", "up"), ("decrease", "decrease", "down")])
+    results = {"limited": True, "config": {"limit": 2, "seed": 0, "source": "generate:demo"},
+               "n-samples": {c: {"original": 48, "effective": 2} for c in CONFIGS}}
+    (tmp_path / "runs" / "main" / "results.json").write_text(json.dumps(results))
+    assemble_tables(tmp_path, MODEL)
+    table2 = (tmp_path / "tables" / "table02_main_accuracy.md").read_text()
+    assert "_**Not the paper's table:** main: LIMITED RUN (--limit 2, seed 0)" in table2
+    assert "main: source generate:demo: the demo clips, not the benchmark's vctk clips" in table2
+    results = {"limited": False, "config": {"source": "generate:vctk"},
+               "n-samples": {c: {"original": 48, "effective": 48} for c in CONFIGS}}
+    (tmp_path / "runs" / "main" / "results.json").write_text(json.dumps(results))
+    assemble_tables(tmp_path, MODEL)
+    assert "Not the paper's table" not in (tmp_path / "tables" / "table02_main_accuracy.md").read_text()
