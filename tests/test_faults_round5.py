@@ -463,3 +463,16 @@ def test_paper_tables_say_a_run_was_limited_or_off_the_benchmarks_source(tmp_pat
     (tmp_path / "runs" / "main" / "results.json").write_text(json.dumps(results))
     assemble_tables(tmp_path, MODEL)
     assert "Not the paper's table" not in (tmp_path / "tables" / "table02_main_accuracy.md").read_text()
+
+
+# ---- 10. a conflict config on a source without claims ------------------------------------------------------------------
+def test_a_conflict_config_on_a_source_without_claims_is_refused_in_one_line(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    code = main(["eval", "--model", "random", "--configs", "volume-conflict", "--source", "demo",
+                 "--out", str(tmp_path / "run"), "--no-preflight"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "config 'volume-conflict' needs the claims source" in err[0] and "--source demo has none" in err[0]
+    assert not (tmp_path / "run" / "results.json").exists()
