@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,9 +13,13 @@ def pct(x: Any, digits: int = 1) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}"
 
 
+_BARE_PIPE = re.compile(r"(?<!\\)\|")
+
+
 def markdown_cell(text: Any) -> str:
-    """A table cell that cannot end its cell or row: `|` escaped, line breaks as spaces (task names are outside text)."""
-    return " ".join(str(text).replace("|", "\\|").splitlines())
+    """A table cell that cannot end its cell or row: a `|` not yet escaped gets its backslash, line breaks become
+    spaces (task and model names are outside text)."""
+    return " ".join(_BARE_PIPE.sub(r"\\|", str(text)).splitlines())
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

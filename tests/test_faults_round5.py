@@ -476,3 +476,24 @@ def test_a_conflict_config_on_a_source_without_claims_is_refused_in_one_line(tmp
     assert code == 2 and len(err) == 1
     assert "config 'volume-conflict' needs the claims source" in err[0] and "--source demo has none" in err[0]
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+# ---- 11. leaderboard claims tied to the run's record ---------------------------------------------------------------------
+def test_a_submission_cannot_claim_another_precision_or_hide_its_opt_ins(demo_run: Path) -> None:
+    from harness.leaderboard.submit import make_submission
+    from harness.leaderboard.validate import validate_submission
+
+    sub = make_submission(demo_run, model_name="m")
+    sub["results"]["config"]["model_args"] = {"dtype": "bf16", "tf32": True}
+    sub["results"]["model_info"] = {"dtype": "bfloat16",
+                                    "not_paper_protocol": ["dtype bfloat16 (the protocol's: float32)", "tf32 matmuls"]}
+    sub["model"]["precision"] = "bfloat16"
+    honest = validate_submission(sub)
+    assert not [e for e in honest if "dtype" in e or "tf32" in e or "precision" in e], honest
+    sub["model"]["precision"] = "float32"  # the tamper of the issue: float32 and "paper protocol"
+    sub["results"]["model_info"]["not_paper_protocol"] = []
+    found = " | ".join(validate_submission(sub))
+    assert "model.precision float32 but the run's model reported dtype bfloat16" in found
+    assert "the run was given --tf32 but not_paper_protocol does not say so" in found
+    sub["results"]["model_info"]["dtype"] = "float32"
+    assert "model_info dtype float32 but the run was given --dtype bfloat16" in " | ".join(validate_submission(sub))
