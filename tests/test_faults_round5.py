@@ -497,3 +497,39 @@ def test_a_submission_cannot_claim_another_precision_or_hide_its_opt_ins(demo_ru
     assert "the run was given --tf32 but not_paper_protocol does not say so" in found
     sub["results"]["model_info"]["dtype"] = "float32"
     assert "model_info dtype float32 but the run was given --dtype bfloat16" in " | ".join(validate_submission(sub))
+
+
+# ---- 12. one line instead of a traceback ---------------------------------------------------------------------------------
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_device_cuda_without_cuda_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    code = main(["eval", "--model", "tiny-qwen2-audio", "--configs", "volume", "--source", "demo", "--limit", "1",
+                 "--device", "cuda", "--out", str(tmp_path / "run"), "--no-preflight"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: --device cuda: "), err
+
+
+def test_flash_attention_where_it_cannot_run_is_one_line() -> None:
+    import torch
+
+    from harness.models.base import ModelError, check_attn_implementation
+
+    check_attn_implementation("sdpa", torch.device("cpu"))
+    with pytest.raises(ModelError, match="flash_attention_2 (needs the flash-attn package|runs on CUDA GPUs only)"):
+        check_attn_implementation("flash_attention_2", torch.device("cpu"))
+
+
+def test_a_truncated_model_safetensors_is_named_before_loading(tmp_path: Path) -> None:
+    import shutil
+
+    from harness.models.base import ModelError
+    from harness.models.hf import auto_model
+    from harness.models.tiny import tiny_checkpoint
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint("qwen2-audio"), folder)
+    weights = next(folder.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelError, match=rf"{weights.name}: \d[\d,]* bytes but its header describes"):
+        auto_model(str(folder), device="cpu")

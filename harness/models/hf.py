@@ -18,7 +18,14 @@ import torch
 
 from harness.audio import mono_at
 
-from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
+from .base import (
+    BaseAudioLM,
+    ModelError,
+    check_attn_implementation,
+    resolve_device,
+    resolve_dtype,
+    wav_base64,
+)
 from .checkpoint import active_lora_adapters, adapter_digest, local_folder, weights_digest
 from .external import hub_commit
 from .families import AudioStack, FamilySpec, get_family
@@ -285,6 +292,7 @@ class HFAudioLM(BaseAudioLM):
         # trust_remote_code is only ever what the caller passed: never switched on here.
         hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
         if model is None:
+            check_attn_implementation(attn_implementation, self.device)
             check_model_type(self.spec, model_id, self.revision)
             check_weight_files(local_folder(model_id, self.revision))  # a truncated file: one line, not a traceback
         if model is None or processor is None:
