@@ -533,3 +533,31 @@ def test_a_truncated_model_safetensors_is_named_before_loading(tmp_path: Path) -
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     with pytest.raises(ModelError, match=rf"{weights.name}: \d[\d,]* bytes but its header describes"):
         auto_model(str(folder), device="cpu")
+
+
+def test_a_failed_hub_push_is_one_line_and_retried_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import requests
+
+    import finetune.hub as hub
+    from finetune.train import main
+
+    out = tmp_path / "lora run"
+    out.mkdir()
+    (out / "training.json").write_text("{}")
+    monkeypatch.setattr(hub, "require_token", lambda: None)
+
+    def offline(*_a: Any, **_k: Any) -> str:
+        raise requests.ConnectionError("Failed to resolve 'huggingface.co'")
+
+    monkeypatch.setattr(hub, "push_adapter", offline)
+    with pytest.raises(hub.PushFailed) as err:
+        hub.publish_run(out, model_repo="org/name", results_repo=None)
+    message = str(err.value)
+    assert "\n" not in message and "ConnectionError: Failed to resolve 'huggingface.co'" in message
+    assert f"vocalgrad-finetune push '{out}' --push-to-hub org/name" in message
+    pushed: list[tuple[Path, str]] = []
+    monkeypatch.setattr(hub, "push_adapter", lambda o, repo, **_k: pushed.append((Path(o), repo)) or "https://c")
+    assert main(["push", str(out), "--push-to-hub", "org/name"]) == 0 and pushed == [(out, "org/name")]
+    assert main(["push", str(tmp_path / "nothing"), "--push-to-hub", "org/name"]) == 2
+    assert "no training.json in" in capsys.readouterr().err
