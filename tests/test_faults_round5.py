@@ -561,3 +561,19 @@ def test_a_failed_hub_push_is_one_line_and_retried_alone(tmp_path: Path, monkeyp
     assert main(["push", str(out), "--push-to-hub", "org/name"]) == 0 and pushed == [(out, "org/name")]
     assert main(["push", str(tmp_path / "nothing"), "--push-to-hub", "org/name"]) == 2
     assert "no training.json in" in capsys.readouterr().err
+
+
+# ---- 13. prompt length against the model's context -------------------------------------------------------------------------
+def test_a_prompt_longer_than_the_context_is_an_item_error() -> None:
+    from harness.models.base import ModelError
+    from harness.models.protocol import AudioClip, Prompt
+    from harness.models.registry import get_model
+
+    lm = get_model("tiny-qwen2-audio")
+    assert lm.context_length() == 4096  # the tiny checkpoint's config (harness/models/tiny.py)
+    clip = AudioClip(np.zeros(16000, np.float32), 16000)
+    short = Prompt(("Does the pitch rise?", clip), clip_id="short")
+    long = Prompt(("Does the pitch rise? " + "and then it goes " * 2000, clip), clip_id="long")
+    out = lm.generate_items([short, long], max_new_tokens=2)
+    assert isinstance(out[0], str)
+    assert isinstance(out[1], ModelError) and "more than the model's context of 4,096" in str(out[1])

@@ -516,6 +516,7 @@ class HFAudioLM(BaseAudioLM):
         """The processor's tensors for a batch, before any move to the model's device."""
         for p in prompts:
             self._check_audio_limits(p)
+            self._check_text_length(p)
         with self._frontend_lock:  # fast tokenizers refuse concurrent use (padding state is mutated per call)
             inputs = self._process(prompts, suffixes)
         return {k: v for k, v in dict(inputs).items() if isinstance(v, torch.Tensor)}
@@ -546,6 +547,30 @@ class HFAudioLM(BaseAudioLM):
             if longest is not None and seconds > longest + 1e-6:
                 raise ModelError(f"{self.spec.name} encodes at most {longest:g} s per clip; this one is "
                                  f"{seconds:.2f} s", prompt.clip_id)
+
+    def context_length(self) -> int | None:
+        """The language model's context in tokens (config max_position_embeddings, of its text config when it
+        has one); None when the config names none."""
+        cfg = self.model.config
+        thinker = getattr(cfg, "thinker_config", None)
+        for c in (getattr(cfg, "text_config", None), getattr(thinker, "text_config", None), cfg):
+            n = getattr(c, "max_position_embeddings", None)
+            if isinstance(n, int) and n > 0:
+                return n
+        return None
+
+    def _check_text_length(self, prompt: Prompt) -> None:
+        """ModelError for a prompt whose text alone is longer than the model's context: an error row for that
+        item, not minutes of attention over a prompt the model would only see truncated or fail on."""
+        context = self.context_length()
+        text = "".join(s for s in prompt.segments if isinstance(s, str))
+        if context is None or len(text.encode("utf-8")) <= context:  # byte-level tokenizers: <= 1 token per byte
+            return
+        with self._frontend_lock:
+            n = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if n > context:
+            raise ModelError(f"{self.spec.name}: the prompt's text is {n:,} tokens, more than the model's "
+                             f"context of {context:,}", prompt.clip_id)
 
     def _process_rendered(self, prompts: list[Prompt], suffixes: list[str] | None) -> Any:
         """Template-rendered texts (plus answer suffixes) and the clips through the processor."""
