@@ -367,6 +367,20 @@ def check_variant(variant: Variant, config: str, kind: Kind) -> None:
         variant.vocabulary(config)
 
 
+def check_answers(model: AudioLM, configs: Sequence[str], source: RowSource) -> None:
+    """Refuse, before any row, a baseline that only answers the VocalGrad grid's words (always-increase,
+    signal-oracle: `grid_only`) on a config whose items bring their own options (multiple choice,
+    classification), where every row would fail alike."""
+    if not getattr(model, "grid_only", False):
+        return
+    for c in configs:
+        kind = source_kind(source, c)
+        if kind.prompt is not None:
+            raise ValueError(f"model {model.name!r} answers only the VocalGrad grid (increase/decrease, yes/no); "
+                             f"{c!r} is a {kind.name} task whose items bring their own options: use random, "
+                             "mcq-signal-oracle (VoxParadox-lite) or a real model")
+
+
 RUN_SETTINGS = "run_settings.json"  # the resume key of a run directory, written by its first run
 
 
@@ -499,6 +513,7 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
         else:
             check_protocol(model, settings.model)
         check_capabilities(model, ["choices"] if settings.mode == "choices" else [])
+        check_answers(model, configs, source)
         variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
         apply_seed(model, settings)
         batch_size = runner_batch_size(settings, model)

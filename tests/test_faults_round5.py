@@ -577,3 +577,16 @@ def test_a_prompt_longer_than_the_context_is_an_item_error() -> None:
     out = lm.generate_items([short, long], max_new_tokens=2)
     assert isinstance(out[0], str)
     assert isinstance(out[1], ModelError) and "more than the model's context of 4,096" in str(out[1])
+
+
+# ---- minor ---------------------------------------------------------------------------------------------------------------
+def test_a_direction_baseline_on_a_multiple_choice_config_is_refused_up_front(tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    path = _bench(tmp_path / "b", [_item(i) for i in range(2)])
+    code = main(["eval", "--model", "always-increase", "--dataset", str(path), "--mcq-columns", COLUMNS,
+                 "--out", str(tmp_path / "run"), "--no-preflight"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "'always-increase' answers only the VocalGrad grid" in err[0], err
+    assert not list((tmp_path / "run").rglob("samples_*.jsonl"))
