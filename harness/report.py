@@ -42,11 +42,27 @@ def load_samples(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     if not found:
         raise FileNotFoundError(f"no samples_<config>.jsonl in {run_dir} (run `harness eval` first)")
     order = [c for c in CONFIGS if c in found] + sorted(set(found) - set(CONFIGS))
-    rows = {c: [reparse(r) for r in checked_samples(c, read_jsonl(found[c]), found[c])] for c in order}
+    rows = {c: [reparse(r) for r in checked_samples(c, _read_samples(found[c]), found[c])] for c in order}
     for key in ("model", "prompt_variant", "mode"):
         values = {r.get(key) for rs in rows.values() for r in rs}
         if len(values) > 1:
             raise ValueError(f"{run_dir} mixes several {key} values {sorted(map(str, values))}; one run per dir")
+    return rows
+
+
+def _read_samples(file: Path) -> list[dict[str, Any]]:
+    """A merged samples file's rows; one without a complete line, or cut inside its last line, is truncated:
+    refused when nothing is left, else read with a one-line warning (the runs then pair on fewer clips)."""
+    rows = read_jsonl(file)
+    with open(file, "rb") as fh:
+        size = fh.seek(0, 2)
+        torn = size > 0 and fh.seek(size - 1) >= 0 and fh.read(1) != b"\n"
+    if not rows:
+        raise ValueError(f"{file}: no complete line (an empty or truncated samples file); rerun `harness eval` "
+                         "on its run directory to rewrite it")
+    if torn:
+        print(f"warning: {file}: the last line is cut off (a truncated file?); read {len(rows)} complete rows",
+              file=sys.stderr)
     return rows
 
 

@@ -590,3 +590,18 @@ def test_a_direction_baseline_on_a_multiple_choice_config_is_refused_up_front(tm
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "'always-increase' answers only the VocalGrad grid" in err[0], err
     assert not list((tmp_path / "run").rglob("samples_*.jsonl"))
+
+
+def test_compare_names_a_truncated_samples_file(demo_run: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.report import compare
+
+    run = _copy_run(demo_run, tmp_path / "run")
+    file = run / "samples_volume.jsonl"
+    text = file.read_text()
+    file.write_text(text[: len(text) // 2])  # cut inside a line
+    compare(demo_run, run)
+    assert "samples_volume.jsonl: the last line is cut off" in capsys.readouterr().err
+    file.write_text(text[:40])  # not one complete line left
+    with pytest.raises(ValueError, match=r"samples_volume.jsonl: no complete line"):
+        compare(demo_run, run)
