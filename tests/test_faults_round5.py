@@ -605,3 +605,13 @@ def test_compare_names_a_truncated_samples_file(demo_run: Path, tmp_path: Path,
     file.write_text(text[:40])  # not one complete line left
     with pytest.raises(ValueError, match=r"samples_volume.jsonl: no complete line"):
         compare(demo_run, run)
+
+
+def test_dataset_ids_takes_the_voxparadox_configs_build_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.data import ItemSource
+    from vocalgrad_dataset.cli import main
+
+    assert main(["ids", "--config", "voxparadox-pitch"]) == 0
+    printed = capsys.readouterr().out.split()
+    served = [cid for u in ItemSource("test").units("voxparadox-pitch") for cid in u.clip_ids]  # what eval reads
+    assert printed and sorted(printed) == sorted(served)
