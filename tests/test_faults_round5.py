@@ -102,7 +102,7 @@ def test_a_task_named_like_a_path_stays_inside_out_and_is_recorded(tmp_path: Pat
 
 # ---- 2. credentials inside URLs -------------------------------------------------------------------------------
 def test_redact_removes_url_credentials_and_signatures() -> None:
-    from harness.redact import redact, secret_values
+    from harness.redact import public, redact, secret_values
 
     args = {"base_url": "http://user:PASS1234@host.example/v1?sig=SIGNATURE99&api-version=2024-02-01",
             "api_key": "k-1234567890", "max_new_tokens": 128, "urls": ["https://h/x?token=TOKVALUE#a"]}
@@ -113,6 +113,7 @@ def test_redact_removes_url_credentials_and_signatures() -> None:
     assert out["base_url"] == "http://***@host.example/v1?sig=***&api-version=2024-02-01"
     assert out["max_new_tokens"] == 128
     assert {"user:PASS1234", "SIGNATURE99"} <= set(secret_values(args))
+    assert public(args)["base_url"] == out["base_url"] and "api_key" not in public(args)  # the resume key's view
 
 
 def test_no_file_of_a_run_holds_a_url_credential(tmp_path: Path) -> None:
