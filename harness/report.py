@@ -70,7 +70,7 @@ def checked_samples(config: str, rows: list[dict[str, Any]], file: Path) -> list
     """A samples file's rows, each clip once: a line repeated verbatim is dropped with a one-line warning; two
     different rows of a clip, or a gold label that contradicts the condition its clip id encodes, refuse
     the file (counted over every row, `harness leaderboard submit` refuses the same)."""
-    from harness.tasks import GRID_ROW_FIELDS, rows_kind
+    from harness.kinds import rows_kind
 
     first: dict[Any, dict[str, Any]] = {}
     for r in rows:
@@ -81,21 +81,21 @@ def checked_samples(config: str, rows: list[dict[str, Any]], file: Path) -> list
     if len(first) < len(rows):
         print(f"warning: {file}: {len(rows) - len(first)} repeated line(s) counted once", file=sys.stderr)
     kept = list(first.values())
-    if kept and set(GRID_ROW_FIELDS) <= set(rows_kind(config, kept).row_fields):
-        fmt = parse_config(config).format
+    if kept and rows_kind(config, kept).grid:
+        recipe = resolve(config).spec.recipe
         bad = [str(r.get("benchmark_clip_id")) for r in kept
-               if (label := _id_label(r, fmt)) is not None and r.get("gold") != label]
+               if (label := _id_label(r, recipe)) is not None and r.get("gold") != label]
         if bad:
             raise ValueError(f"{file}: {len(bad)} row(s) whose gold contradicts its clip id (e.g. {', '.join(bad[:3])})")
     return kept
 
 
-def _id_label(row: Mapping[str, Any], fmt: str) -> str | None:
-    """The gold label a grid row's clip id encodes in its problem format (None for a malformed id)."""
+def _id_label(row: Mapping[str, Any], recipe: Any) -> str | None:
+    """The gold label a grid row's clip id encodes under its config's recipe (None for a malformed id)."""
     from vocalgrad_dataset import grid
 
     try:
-        return grid.format_label(fmt, grid.parse_any_clip_id(str(row.get("benchmark_clip_id")))[2])
+        return recipe.label(grid.parse_any_clip_id(str(row.get("benchmark_clip_id")))[2])
     except ValueError:
         return None
 
