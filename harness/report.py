@@ -507,9 +507,9 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     formats = list(dict.fromkeys(c for r in runs for c in _grid_rows(r) if result_kind(r.results, c).fixed_question))
     for c in formats:
         labels = list(resolve(c).spec.labels)
-        figs[f"confusion_{c}"] = plots.plot_confusion(
-            {r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / f"confusion_{c}",
-            f"{c}: gold vs answer")
+        stem = f"confusion_{safe_component(c)}"
+        figs[stem] = plots.plot_confusion({r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / stem,
+                                          f"{c}: gold vs answer")
     return figs
 
 

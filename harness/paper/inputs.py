@@ -15,6 +15,7 @@ from harness.metrics import summarize
 from harness.paper.declared import SuiteRun
 from harness.prompts import get_variant
 from harness.report import load_samples
+from harness.results import samples_name
 
 Rows = list[dict[str, Any]]
 
@@ -43,7 +44,7 @@ class SuiteInputs:
                 models = {r.get("model") for r in rs}
                 if variants != {want} or models != {self.model}:
                     # SPEC §8: never read another variant's (or model's) answers into this table
-                    raise ValueError(f"{run_dir}/samples_{config}.jsonl holds prompt {sorted(map(str, variants))} of model "
+                    raise ValueError(f"{run_dir / samples_name(config)} holds prompt {sorted(map(str, variants))} of model "
                                      f"{sorted(map(str, models))}; run {name!r} needs prompt {want!r} of {self.model!r}")
             self._loaded[name] = rows
         return self._loaded[name]
@@ -95,7 +96,7 @@ class SuiteInputs:
             return None
         rows = self._run_rows(run).get(config)
         if rows is None:
-            self.missing.append(f"runs/{self.runs[run].dirname}/samples_{config}.jsonl")
+            self.missing.append(f"runs/{self.runs[run].dirname}/{samples_name(config)}")
         return rows
 
     def summary(self, run: str, config: str) -> dict[str, Any] | None:
