@@ -161,7 +161,10 @@ QUIET_LOGGERS = ("transformers", "accelerate", "datasets", "huggingface_hub", "p
 
 def quiet_third_party(verbose: bool = False) -> None:
     """Show our progress only: the libraries' own progress bars (weight loading, downloads), their info and
-    warning logs and FutureWarnings are hidden unless `verbose` (`--verbose`). Errors still show."""
+    warning logs and FutureWarnings are hidden unless `verbose` (`--verbose`; VOCALGRAD_PROGRESS=off still hides
+    the bars then). Errors still show."""
+    if progress_off():
+        no_library_bars()
     if verbose:
         return
     import logging
