@@ -13,6 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
+from harness.kinds.choice import CLASSIFY, MCQ
+
 ORDERS = ("low-high-medium", "high-low-medium", "medium-low-high")
 COLUMNS = "audio=wav,question=q,options=opts,answer=gold,adversarial=adv,task=t,id=key"
 
@@ -52,8 +54,8 @@ class _FirstOption:
 def _run(path: Path, out: Path, configs: list[str] | None = None, **kw: Any) -> dict[str, Any] | None:
     from harness.runner import EvalSettings, run_eval
 
-    settings = EvalSettings("first-option", configs or ["pitch"], str(out), dataset=str(path), mcq_columns=COLUMNS,
-                            preflight=False, **kw)
+    settings = EvalSettings("first-option", configs or ["pitch"], str(out), dataset=str(path), kind=MCQ.name,
+                            columns=COLUMNS, preflight=False, **kw)
     return run_eval(settings, model=_FirstOption.make())
 
 
@@ -211,8 +213,8 @@ def test_empty_nan_and_infinite_audio_are_error_rows_naming_the_clip(tmp_path: P
     from harness.runner import EvalSettings, run_eval
 
     with pytest.raises(Exception, match="incomplete run"):  # 3 of 4 rows failed: more than --max-error-rate
-        run_eval(EvalSettings("first-option", ["pitch"], str(out), dataset=str(path), mcq_columns=COLUMNS,
-                              preflight=False), model=model)
+        run_eval(EvalSettings("first-option", ["pitch"], str(out), dataset=str(path), kind=MCQ.name,
+                              columns=COLUMNS, preflight=False), model=model)
     rows = {r["benchmark_clip_id"]: r for r in map(json.loads, (out / "samples_pitch.jsonl").read_text().splitlines())}
     assert heard == ["q0"] and rows["q0"]["error"] is None
     assert rows["q1"]["error"].endswith("clip q1: audio has 0 samples")
@@ -223,12 +225,10 @@ def test_empty_nan_and_infinite_audio_are_error_rows_naming_the_clip(tmp_path: P
 
 # ---- 5. numeric options ------------------------------------------------------------------------------------------
 def test_an_integer_answer_is_the_option_of_that_text_before_an_index(tmp_path: Path) -> None:
-    from harness.mcq_source import MappedMCQSource
-
     rows = [_item(i, opts="1|2|3|4", gold=g, adv=None) for i, g in enumerate((1, 2, 3, 4))]
     path = _bench(tmp_path / "b", rows)
     assert pa.types.is_integer(pq.read_table(path / "test-00000.parquet").schema.field("gold").type)
-    src = MappedMCQSource(path, "test", COLUMNS)
+    src = MCQ.mapped_source(str(path), "test", COLUMNS)
     assert [r["answer"] for r in src.rows("pitch", src.units("pitch"))] == ["1", "2", "3", "4"]
 
 
@@ -250,28 +250,25 @@ def _classify(tmp_path: Path, labels: list[Any], name: str = "items.jsonl") -> P
 
 
 def test_a_null_label_is_refused_naming_the_row(tmp_path: Path) -> None:
-    from harness.classification import MappedClassifySource
-
     path = _classify(tmp_path, ["joy", None, "anger"])
     with pytest.raises(ValueError, match=r"items.jsonl: row 1: empty label \(None\)") as err:
-        MappedClassifySource(str(path), "test", "audio=wav,label=label,id=utt")
+        CLASSIFY.mapped_source(str(path), "test", "audio=wav,label=label,id=utt")
     assert "\n" not in str(err.value)
 
 
 def test_the_meld_layout_offers_the_protocols_seven_labels_and_refuses_a_typo(tmp_path: Path) -> None:
-    from harness.classification import MappedClassifySource
     from harness.meld import MELD_EMOTIONS
     from tests.helpers.meld import build_meld_shaped
 
     folder = build_meld_shaped(tmp_path, {"joy": 1, "neutral": 1, "anger": 1})
-    src = MappedClassifySource(str(folder), "test", None)
+    src = CLASSIFY.mapped_source(str(folder), "test", None)
     rows = list(src.rows("meld", src.units("meld")))
     assert all(r["options"] == sorted(MELD_EMOTIONS) for r in rows) and len(rows[0]["options"]) == 7
     csv_file = folder / "test_sent_emo.csv"
     csv_file.write_text(csv_file.read_text().replace("Anger", "Angry"))
     with pytest.raises(ValueError, match=r"test_sent_emo.csv: row 0: label 'Angry' is not one of the "
                                          r"labels of task 'meld'; did you mean 'anger'\?"):
-        MappedClassifySource(str(folder), "test", None)
+        CLASSIFY.mapped_source(str(folder), "test", None)
 
 
 # ---- 14. reports check their inputs -------------------------------------------------------------------------------
@@ -448,21 +445,26 @@ def test_progress_off_silences_the_libraries_bars_at_every_entry_point(monkeypat
 def test_paper_tables_say_a_run_was_limited_or_off_the_benchmarks_source(tmp_path: Path) -> None:
     from harness.data import CONFIGS
     from harness.paper.run import assemble_tables
-    from tests.test_paper import MODEL, _write_run
+    from harness.results import write_jsonl
 
-    for c in CONFIGS:
-        _write_run(tmp_path, "main", "default", c, [("increase", "increase", "up"), ("decrease", "decrease", "down")])
+    model = "tiny-qwen2-audio"
+    for c in CONFIGS:  # samples rows as the runner writes them (two per category, both right)
+        write_jsonl(tmp_path / "runs" / "main" / f"samples_{c}.jsonl", [
+            {"benchmark_clip_id": f"{c}-{i}", "category": c, "gold": g, "pred": None, "raw": g, "parsed": False,
+             "prompt_variant": "default", "parser": "main-unique-direction-v1", "answer_words": ["increase", "decrease"],
+             "tier": "low", "curve": "linear", "direction": d, "source_clip_id": f"s{i}", "error": None,
+             "model": model, "mode": "generate"} for i, (g, d) in enumerate((("increase", "up"), ("decrease", "down")))])
     results = {"limited": True, "config": {"limit": 2, "seed": 0, "source": "generate:demo"},
                "n-samples": {c: {"original": 48, "effective": 2} for c in CONFIGS}}
     (tmp_path / "runs" / "main" / "results.json").write_text(json.dumps(results))
-    assemble_tables(tmp_path, MODEL)
+    assemble_tables(tmp_path, model)
     table2 = (tmp_path / "tables" / "table02_main_accuracy.md").read_text()
     assert "_**Not the paper's table:** main: LIMITED RUN (--limit 2, seed 0)" in table2
     assert "main: source generate:demo: the demo clips, not the benchmark's vctk clips" in table2
     results = {"limited": False, "config": {"source": "generate:vctk"},
                "n-samples": {c: {"original": 48, "effective": 48} for c in CONFIGS}}
     (tmp_path / "runs" / "main" / "results.json").write_text(json.dumps(results))
-    assemble_tables(tmp_path, MODEL)
+    assemble_tables(tmp_path, model)
     assert "Not the paper's table" not in (tmp_path / "tables" / "table02_main_accuracy.md").read_text()
 
 
@@ -586,7 +588,7 @@ def test_a_direction_baseline_on_a_multiple_choice_config_is_refused_up_front(tm
     from harness.cli import main
 
     path = _bench(tmp_path / "b", [_item(i) for i in range(2)])
-    code = main(["eval", "--model", "always-increase", "--dataset", str(path), "--mcq-columns", COLUMNS,
+    code = main(["eval", "--model", "always-increase", "--dataset", str(path), "--kind", MCQ.name, "--columns", COLUMNS,
                  "--out", str(tmp_path / "run"), "--no-preflight"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "'always-increase' answers only the VocalGrad grid" in err[0], err
