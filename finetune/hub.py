@@ -27,7 +27,7 @@ from finetune.card import EVAL_RESULTS_FILE, write_card
 from finetune.settings import ADAPTER_DIR, EVAL_DIR, TRAINING_JSON
 from harness.data import CONFIGS
 from harness.models.pclm import LM_WEIGHTS, PCLM_CONFIG, PCLM_WEIGHTS
-from harness.results import atomic_write_text
+from harness.results import atomic_write_text, samples_path
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 PCLM_FILES = (PCLM_CONFIG, PCLM_WEIGHTS, LM_WEIGHTS)
@@ -143,7 +143,7 @@ def stage_results(run_dir: str | Path, stage_dir: str | Path, *, config_name: st
     shutil.copyfile(results_path, stage / name / "results.json")
     configs = [c for c in CONFIGS if c in results["results"]] + sorted(set(results["results"]) - set(CONFIGS))
     for c in configs:
-        src = run / f"samples_{c}.jsonl"
+        src = samples_path(run, c)
         if not src.is_file():
             raise FileNotFoundError(f"results.json lists {c} but {src} is missing")
         shutil.copyfile(src, stage / name / src.name)
@@ -175,11 +175,58 @@ def publish_run(out_dir: str | Path, *, model_repo: str | None, results_repo: st
     """The pushes a finished run asks for: the adapter to its model repo, and its evaluation (when there is
     one) to the results repo; prints each commit URL."""
     out = Path(out_dir)
-    if model_repo:
-        print("pushed adapter:", push_adapter(out, model_repo, private=private, dataset_repo=dataset_repo))
-    if results_repo and (out / EVAL_DIR / "results.json").is_file():
-        print("pushed results:", push_results(out / EVAL_DIR, results_repo))
+    if not (out / TRAINING_JSON).is_file():
+        raise FileNotFoundError(f"no {TRAINING_JSON} in {out}: push takes the folder of a finished training run")
+    retry = push_command(out, model_repo, results_repo, private, dataset_repo)
+    try:
+        if model_repo:
+            print("pushed adapter:", push_adapter(out, model_repo, private=private, dataset_repo=dataset_repo))
+        if results_repo and (out / EVAL_DIR / "results.json").is_file():
+            print("pushed results:", push_results(out / EVAL_DIR, results_repo))
+    except (ValueError, FileNotFoundError):  # our own refusals (no token, base weights in the adapter): as they are
+        raise
+    except Exception as err:  # noqa: BLE001 - offline, DNS, timeouts, 5xx: the HTTP stacks raise many types
+        reason = " ".join(str(err).split())[:200] or type(err).__name__
+        raise PushFailed(f"push to the Hub failed ({type(err).__name__}: {reason}); the run in {out} is complete "
+                         f"and kept: retry the push alone with `{retry}`") from None
 
 
-__all__ = ["EVAL_RESULTS_FILE", "publish_run", "push_adapter", "push_results", "require_token",
+class PushFailed(ValueError):
+    """A finished run whose push did not reach the Hub; the message says how to retry it alone."""
+
+
+def push_command(out: Path, model_repo: str | None, results_repo: str | None, private: bool,
+                 dataset_repo: str) -> str:
+    """The `vocalgrad-finetune push` command line that retries a run's push on its own."""
+    import shlex
+
+    parts = ["vocalgrad-finetune", "push", str(out)]
+    parts += ["--push-to-hub", model_repo] if model_repo else []
+    parts += ["--results-repo", results_repo] if results_repo else []
+    parts += ["--hub-private"] if private else []
+    parts += ["--dataset-repo", dataset_repo] if dataset_repo != "ynklab/vocalgrad" else []
+    return shlex.join(parts)
+
+
+def push_main(argv: list[str]) -> int:
+    """`vocalgrad-finetune push OUT --push-to-hub ORG/NAME [--results-repo ORG/NAME]`: the push of a finished
+    run alone (after a failed one: training and evaluation are not run again)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="vocalgrad-finetune push", description=push_main.__doc__)
+    p.add_argument("out", help="the output folder of a finished vocalgrad-finetune run")
+    p.add_argument("--push-to-hub", default=None, metavar="ORG/NAME", help="model repo for the adapter")
+    p.add_argument("--results-repo", default=None, metavar="ORG/NAME", help="results dataset repo")
+    p.add_argument("--hub-private", action="store_true", help="create the repos private")
+    p.add_argument("--dataset-repo", default="ynklab/vocalgrad", help="benchmark dataset id named in .eval_results")
+    ns = p.parse_args(argv)
+    if not (ns.push_to_hub or ns.results_repo):
+        p.error("nothing to push: give --push-to-hub and/or --results-repo")
+    require_token()
+    publish_run(ns.out, model_repo=ns.push_to_hub, results_repo=ns.results_repo, private=ns.hub_private,
+                dataset_repo=ns.dataset_repo)
+    return 0
+
+
+__all__ = ["EVAL_RESULTS_FILE", "PushFailed", "publish_run", "push_command", "push_main", "push_adapter", "push_results", "require_token",
            "results_config_name", "stage_adapter", "stage_results"]

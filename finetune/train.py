@@ -122,8 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from finetune.settings import settings_from_argv
     from vocalgrad_dataset.cli.info import path_error
 
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        train(settings_from_argv(argv))
+        if args[:1] == ["push"]:  # retry the Hub push of a finished run alone (finetune.hub.push_main)
+            from finetune.hub import push_main
+
+            return push_main(args[1:])
+        train(settings_from_argv(args))
     except (ValueError, FileNotFoundError) as err:  # user errors: one line, not a traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

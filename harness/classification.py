@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.audio import input_clip
 from harness.mcq_source import MappedMCQSource, parse_column_map, unique_ids
-from harness.models.protocol import AudioClip, Prompt
+from harness.models.protocol import Prompt
 from harness.parsing import Vocabulary, mcq_vocabulary
 
 CLASSIFY_REQUIRED = ("audio", "label")
@@ -39,6 +40,31 @@ def classify_question(task: str) -> str:
     if "meld" in task.lower() or "emotion" in task.lower():
         return "Which emotion does the speaker express in this audio clip?"
     return "Which label best describes this audio clip?"
+
+
+def declared_labels(task: str) -> list[str] | None:
+    """The label set a task's protocol fixes (MELD: its seven emotions, whichever a file holds), else None
+    (the labels found in the data)."""
+    from harness.meld import MELD_EMOTIONS, MELD_TASK
+
+    return sorted(MELD_EMOTIONS) if task == MELD_TASK else None
+
+
+def label_text(value: Any, task: str, where: str) -> str:
+    """A label cell as its lower-cased text; a null, NaN or empty cell, or a label outside the task's declared
+    set (a typo such as "angry" for "anger"), is a one-line error naming the row."""
+    import difflib
+
+    if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip():
+        raise ValueError(f"{where}: empty label ({value!r})")
+    label = str(value).strip().lower()
+    declared = declared_labels(task)
+    if declared is not None and label not in declared:
+        close = difflib.get_close_matches(label, declared, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"{where}: label {value!r} is not one of the labels of task {task!r}{hint} "
+                         f"({', '.join(declared)})")
+    return label
 
 
 def parse_columns(text: str) -> dict[str, str]:
@@ -87,10 +113,10 @@ class MappedClassifySource(MappedMCQSource):
                 raise ValueError(f"{where}: --columns label={self.mapping['label']}: no column "
                                  f"{self.mapping['label']!r} (columns: {', '.join(map(str, row))})")
         labels: dict[str, set[str]] = {}
-        for _where, _i, row in raw:
+        for where, i, row in raw:
             task = str(row.get(self.mapping.get("task", ""), None) or self.kind.name)
-            labels.setdefault(task, set()).add(str(row[self.mapping["label"]]).strip().lower())
-        self._task_labels = {t: sorted(v) for t, v in labels.items()}
+            labels.setdefault(task, set()).add(label_text(row[self.mapping["label"]], task, f"{where}: row {i}"))
+        self._task_labels = {t: declared_labels(t) or sorted(v) for t, v in labels.items()}
         for task, ls in self._task_labels.items():
             if not 2 <= len(ls) <= MAX_LABELS:
                 raise ValueError(f"{self.root}: task {task!r} has {len(ls)} labels {ls}; a classification task "
@@ -106,9 +132,7 @@ class MappedClassifySource(MappedMCQSource):
                                  f"(columns: {', '.join(map(str, row))})")
         get = {f: row[c] for f, c in self.mapping.items()}
         task = str(get.get("task") or self.kind.name)
-        label = str(get["label"]).strip().lower()
-        if not label:
-            raise ValueError(f"{place}: empty label")
+        label = label_text(get["label"], task, place)
         ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
         ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
         options = self._task_labels[task]
@@ -144,7 +168,7 @@ def classify_vocabulary(labels: Sequence[str]) -> Vocabulary:
 def classify_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
     """The Prompt of one classification item: the question, the lettered labels, the instruction."""
     vocab = classify_vocabulary(row["options"])
-    audio = AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
+    audio = input_clip(row)
     lines = "\n".join(f"{w}. {o}" for w, o in zip(vocab.words, row["options"], strict=True))
     text = f"{row['question']}\n\n{lines}\n\n{ANSWER_INSTRUCTION}"
     segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)
@@ -224,7 +248,17 @@ def classification_metrics(gold: Sequence[str], pred: Sequence[str | None], labe
         out[f"{name}_stderr"] = float(np.std(r, ddof=1)) if r is not None else float("nan")
         out[f"{name}_ci_low"] = float(np.percentile(r, 2.5)) if r is not None else float("nan")
         out[f"{name}_ci_high"] = float(np.percentile(r, 97.5)) if r is not None else float("nan")
-    return out
+    return {**out, **_accuracy_wilson(cm)}
+
+
+def _accuracy_wilson(cm: np.ndarray) -> dict[str, float]:
+    """Accuracy's interval is Wilson's, as for every other accuracy we print: a percentile bootstrap of 0/8
+    (or 8/8) collapses to [0, 0]."""
+    from harness.metrics import binomial_interval, binomial_stderr
+
+    k, n = int(np.trace(cm[:, : cm.shape[0]])), int(cm.sum())
+    lo, hi = binomial_interval(k, n)
+    return {"accuracy_ci_low": lo, "accuracy_ci_high": hi, "accuracy_stderr": binomial_stderr(k, n)}
 
 
 def _row_pred(row: Mapping[str, Any]) -> str | None:
@@ -246,7 +280,7 @@ def classification_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def classification_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """Unweighted mean over classification tasks of accuracy and macro-F1 (SE sqrt(Σ se²)/k), the group entry."""
-    from harness.metrics import finite_or_none
+    from harness.metrics import finite_or_none, single_task_interval
 
     summaries = [classification_summary(rows) for rows in rows_by_config.values()]
     out: dict[str, Any] = {"n_configs": len(summaries), "configs": list(rows_by_config), "complete": True}
@@ -257,6 +291,7 @@ def classification_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]
         se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses else float("nan")
         out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - 1.96 * se,
                     f"{name}_ci_high": mean + 1.96 * se})
+    out.update(single_task_interval(summaries, ("accuracy", "macro_f1", "weighted_f1")))
     return finite_or_none(out)
 
 

@@ -200,6 +200,7 @@ class GeneratorSource:
 
     def units(self, config: str) -> list[SourceUnit]:
         """A source clip's rows (24; 25 with the unmodified clip), weighted by the clip's duration (file header)."""
+        self.check_config(config)
         spec = config_spec(config)
         units = []
         for key, c in self._source_clips().items():
@@ -208,6 +209,17 @@ class GeneratorSource:
             ids = unit_ids(spec, c.source_item_id, c.source_clip_id)
             units.append(SourceUnit(key, len(ids) * _clip_duration(c), tuple(ids)))
         return units
+
+    def check_config(self, config: str) -> None:
+        """Refuse a config whose rows need carriers of their own kind (a lexical-conflict config: the claims
+        source's sentences that claim a direction) from a source without them, where every row would be
+        neutral and every conflict metric empty."""
+        spec = task_config(config).spec
+        needs = getattr(spec, "default_source", None)
+        if needs and self.source != needs:
+            raise ValueError(f"config {config!r} needs the {needs} source (carrier sentences that claim a "
+                             f"direction); --source {self.source} has none, so every row would be neutral: "
+                             f"leave --source out or pass --source {needs}")
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[BenchRow]:
         from vocalgrad_dataset.generate import iter_rows

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.models.protocol import AudioClip, Prompt
+from harness.audio import input_clip
+from harness.models.protocol import Prompt
 from harness.parsing import LETTERS, Vocabulary, mcq_vocabulary
 
 MCQ_FIELDS: tuple[str, ...] = ("question", "options", "answer", "adversarial", "task")
@@ -45,16 +46,31 @@ def option_list(value: Any, where: str) -> list[str]:
 
 
 def option_answer(value: Any, options: Sequence[str], where: str, field: str) -> str:
-    """An answer as one of the options' texts: the text itself (any case), its letter, or its 0-based index."""
+    """An answer as one of the options' texts: the text itself (any case), its letter, or its 0-based index.
+
+    The text is tried first: with options "1|2|3|4", an integer answer 2 (pyarrow reads such a column as
+    int64) is the option "2", not the third option; an integer is an index only when no option reads so.
+    """
+    by_text = {o.lower(): o for o in options}
+    for text in _answer_texts(value):
+        if text.lower() in by_text:
+            return by_text[text.lower()]
+    text = str(value).strip() if value is not None else ""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= int(value) < len(options):
         return options[int(value)]
-    text = str(value).strip() if value is not None else ""
-    by_text = {o.lower(): o for o in options}
-    if text.lower() in by_text:
-        return by_text[text.lower()]
     if len(text) == 1 and text.upper() in LETTERS[: len(options)]:
         return options[LETTERS.index(text.upper())]
     raise ValueError(f"{where}: {field} {value!r} is not one of its options {options}")
+
+
+def _answer_texts(value: Any) -> list[str]:
+    """The texts an answer cell may stand for: itself, and a whole float (2.0 from a CSV) as "2"."""
+    if value is None or isinstance(value, bool):
+        return [] if value is None else [str(value)]
+    texts = [str(value).strip()]
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        texts.append(str(int(value)))
+    return texts
 
 
 def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str, *, kind: str) -> dict[str, Any]:
@@ -93,7 +109,7 @@ def mcq_text(question: str, options: Sequence[str]) -> str:
 def mcq_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
     """The Prompt of one MCQ row (text before audio unless the variant is audio_first) and its vocabulary."""
     vocab = mcq_vocabulary(row["options"])
-    audio = AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
+    audio = input_clip(row)
     text = mcq_text(row["question"], row["options"])
     segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)
     # Baselines read these; y_true and y_adv are deliberately absent.

@@ -62,6 +62,34 @@ def unique_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def items_fingerprint(items: Sequence[Mapping[str, Any]]) -> str:
+    """sha256 of every item's fields and audio reference (bytes, array or path): the run's resume key holds it,
+    so a corrected answer or an added item in a mapped file is another run, whatever its format or origin."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256()
+    for item in items:
+        fields = {k: v for k, v in item.items() if k not in ("_where", "audio")}
+        digest.update(json.dumps(fields, sort_keys=True, default=str).encode("utf-8"))
+        digest.update(_audio_bytes(item.get("audio")))
+    return digest.hexdigest()
+
+
+def _audio_bytes(value: Any) -> bytes:
+    """What identifies an item's audio: its encoded bytes, its samples, or its path (a file's own bytes are
+    not read here: a path names a file of the dataset folder, whose listing is hashed)."""
+    if isinstance(value, Mapping):
+        if value.get("bytes"):
+            return bytes(value["bytes"])
+        if value.get("array") is not None:
+            import numpy as np
+
+            return np.asarray(value["array"], dtype=np.float32).tobytes() + str(value.get("sampling_rate")).encode()
+        value = value.get("path")
+    return str(value).encode("utf-8", "surrogatepass")
+
+
 def _local_files(path: Path, split: str) -> list[Path]:
     """Data files of a folder (Parquet), those of the split when names say which split they are."""
     if path.is_file():
@@ -107,6 +135,7 @@ class MappedMCQSource:
         self.root = Path(dataset)
         self.description = f"{kind.name}:{self.root}"
         self._items = self._load(str(dataset))
+        self.fingerprint = items_fingerprint(self._items)
         self._by_task: dict[str, list[dict[str, Any]]] = {}
         for item in self._items:
             self._by_task.setdefault(item["task"], []).append(item)

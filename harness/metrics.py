@@ -379,14 +379,39 @@ def _share(hits: Sequence[bool]) -> dict[str, float]:
     return {"": k / n if n else float("nan"), "_stderr": binomial_stderr(k, n), "_ci_low": lo, "_ci_high": hi}
 
 
-def _paired_gap(d: Sequence[float]) -> dict[str, float]:
-    """Mean of per-item differences (ALA hit − GT hit, each −1, 0 or 1), its SE (sample variance / n), ±1.96 SE."""
-    n = len(d)
+def _paired_gap(first: Sequence[bool], second: Sequence[bool]) -> dict[str, float]:
+    """Mean of per-item differences first − second (ALA hit − GT hit, each −1, 0 or 1), its SE (sample variance
+    / n), and Newcombe's hybrid score interval for a paired difference (1998, method 10): inside [−1, 1] and
+    sane for few items, where ±1.96 SE reached ±113 %."""
+    n = len(first)
     if n == 0:
         return {"": float("nan"), "_stderr": float("nan"), "_ci_low": float("nan"), "_ci_high": float("nan")}
+    d = [float(a) - float(b) for a, b in zip(first, second, strict=True)]
     mean = sum(d) / n
     se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else float("nan")
-    return {"": mean, "_stderr": se, "_ci_low": mean - Z95 * se, "_ci_high": mean + Z95 * se}
+    lo, hi = newcombe_paired_interval(first, second)
+    return {"": mean, "_stderr": se, "_ci_low": lo, "_ci_high": hi}
+
+
+def newcombe_paired_interval(first: Sequence[bool], second: Sequence[bool], z: float = Z95) -> tuple[float, float]:
+    """Newcombe's (1998, method 10) square-and-add interval for p1 − p2 of paired binary outcomes: the Wilson
+    intervals of both shares combined with the table's phi correlation (continuity-corrected; 0 when a margin
+    is empty), as Fagerland, Lydersen & Laake's contingencytables computes it."""
+    n = len(first)
+    a = sum(1 for x, y in zip(first, second, strict=True) if x and y)
+    b = sum(1 for x, y in zip(first, second, strict=True) if x and not y)
+    c = sum(1 for x, y in zip(first, second, strict=True) if y and not x)
+    d = n - a - b - c
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = wilson_interval(p1, n, z)
+    l2, u2 = wilson_interval(p2, n, z)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    cross = a * d - b * c  # Newcombe's phi: a positive cross product less n/2 (continuity), 0 if that is < 0
+    cross = cross - n / 2 if cross > n / 2 else min(cross, 0)
+    phi = cross / math.sqrt(margins) if margins else 0.0
+    low = (p1 - p2) - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    high = (p1 - p2) + math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return (max(-1.0, low), min(1.0, high))
 
 
 def mcq_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -395,12 +420,21 @@ def mcq_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     correct = [_correct(r) for r in rows]
     adv_rows = [(r, c) for r, c in zip(rows, correct, strict=True) if r.get("adversarial") is not None]
     ala = [_pred(r) is not None and _pred(r) == r["adversarial"] for r, _ in adv_rows]
-    gap = [float(a) - float(c) for a, (_, c) in zip(ala, adv_rows, strict=True)]
+    gap = _paired_gap(ala, [c for _, c in adv_rows])
     out = dict(summarize(rows))
-    for name, parts in (("acc", _share(correct)), ("ala", _share(ala)), ("ala_gap", _paired_gap(gap))):
+    for name, parts in (("acc", _share(correct)), ("ala", _share(ala)), ("ala_gap", gap)):
         out.update({f"{name}{suffix}": value for suffix, value in parts.items()})
     out["n_adversarial"] = len(adv_rows)
     return finite_or_none(out)
+
+
+def single_task_interval(summaries: Sequence[Mapping[str, Any]], names: Iterable[str]) -> dict[str, Any]:
+    """A macro mean over one task is that task: its own interval (Wilson, Newcombe, bootstrap), not ±1.96 SE."""
+    if len(summaries) != 1:
+        return {}
+    only = summaries[0]
+    return {f"{name}{suffix}": only.get(f"{name}{suffix}", float("nan")) for name in names
+            for suffix in ("_ci_low", "_ci_high")}
 
 
 def mcq_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
@@ -415,6 +449,7 @@ def mcq_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict
         se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses and len(ses) == len(values) else float("nan")
         out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - Z95 * se,
                     f"{name}_ci_high": mean + Z95 * se})
+    out.update(single_task_interval(summaries, MCQ_METRICS))
     out.update(accuracy=out["acc"], accuracy_stderr=out["acc_stderr"], accuracy_ci_low=out["acc_ci_low"],
                accuracy_ci_high=out["acc_ci_high"])
     return finite_or_none(out)

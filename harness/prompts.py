@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.audio import input_clip
 from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, config_name, unit_key
 from harness.kinds import Kind, row_kind, task_kind
 from harness.models.protocol import AudioClip, Prompt, Segment
@@ -167,7 +168,7 @@ def _paraphrase(config: str, index: int) -> tuple[str, str, str]:
 
 
 def _audio(row: dict[str, Any]) -> AudioClip:
-    return AudioClip(row["audio"]["array"], int(row["audio"]["sampling_rate"]))
+    return input_clip(row)
 
 
 def few_shot_segments(

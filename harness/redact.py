@@ -3,6 +3,8 @@
 An argument is secret when a word of its name (split at `_`, `-`, `.` and case changes) is one of
 SECRET_WORDS, e.g. `api_key`, `hf_token`, `client-secret`, `apiKey`; `max_new_tokens` or `tokenizer`
 are not. Records keep the name with the value replaced by REDACTED, so a reader sees that one was given.
+A URL anywhere in a record loses its credentials the same way: `http://user:PASS@host/v1?sig=X` is written
+`http://***@host/v1?sig=***` (query values other than PLAIN_QUERY ones, such as api-version, are secrets).
 """
 
 from __future__ import annotations
@@ -25,35 +27,113 @@ def is_secret_name(name: str) -> bool:
     return any(w.lower() in SECRET_WORDS for w in _WORD.findall(str(name)))
 
 
+# Query parameters a URL may carry without a secret (anything else, `?sig=`, `?code=`, is redacted).
+PLAIN_QUERY = frozenset({"api-version", "api_version", "version", "revision", "model", "format", "lang", "language"})
+MIN_URL_SECRET = 4
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The secret parts of one URL: the user-info (user:password) and the query values not in PLAIN_QUERY."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = [parts.netloc.rpartition("@")[0]] if "@" in parts.netloc else []
+    found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() not in PLAIN_QUERY]
+    found += [v for k, v in parse_qsl(parts.fragment) if k.lower() not in PLAIN_QUERY]
+    return [f for f in found if f]
+
+
+def url_secrets(text: str) -> list[str]:
+    """The credentials inside every URL of `text` (user:password@, secret query values), longest first."""
+    # short values (`?n=1`) would scrub every digit of free text; the records redact them structurally
+    found = {s for url in _URL.findall(str(text)) for s in _url_secrets(url) if len(s) >= MIN_URL_SECRET}
+    return sorted(found, key=len, reverse=True)
+
+
+def redact_urls(text: str) -> str:
+    """`text` with the credentials of every URL in it (`http://user:PASS@host`, `?sig=...`) as REDACTED."""
+
+    return _URL.sub(lambda m: _redact_url(m.group(0)), text) if "://" in text else text
+
+
+def _redact_url(url: str) -> str:
+    """One URL rebuilt with its user-info and non-plain query/fragment values as REDACTED."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return REDACTED  # unparseable: nothing of it is kept
+    netloc = f"{REDACTED}@{p.netloc.rpartition('@')[2]}" if "@" in p.netloc else p.netloc
+    return urlunsplit((p.scheme, netloc, p.path, _redact_pairs(p.query), _redact_pairs(p.fragment)))
+
+
+def _redact_pairs(query: str) -> str:
+    """`a=1&sig=XYZ` -> `a=***&sig=***` except for PLAIN_QUERY names; text without pairs is kept."""
+    if "=" not in query:
+        return query
+    out = []
+    for pair in query.split("&"):
+        name, eq, value = pair.partition("=")
+        out.append(pair if not eq or not value or name.lower() in PLAIN_QUERY else f"{name}={REDACTED}")
+    return "&".join(out)
+
+
+def redact_value(value: Any) -> Any:
+    """Any record value with URL credentials redacted in its text, at any depth (secret names: `redact`)."""
+    if isinstance(value, str):
+        return redact_urls(value)
+    if isinstance(value, Mapping):
+        return redact(value)
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v) for v in value]
+    return value
+
+
+def without_url_credentials(obj: Any) -> Any:
+    """A whole record (results.json, a submission) with every URL's credentials redacted in its text, at any
+    depth; keys are kept as they are (a label named "token" is no secret: names are judged in `redact`)."""
+    if isinstance(obj, str):
+        return redact_urls(obj)
+    if isinstance(obj, Mapping):
+        return {k: without_url_credentials(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [without_url_credentials(v) for v in obj]
+    return obj
+
+
 def redact(args: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `args` with every secret value (at any depth of nested mappings) replaced by REDACTED."""
-    out: dict[str, Any] = {}
-    for k, v in args.items():
-        if is_secret_name(k) and v is not None:
-            out[k] = REDACTED
-        elif isinstance(v, Mapping):
-            out[k] = redact(v)
-        else:
-            out[k] = v
-    return out
+    """A copy of `args` (a record: model args, settings, results) with every value of a secret-named key
+    replaced by REDACTED and every URL's credentials redacted, at any depth."""
+    return {k: REDACTED if is_secret_name(k) and v is not None else redact_value(v) for k, v in args.items()}
 
 
 def public(args: Mapping[str, Any]) -> dict[str, Any]:
-    """`args` without its secret entries (for keys that decide a resume: a rotated token changes no answer)."""
-    return {k: public(v) if isinstance(v, Mapping) else v for k, v in args.items() if not is_secret_name(k)}
+    """`args` without its secret entries and URL credentials (for keys that decide a resume: a rotated token
+    changes no answer)."""
+    return {k: public(v) if isinstance(v, Mapping) else redact_value(v) for k, v in args.items()
+            if not is_secret_name(k)}
 
 
 def secret_values(args: Mapping[str, Any]) -> list[str]:
-    """The secret values in `args` (nested too), longest first, as strings to scrub from free text."""
+    """The secret values in `args` (nested too, URL credentials too), longest first, to scrub from free text."""
     found: list[str] = []
     for k, v in args.items():
         if isinstance(v, Mapping):
             found += secret_values(v)
         elif is_secret_name(k) and v not in (None, ""):
             found.append(str(v))
+        elif isinstance(v, str):
+            found += url_secrets(v)
     return sorted(set(found), key=len, reverse=True)
 
 
+# PWD / OLDPWD hold the shell's directories, not passwords: scrubbing them would turn every path into ***/...
+NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 MIN_ENV_SECRET = 8  # shorter values of secret-named variables (flags such as HF_HUB_DISABLE_TOKEN=1) are no keys
 
 
@@ -61,7 +141,8 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of secret-named environment variables (OPENAI_API_KEY, GEMINI_API_KEY, HF_TOKEN, ...), longest
     first: a wrapper reads its key from there, and an endpoint echoing it must not put it in a file either."""
     env = os.environ if environ is None else environ
-    found = {v.strip() for k, v in env.items() if is_secret_name(k) and len(v.strip()) >= MIN_ENV_SECRET}
+    found = {v.strip() for k, v in env.items()
+             if is_secret_name(k) and k.upper() not in NOT_SECRET_ENV and len(v.strip()) >= MIN_ENV_SECRET}
     return sorted(found, key=len, reverse=True)
 
 

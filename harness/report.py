@@ -26,11 +26,11 @@ from harness.results import (
     component_versions,
     group_metrics,
     read_jsonl,
-    samples_path,
     task_metrics,
 )
 from harness.sampling import describe_limit
-from harness.tables import html_table, latex_escape, latex_table, markdown_table, pct
+from harness.tables import html_table, latex_escape, latex_table, markdown_safe, markdown_table, pct
+from vocalgrad_dataset.fileio import safe_component
 from vocalgrad_dataset.grid import CURVES, TIERS
 from vocalgrad_dataset.tasks import resolve
 
@@ -38,16 +38,78 @@ from vocalgrad_dataset.tasks import resolve
 def load_samples(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     """Merged samples rows per config (Table 2 order first), re-parsed; errors on mixed runs."""
     run_dir = Path(run_dir)
-    found = {p.name[len("samples_") : -len(".jsonl")] for p in run_dir.glob("samples_*.jsonl")}
+    found = samples_files(run_dir)
     if not found:
         raise FileNotFoundError(f"no samples_<config>.jsonl in {run_dir} (run `harness eval` first)")
-    order = [c for c in CONFIGS if c in found] + sorted(found - set(CONFIGS))
-    rows = {c: [reparse(r) for r in read_jsonl(samples_path(run_dir, c))] for c in order}
+    order = [c for c in CONFIGS if c in found] + sorted(set(found) - set(CONFIGS))
+    rows = {c: [reparse(r) for r in checked_samples(c, _read_samples(found[c]), found[c])] for c in order}
     for key in ("model", "prompt_variant", "mode"):
         values = {r.get(key) for rs in rows.values() for r in rs}
         if len(values) > 1:
             raise ValueError(f"{run_dir} mixes several {key} values {sorted(map(str, values))}; one run per dir")
     return rows
+
+
+def _read_samples(file: Path) -> list[dict[str, Any]]:
+    """A merged samples file's rows; one without a complete line, or cut inside its last line, is truncated:
+    refused when nothing is left, else read with a one-line warning (the runs then pair on fewer clips)."""
+    rows = read_jsonl(file)
+    with open(file, "rb") as fh:
+        size = fh.seek(0, 2)
+        torn = size > 0 and fh.seek(size - 1) >= 0 and fh.read(1) != b"\n"
+    if not rows:
+        raise ValueError(f"{file}: no complete line (an empty or truncated samples file); rerun `harness eval` "
+                         "on its run directory to rewrite it")
+    if torn:
+        print(f"warning: {file}: the last line is cut off (a truncated file?); read {len(rows)} complete rows",
+              file=sys.stderr)
+    return rows
+
+
+def checked_samples(config: str, rows: list[dict[str, Any]], file: Path) -> list[dict[str, Any]]:
+    """A samples file's rows, each clip once: a line repeated verbatim is dropped with a one-line warning; two
+    different rows of a clip, or a gold label that contradicts the condition its clip id encodes, refuse
+    the file (counted over every row, `harness leaderboard submit` refuses the same)."""
+    from harness.kinds import rows_kind
+
+    first: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        cid = r.get("benchmark_clip_id")
+        if cid in first and first[cid] != r:
+            raise ValueError(f"{file}: clip {cid} has two different rows; the file was edited or merged by hand")
+        first.setdefault(cid, r)
+    if len(first) < len(rows):
+        print(f"warning: {file}: {len(rows) - len(first)} repeated line(s) counted once", file=sys.stderr)
+    kept = list(first.values())
+    if kept and rows_kind(config, kept).grid:
+        recipe = resolve(config).spec.recipe
+        bad = [str(r.get("benchmark_clip_id")) for r in kept
+               if (label := _id_label(r, recipe)) is not None and r.get("gold") != label]
+        if bad:
+            raise ValueError(f"{file}: {len(bad)} row(s) whose gold contradicts its clip id (e.g. {', '.join(bad[:3])})")
+    return kept
+
+
+def _id_label(row: Mapping[str, Any], recipe: Any) -> str | None:
+    """The gold label a grid row's clip id encodes under its config's recipe (None for a malformed id)."""
+    from vocalgrad_dataset import grid
+
+    try:
+        return recipe.label(grid.parse_any_clip_id(str(row.get("benchmark_clip_id")))[2])
+    except ValueError:
+        return None
+
+
+def samples_files(run_dir: Path) -> dict[str, Path]:
+    """config -> its samples file: a mapped name (safe_component) read back through results.json's
+    "sample_files", any other name is the config itself."""
+    try:
+        recorded = json.loads((run_dir / "results.json").read_text(encoding="utf-8")).get("sample_files") or {}
+    except (OSError, ValueError, AttributeError):
+        recorded = {}
+    config_of = {str(name): str(c) for c, name in recorded.items()} if isinstance(recorded, dict) else {}
+    return {config_of.get(p.name, p.name[len("samples_"): -len(".jsonl")]): p
+            for p in sorted(run_dir.glob("samples_*.jsonl"))}
 
 
 def reparse(row: dict[str, Any]) -> dict[str, Any]:
@@ -401,8 +463,8 @@ def classify_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     for c in tasks:
         have = [r for r in runs if r.rows.get(c) and result_kind(r.results, c).confusion]
         labels = list(task_metrics(have[0].results)[c].get("labels") or have[0].rows[c][0]["options"])
-        figs[f"confusion_{c}"] = plots.plot_confusion(
-            {r.label: r.rows[c] for r in have}, labels, out / f"confusion_{c}", f"{c}: gold vs answer")
+        stem = f"confusion_{safe_component(c)}"  # a mapped dataset's task is outside text
+        figs[stem] = plots.plot_confusion({r.label: r.rows[c] for r in have}, labels, out / stem, f"{c}: gold vs answer")
     return figs
 
 
@@ -445,9 +507,9 @@ def write_figures(runs: Sequence[Run], out: Path) -> dict[str, Any]:
     formats = list(dict.fromkeys(c for r in runs for c in _grid_rows(r) if result_kind(r.results, c).fixed_question))
     for c in formats:
         labels = list(resolve(c).spec.labels)
-        figs[f"confusion_{c}"] = plots.plot_confusion(
-            {r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / f"confusion_{c}",
-            f"{c}: gold vs answer")
+        stem = f"confusion_{safe_component(c)}"
+        figs[stem] = plots.plot_confusion({r.label: r.rows[c] for r in runs if c in r.rows}, labels, out / stem,
+                                          f"{c}: gold vs answer")
     return figs
 
 
@@ -471,6 +533,7 @@ def report(run_dirs: str | Path | Sequence[str | Path], out_dir: str | Path | No
     single = [format_report(r.results) for r in runs]
     demoted = ["\n".join("#" + line if line.startswith("#") else line for line in s.splitlines()) for s in single]
     text = single[0] if len(runs) == 1 else format_comparison(runs) + "\n" + "\n\n".join(demoted) + "\n"
+    text = markdown_safe(text)  # task, label and model names are outside text: no raw HTML reaches report.md
     out = Path(out_dir or dirs[0])
     atomic_write_text(out / "report.md", text)
     if figures:

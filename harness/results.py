@@ -28,7 +28,8 @@ from typing import (
 )
 
 from harness.parsing import PARSER_VERSION
-from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
+from harness.redact import without_url_credentials
+from vocalgrad_dataset.fileio import atomic_write_bytes, atomic_write_text, safe_component  # noqa: F401
 
 # 3: the headline group holds the main categories only; its CI is Wilson. 4: lm-eval's shape exactly ("results"
 # and "groups" hold only "<metric>,none" keys, "versions" is per task); our summaries moved to "metrics",
@@ -213,6 +214,7 @@ ResultsJSON = TypedDict(
         "dataset": NotRequired[DatasetInfo],
         "model_info": NotRequired[dict[str, Any]],  # model provenance: id, revision, weights sha, dtype, device
         "preflight": NotRequired[dict[str, Any]],  # the high-tier check before the run, or why it was skipped
+        "sample_files": NotRequired[dict[str, str]],  # config -> its samples file (names mapped to safe ones)
     },
 )
 
@@ -374,7 +376,7 @@ def write_results(path: str | Path, results: Mapping[str, Any]) -> bool:
     A rerun whose results differ from the latest only in VOLATILE_KEYS writes nothing. Returns True when
     the files were (re)written.
     """
-    obj = _jsonable(dict(results))
+    obj = without_url_credentials(_jsonable(dict(results)))  # a base_url's user:password or ?sig= stays out
     validate_results(obj)
     path = Path(path)
     if path.exists():
@@ -440,7 +442,7 @@ def repair_jsonl(path: str | Path) -> int:
 
 def shard_path(out_dir: str | Path, config: str, rank: int) -> Path:
     """Where a rank appends its rows of a config."""
-    return Path(out_dir) / "shards" / f"samples_{config}.rank{rank}.jsonl"
+    return Path(out_dir) / "shards" / f"samples_{safe_component(config)}.rank{rank}.jsonl"
 
 
 def shard_files(out_dir: str | Path, config: str) -> list[Path]:
@@ -450,7 +452,7 @@ def shard_files(out_dir: str | Path, config: str) -> list[Path]:
     if shard_dir.is_dir():
         for p in shard_dir.iterdir():
             m = SHARD_RE.match(p.name)
-            if m and m["config"] == config:
+            if m and m["config"] == safe_component(config):
                 found.append((int(m["rank"]), p))
     return [p for _, p in sorted(found)]
 
@@ -465,8 +467,13 @@ def read_shards(out_dir: str | Path, config: str) -> dict[str, dict[str, Any]]:
 
 
 def samples_path(out_dir: str | Path, config: str) -> Path:
-    """The merged samples file of a config."""
-    return Path(out_dir) / f"samples_{config}.jsonl"
+    """The merged samples file of a config (its name mapped by safe_component: a task is outside text)."""
+    return Path(out_dir) / samples_name(config)
+
+
+def samples_name(config: str) -> str:
+    """The merged samples file name of a config; results.json records it under "sample_files"."""
+    return f"samples_{safe_component(config)}.jsonl"
 
 
 class ShardWriter:
@@ -653,6 +660,7 @@ def build_results(
         "n-shot": {c: n_shot(task_configs.get(c, {}).get("prompt_variant", variant)) for c in rows_by_config},
         "higher_is_better": {c: {**HIGHER_IS_BETTER, **kinds[c].lm_eval_metrics} for c in rows_by_config},
         "config": dict(run_config),
+        "sample_files": {c: samples_name(c) for c in rows_by_config},
         # the run sampled its clips (--limit); samples missing from a full run make it incomplete, not limited
         "limited": any(bool(task_configs.get(c, {}).get("limited")) for c in rows_by_config)
         or run_config.get("limit") is not None and any(v["effective"] < v["original"] for v in n_samples.values()),

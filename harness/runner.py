@@ -32,7 +32,7 @@ from harness.models.registry import check_capabilities, check_protocol, load_mod
 from harness.parsing import PARSER_VERSION
 from harness.preflight import needs_preflight, run_preflight
 from harness.prompts import Variant, build_prompt, get_variant, prepare_variant, row_vocabulary
-from harness.redact import public, redact, run_secrets, scrub_row, scrubbed_logging
+from harness.redact import public, redact, run_secrets, scrub_row, scrubbed_logging, without_url_credentials
 from harness.results import SampleRow
 from harness.sampling import check_limit, limited_count, stratified_ids
 from harness.settings import (
@@ -367,6 +367,20 @@ def check_variant(variant: Variant, config: str, kind: Kind) -> None:
         variant.vocabulary(config)
 
 
+def check_answers(model: AudioLM, configs: Sequence[str], source: RowSource) -> None:
+    """Refuse, before any row, a baseline that only answers the VocalGrad grid's words (always-increase,
+    signal-oracle: `grid_only`) on a config whose items bring their own options (multiple choice,
+    classification), where every row would fail alike."""
+    if not getattr(model, "grid_only", False):
+        return
+    for c in configs:
+        kind = source_kind(source, c)
+        if kind.prompt is not None:
+            raise ValueError(f"model {model.name!r} answers only the VocalGrad grid (increase/decrease, yes/no); "
+                             f"{c!r} is a {kind.name} task whose items bring their own options: use random, "
+                             "mcq-signal-oracle (VoxParadox-lite) or a real model")
+
+
 RUN_SETTINGS = "run_settings.json"  # the resume key of a run directory, written by its first run
 
 
@@ -384,7 +398,7 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
     generated = kind == "generate"
     if generated:
         from vocalgrad_dataset.generate import GENERATOR_VERSION
-    return {
+    return without_url_credentials({  # a URL's user:password or ?sig= changes no answer and stays off the disk
         "model": settings.model,
         "model_args": public(settings.model_kwargs()),  # --adapter / --dtype count like their --model-arg
         "mode": settings.mode,
@@ -399,7 +413,9 @@ def resume_key(settings: EvalSettings, variant: Variant, source: RowSource) -> d
         "seed": settings.seed,  # the random baseline's and sampling models' answers
         "kind": settings.kind,  # a mapped dataset: the kind it is read as, and which columns hold its fields
         "columns": settings.columns,
-    }
+        # the bytes of a mapped file: corrected answers or added items make another run, never a silent resume
+        "data_fingerprint": getattr(source, "fingerprint", None),
+    })
 
 
 def _differences(old: Any, new: Any, where: str = "") -> list[str]:
@@ -497,6 +513,7 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
         else:
             check_protocol(model, settings.model)
         check_capabilities(model, ["choices"] if settings.mode == "choices" else [])
+        check_answers(model, configs, source)
         variant = prepare_variant(variant, settings, model)  # few-shot: multi-audio check, train examples
         apply_seed(model, settings)
         batch_size = runner_batch_size(settings, model)

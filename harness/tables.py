@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,11 +13,47 @@ def pct(x: Any, digits: int = 1) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}"
 
 
+_BARE_PIPE = re.compile(r"(?<!\\)\|")
+
+
+def markdown_cell(text: Any) -> str:
+    """A table cell that cannot end its cell or row: a `|` not yet escaped gets its backslash, line breaks become
+    spaces (task and model names are outside text)."""
+    return " ".join(_BARE_PIPE.sub(r"\\|", str(text)).splitlines())
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table (readable as plain text too)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines = ["| " + " | ".join(map(markdown_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(map(markdown_cell, r)) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def markdown_safe(text: str) -> str:
+    """Markdown whose outside text (task, label, model names) cannot open an HTML tag: every `<` as `&lt;`.
+
+    A Markdown renderer passes raw HTML through; with no `<` left, `<img src=x onerror=...>` shows as text.
+    """
+    return text.replace("<", "&lt;")
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as the start of a formula
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string starting like a formula gets a leading `'` (OWASP);
+    numbers (a negative one too) stay as they are."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_START) or _is_number(value):
+        return value
+    return "'" + value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

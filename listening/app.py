@@ -17,7 +17,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
-from harness.results import dumps_row
+from harness.results import dumps_row, samples_name
+from harness.tables import csv_cell
 from listening.store import QUESTIONNAIRE, Annotator, Rejected, Store
 from listening.study import AudioProvider, item_labels, item_view
 
@@ -80,7 +81,7 @@ def export_csv(store: Store) -> str:
                "" if a["listen_ms"] is None else f"{a['listen_ms']:.0f}"]
         if mcq:
             row += [a["adversarial"] or "", "" if a["adversarial"] is None else int(a["answer"] == a["adversarial"])]
-        w.writerow(row)
+        w.writerow([csv_cell(v) for v in row])  # an annotator's name or an answer is outside text: no formula
     return buf.getvalue()
 
 
@@ -235,7 +236,7 @@ class StudyApi:
         if rows is None:
             raise Rejected(404, f"the study has no config {config!r}")
         return Response("".join(dumps_row(r) + "\n" for r in rows), media_type="application/jsonl",
-                        headers={**NO_STORE, "Content-Disposition": f'attachment; filename="samples_{config}.jsonl"'})
+                        headers={**NO_STORE, "Content-Disposition": f'attachment; filename="{samples_name(config)}"'})
 
 
 def _rejected(request: Request, exc: Rejected) -> JSONResponse:

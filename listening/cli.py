@@ -157,7 +157,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def _export(ns: argparse.Namespace) -> int:
-    from harness.results import task_metrics
+    from harness.results import samples_name, task_metrics
     from listening.analysis import analyze, careless
     from listening.app import export_csv
     from listening.export import export_run, study_status, write_submission
@@ -176,7 +176,7 @@ def _export(ns: argparse.Namespace) -> int:
     results = export_run(store, ns.out, exclude, status)
     atomic_write_text(Path(ns.out) / "answers.csv", export_csv(store))
     acc = ", ".join(f"{c} {100 * r['accuracy']:.1f} %" for c, r in task_metrics(results).items())
-    print(f"wrote {', '.join(f'samples_{c}.jsonl' for c in task_metrics(results))}, results.json and answers.csv "
+    print(f"wrote {', '.join(samples_name(c) for c in task_metrics(results))}, results.json and answers.csv "
           f"to {ns.out}: {acc}")
     print(f"{status['annotators']} annotators, {100 * status['completeness']:.0f} % of the answers, "
           f"{len(status['complete'])} complete and included")

@@ -78,7 +78,7 @@ def test_meld_layout_is_read_without_columns(tmp_path: Path) -> None:
     assert src.config_names(None) == ["meld"]
     rows = list(src.rows("meld", src.units("meld")))
     assert [r["benchmark_clip_id"] for r in rows] == ["dia0_utt0", "dia0_utt1", "dia0_utt2"]
-    assert [r["label"] for r in rows] == ["joy", "joy", "neutral"] and rows[0]["options"] == ["joy", "neutral"]
+    assert [r["label"] for r in rows] == ["joy", "joy", "neutral"] and rows[0]["options"] == list(MELD_EMOTIONS)  # the protocol's 7
     assert rows[0]["audio"]["sampling_rate"] == 16000 and len(rows[0]["audio"]["array"]) == 16000
 
 

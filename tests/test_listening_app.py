@@ -106,6 +106,21 @@ def test_admin_exports_and_page(study: Store, server: Server) -> None:
     assert status == 200 and b"VocalGrad listening test" in page
 
 
+def test_an_annotator_name_like_a_formula_is_text_in_answers_csv(study: Store, server: Server) -> None:
+    """Issue 47: an annotator named "=..." was a live formula in answers.csv (the admin download and
+    `vocalgrad-listen export` share export_csv)."""
+    from listening.app import export_csv
+
+    evil = '=HYPERLINK("http://x","y")'
+    (_, token), = study.add_annotators([evil])
+    client = Client(server.base, token)
+    client.answer(client.ready()["item"], "increase")
+    admin = Client(server.base, study.set_admin_token())
+    for text in (admin.call("GET", "/api/admin/answers.csv")[1].decode(), export_csv(study)):
+        rows = [r for r in csv.DictReader(io.StringIO(text)) if "HYPERLINK" in r["annotator"]]
+        assert rows and all(r["annotator"] == "'" + evil for r in rows)
+
+
 def _soak(base: str, tokens: list[str], seconds: float, n_items: int) -> dict[str, list[tuple[int, str]]]:
     """Every annotator answers in a loop for `seconds` (bounded by its items); returns the acknowledged
     (seq, answer) pairs per token. Stops by itself."""

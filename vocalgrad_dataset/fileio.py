@@ -14,6 +14,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import sys
 import time
@@ -204,3 +205,22 @@ def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+_SAFE_COMPONENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,79}")
+_UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def safe_component(text: str) -> str:
+    """One file-name component for outside text (a dataset's task, a model's or a user's name).
+
+    Text made only of letters, digits and `._+-` (not starting with a dot, at most 80 characters) is kept as
+    it is, so ordinary names give ordinary files; anything else (`/`, `..`, NUL, spaces, markup) becomes a
+    slug of its safe characters plus the first 10 hex digits of its sha256, so two texts never share a
+    file and no text can climb out of the folder it is joined to. Callers record the mapping.
+    """
+    text = str(text)
+    if _SAFE_COMPONENT.fullmatch(text) and not text.endswith("."):
+        return text
+    slug = _UNSAFE_CHAR.sub("_", text).strip("._")[:40] or "x"
+    return f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"

@@ -161,13 +161,15 @@ QUIET_LOGGERS = ("transformers", "accelerate", "datasets", "huggingface_hub", "p
 
 def quiet_third_party(verbose: bool = False) -> None:
     """Show our progress only: the libraries' own progress bars (weight loading, downloads), their info and
-    warning logs and FutureWarnings are hidden unless `verbose` (`--verbose`). Errors still show."""
+    warning logs and FutureWarnings are hidden unless `verbose` (`--verbose`; VOCALGRAD_PROGRESS=off still hides
+    the bars then). Errors still show."""
+    if progress_off():
+        no_library_bars()
     if verbose:
         return
     import logging
     import warnings
 
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub when it starts a bar
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore", category=FutureWarning)
     for name in QUIET_LOGGERS:
@@ -176,12 +178,27 @@ def quiet_third_party(verbose: bool = False) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()  # "Loading weights" and friends
     except ImportError:  # the dataset tools run without transformers
         pass
-    try:
+    no_library_bars()
+
+
+def no_library_bars() -> None:
+    """Hide the libraries' own progress bars: huggingface_hub's downloads, transformers' "Loading weights",
+    datasets' bars. The variables reach a library imported later (transformers reads the Hub's at import); one
+    already imported is switched off directly. Nothing is imported here (a CLI start stays fast)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    if "datasets" in sys.modules:
         import datasets
 
         datasets.disable_progress_bars()
-    except ImportError:
-        pass
+
+
+def progress_off() -> bool:
+    """True under VOCALGRAD_PROGRESS=off: then no progress of any library shows either (every entry point)."""
+    return os.environ.get("VOCALGRAD_PROGRESS", "").strip().lower() == "off"

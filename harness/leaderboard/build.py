@@ -27,7 +27,7 @@ from harness.kinds import Kind, all_kinds, result_kind
 from harness.leaderboard.validate import validate_file
 from harness.reference import MODEL_DISPLAY, PUBLISHED_STEM, table2
 from harness.results import atomic_write_text, group_metrics, task_metrics
-from harness.tables import markdown_table
+from harness.tables import csv_cell, markdown_table
 
 TITLE = "VocalGrad leaderboard"
 OTHER_DATA_TITLE = "Other data: not comparable with the benchmark"
@@ -379,7 +379,6 @@ def render_csv(rows: Sequence[Row]) -> str:
 
 
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would evaluate (OWASP CSV injection)
 
 
 # Markdown that would turn submitter text into a link, an image, emphasis or code, and the pipe that splits a row
@@ -403,7 +402,7 @@ def csv_text(text: Any) -> str:
     """Submitter text as a CSV cell a spreadsheet shows as text: one line, a formula start defused by a
     leading apostrophe."""
     value = _LINE_BREAKS.sub(" ", clean_text(text))
-    return "'" + value if value.startswith(FORMULA_STARTS) else value
+    return csv_cell(value)
 
 
 SPACE_README = """---

@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.data import CONFIGS
 from harness.leaderboard.schema import SUBMISSION_SCHEMA_VERSION
-from harness.redact import redact
+from harness.redact import redact, without_url_credentials
 from harness.results import atomic_write_text, dumps_row, read_jsonl, samples_path, validate_results
 
 
@@ -76,7 +76,7 @@ def make_submission(run_dir: str | Path, *, model_name: str, params: int | None 
             "scoring_mode": cfg["mode"],
             "notes": notes,
         },
-        "results": results,
+        "results": without_url_credentials(results),  # a URL's user:password or ?sig= is never published
         "samples": samples,
         "samples_sha256": {c: samples_sha256(rows) for c, rows in samples.items()},
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

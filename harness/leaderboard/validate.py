@@ -300,6 +300,44 @@ def _metric_problems(results: Mapping[str, Any], samples: Mapping[str, Any]) -> 
     return errors
 
 
+def _dtype(value: Any) -> str | None:
+    """A dtype as torch names it (bf16 -> bfloat16, torch.float32 -> float32); None when not given."""
+    from harness.settings import DTYPE_ALIASES
+
+    if value in (None, ""):
+        return None
+    text = str(value).strip().lower().removeprefix("torch.")
+    return DTYPE_ALIASES.get(text, text)
+
+
+def _claim_problems(sub: Mapping[str, Any]) -> list[str]:
+    """What the submission's claims (model.precision, results.json model_info "not_paper_protocol")
+    contradict in the run's own record: the dtype the model reported, the --dtype / --tf32 /
+    --attn-implementation it was given (config.model_args). The ‡ mark follows the record, never a claim."""
+    info = sub["results"].get("model_info") or {}
+    args = sub["results"]["config"].get("model_args") or {}
+    loaded, asked, claimed = _dtype(info.get("dtype")), _dtype(args.get("dtype")), _dtype(sub["model"].get("precision"))
+    opt_ins = [str(x) for x in info.get("not_paper_protocol") or []]
+    errors = []
+    if loaded and asked and loaded != asked:
+        errors.append(f"results.json: model_info dtype {loaded} but the run was given --dtype {asked}")
+    if loaded and claimed and claimed in DTYPE_NAMES and claimed != loaded:
+        errors.append(f"model.precision {claimed} but the run's model reported dtype {loaded} (model_info)")
+    listed = [x.split()[1] for x in opt_ins if x.startswith("dtype ") and len(x.split()) > 1]
+    if loaded and any(d != loaded for d in listed):
+        errors.append(f"results.json: not_paper_protocol names dtype {listed[0]} but model_info dtype is {loaded}")
+    if args.get("tf32") and not any(x.startswith("tf32") for x in opt_ins):
+        errors.append("results.json: the run was given --tf32 but not_paper_protocol does not say so")
+    attn = args.get("attn_implementation")
+    if attn and attn != "sdpa" and not any(x.startswith("attn_implementation") for x in opt_ins):
+        errors.append(f"results.json: the run was given --attn-implementation {attn} but not_paper_protocol "
+                      "does not say so")
+    return errors
+
+
+DTYPE_NAMES = frozenset({"float32", "bfloat16", "float16", "float64"})
+
+
 def validate_submission(sub: Mapping[str, Any]) -> list[str]:
     """Every problem found in a submission; [] means it is valid."""
     errors = schema_errors(sub)
@@ -307,7 +345,7 @@ def validate_submission(sub: Mapping[str, Any]) -> list[str]:
         return errors
     results, samples = sub["results"], sub["samples"]
     run = results["config"]
-    errors = _text_problems(sub["model"]) + _run_problems(sub)
+    errors = _text_problems(sub["model"]) + _run_problems(sub) + _claim_problems(sub)
     stop = _config_set_problem(samples)
     if stop is not None:
         return [*errors, stop]

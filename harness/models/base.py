@@ -37,10 +37,46 @@ def resolve_device(device: Any = None) -> Any:
     import torch
 
     if device is not None:
-        return torch.device(device)
+        try:
+            chosen = torch.device(device)
+        except RuntimeError as err:  # "cuda:x" and other malformed strings
+            raise ModelError(f"--device {device!r}: {' '.join(str(err).split())}") from None
+        check_device_available(chosen)
+        return chosen
     from accelerate import Accelerator
 
     return Accelerator().device
+
+
+def check_device_available(device: Any) -> None:
+    """Refuse, in one line, a device this torch cannot use (CUDA on a CPU-only build or without a GPU, an index
+    past the GPUs there are, MPS off a Mac) instead of a traceback from the first tensor moved there."""
+    import torch
+
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            why = "this torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise ModelError(f"--device {device}: {why}; use --device cpu or leave --device out")
+        if device.index is not None and device.index >= count:
+            raise ModelError(f"--device {device}: only {count} CUDA GPU(s) visible (cuda:0..cuda:{count - 1})")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelError(f"--device {device}: MPS is not available here; use --device cpu")
+
+
+def check_attn_implementation(name: str | None, device: Any) -> None:
+    """Refuse `flash_attention_2` where it cannot run (no flash-attn package, or not a CUDA device): transformers
+    would raise deep inside from_pretrained; one line saying what to use instead."""
+    import importlib.util
+
+    if name != "flash_attention_2":
+        return
+    if importlib.util.find_spec("flash_attn") is None:
+        raise ModelError("--attn-implementation flash_attention_2 needs the flash-attn package (pip install "
+                         "flash-attn, on a CUDA machine); use sdpa (the default) or eager")
+    if getattr(device, "type", str(device)) != "cuda":
+        raise ModelError(f"--attn-implementation flash_attention_2 runs on CUDA GPUs only, not on {device}; "
+                         "use sdpa (the default) or eager")
 
 
 def resolve_dtype(dtype: Any, device: Any) -> Any:

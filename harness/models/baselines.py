@@ -68,6 +68,7 @@ class AlwaysIncrease(LabelBaseline):
 
     name = "always-increase"
     description = "answers 'increase' ('yes' on yes/no configs) to everything"  # harness list-models
+    grid_only = True  # no answer for items with their own options (the runner refuses those configs up front)
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
         labels = answer_vocabulary(prompt)[1]
@@ -101,6 +102,7 @@ class SignalOracle(LabelBaseline):
 
     name = "signal-oracle"
     description = "reads the manipulated trajectory from the signal (upper bound)"  # harness list-models
+    grid_only = True
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
         from vocalgrad_dataset.oracle import predict  # lazy: the DSP stack loads only when used

@@ -18,7 +18,14 @@ import torch
 
 from harness.audio import mono_at
 
-from .base import BaseAudioLM, ModelError, resolve_device, resolve_dtype, wav_base64
+from .base import (
+    BaseAudioLM,
+    ModelError,
+    check_attn_implementation,
+    resolve_device,
+    resolve_dtype,
+    wav_base64,
+)
 from .checkpoint import active_lora_adapters, adapter_digest, local_folder, weights_digest
 from .external import hub_commit
 from .families import AudioStack, FamilySpec, get_family
@@ -26,6 +33,7 @@ from .fast_encoder import GENERATE_EXACT, build_fast_audio
 from .frontends import importable, load_processor, without_towers
 from .pooling import pool_on_device, quarter_positions
 from .protocol import AudioClip, HiddenStates, Prompt
+from .weights_check import check_adapter_family, check_weight_files
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +292,9 @@ class HFAudioLM(BaseAudioLM):
         # trust_remote_code is only ever what the caller passed: never switched on here.
         hub = {"trust_remote_code": trust_remote_code, "revision": self.revision}
         if model is None:
+            check_attn_implementation(attn_implementation, self.device)
             check_model_type(self.spec, model_id, self.revision)
+            check_weight_files(local_folder(model_id, self.revision))  # a truncated file: one line, not a traceback
         if model is None or processor is None:
             check_requirements(self.spec)
         if processor is None:
@@ -506,6 +516,7 @@ class HFAudioLM(BaseAudioLM):
         """The processor's tensors for a batch, before any move to the model's device."""
         for p in prompts:
             self._check_audio_limits(p)
+            self._check_text_length(p)
         with self._frontend_lock:  # fast tokenizers refuse concurrent use (padding state is mutated per call)
             inputs = self._process(prompts, suffixes)
         return {k: v for k, v in dict(inputs).items() if isinstance(v, torch.Tensor)}
@@ -536,6 +547,30 @@ class HFAudioLM(BaseAudioLM):
             if longest is not None and seconds > longest + 1e-6:
                 raise ModelError(f"{self.spec.name} encodes at most {longest:g} s per clip; this one is "
                                  f"{seconds:.2f} s", prompt.clip_id)
+
+    def context_length(self) -> int | None:
+        """The language model's context in tokens (config max_position_embeddings, of its text config when it
+        has one); None when the config names none."""
+        cfg = self.model.config
+        thinker = getattr(cfg, "thinker_config", None)
+        for c in (getattr(cfg, "text_config", None), getattr(thinker, "text_config", None), cfg):
+            n = getattr(c, "max_position_embeddings", None)
+            if isinstance(n, int) and n > 0:
+                return n
+        return None
+
+    def _check_text_length(self, prompt: Prompt) -> None:
+        """ModelError for a prompt whose text alone is longer than the model's context: an error row for that
+        item, not minutes of attention over a prompt the model would only see truncated or fail on."""
+        context = self.context_length()
+        text = "".join(s for s in prompt.segments if isinstance(s, str))
+        if context is None or len(text.encode("utf-8")) <= context:  # byte-level tokenizers: <= 1 token per byte
+            return
+        with self._frontend_lock:
+            n = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if n > context:
+            raise ModelError(f"{self.spec.name}: the prompt's text is {n:,} tokens, more than the model's "
+                             f"context of {context:,}", prompt.clip_id)
 
     def _process_rendered(self, prompts: list[Prompt], suffixes: list[str] | None) -> Any:
         """Template-rendered texts (plus answer suffixes) and the clips through the processor."""
@@ -608,6 +643,8 @@ class HFAudioLM(BaseAudioLM):
         from peft import PeftModel
         from peft.tuners.tuners_utils import BaseTunerLayer
 
+        check_adapter_family(path, self.spec.name, (self.model_id, str(getattr(self, "checkpoint", "")), self.name),
+                             lambda base: family_of_model_type(checkpoint_model_type(base), base).name)
         layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
         # The checkpoint's own adapters in use (Phi-4's speech LoRA, Granite's LLM LoRA) stay on beside ours,
         # which gets a name of its own (Granite's is "default"), as vocalgrad-finetune trained it.

@@ -15,6 +15,7 @@ from harness.metrics import summarize
 from harness.paper.declared import SuiteRun
 from harness.prompts import get_variant
 from harness.report import load_samples
+from harness.results import samples_name
 
 Rows = list[dict[str, Any]]
 
@@ -43,7 +44,7 @@ class SuiteInputs:
                 models = {r.get("model") for r in rs}
                 if variants != {want} or models != {self.model}:
                     # SPEC §8: never read another variant's (or model's) answers into this table
-                    raise ValueError(f"{run_dir}/samples_{config}.jsonl holds prompt {sorted(map(str, variants))} of model "
+                    raise ValueError(f"{run_dir / samples_name(config)} holds prompt {sorted(map(str, variants))} of model "
                                      f"{sorted(map(str, models))}; run {name!r} needs prompt {want!r} of {self.model!r}")
             self._loaded[name] = rows
         return self._loaded[name]
@@ -51,6 +52,31 @@ class SuiteInputs:
     def has_samples(self, run: str) -> bool:
         """True when the run's directory holds any samples file (whatever its prompt or model)."""
         return any((self.out_dir / "runs" / self.runs[run].dirname).glob("samples_*.jsonl"))
+
+    def _results(self, run: str) -> dict[str, Any]:
+        """The run's results.json ({} when absent or unreadable: the table says what is missing)."""
+        import json
+
+        path = self.out_dir / "runs" / self.runs[run].dirname / "results.json"
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return results if isinstance(results, dict) else {}
+
+    def run_caveats(self, run: str) -> list[str]:
+        """Why a run's numbers are not the paper's table: a --limit sample (harness report's LIMITED RUN line)
+        or rows from a source other than the benchmark's (the demo clips, another corpus); [] otherwise."""
+        from harness.report import limit_note
+
+        results = self._results(run)
+        if not results:
+            return []
+        notes = [note] if results.get("n-samples") and (note := limit_note(results)) else []
+        source = str((results.get("config") or {}).get("source", ""))
+        if off := off_source(source, self.runs[run].source):
+            notes.append(off)
+        return notes
 
     def not_paper_protocol(self, run: str) -> list[str]:
         """The opt-ins a run used that are not the paper's protocol (results.json model_info
@@ -70,7 +96,7 @@ class SuiteInputs:
             return None
         rows = self._run_rows(run).get(config)
         if rows is None:
-            self.missing.append(f"runs/{self.runs[run].dirname}/samples_{config}.jsonl")
+            self.missing.append(f"runs/{self.runs[run].dirname}/{samples_name(config)}")
         return rows
 
     def summary(self, run: str, config: str) -> dict[str, Any] | None:
@@ -97,3 +123,17 @@ def missing_text(missing: Sequence[str]) -> str:
         by_dir.setdefault(folder, []).append(name)
     parts = [f"{d}/{n[0]}" if len(n) == 1 else f"{d} ({len(n)} configs)" for d, n in by_dir.items()]
     return "missing samples: " + ", ".join(parts)
+
+
+OFFICIAL_SOURCE = "vctk"  # the benchmark's clips (generated, built or released); demo clips are a smoke test
+
+
+def off_source(source: str, declared: str | None) -> str | None:
+    """"not the benchmark's source" when a run's rows came from the demo clips, or from a corpus other than the
+    one its suite run declares; None for the benchmark's own (generated VCTK, a build, a release, items)."""
+    generated = [part.partition(":")[2] for part in source.split(",") if part.startswith("generate:")]
+    if "demo" in generated:
+        return f"source {source}: the demo clips, not the benchmark's {declared or OFFICIAL_SOURCE} clips (a smoke test)"
+    if declared is not None and generated and declared not in generated:
+        return f"source {source}, not the {declared} clips this run declares"
+    return None

@@ -176,6 +176,8 @@ def render_table(table: SuiteTable, inputs: SuiteInputs, ref: ReferenceIndex, mo
         flagged = [f"{name}: {'; '.join(items)}" for name in dict.fromkeys(table.runs)
                    if (items := inputs.not_paper_protocol(name))]
         note += "".join(f"_‡ not the paper's protocol: {f}._\n\n" for f in flagged)
+        caveats = [f"{name}: {c}" for name in dict.fromkeys(table.runs) for c in inputs.run_caveats(name)]
+        note += "".join(f"_**Not the paper's table:** {c.rstrip('.')}._\n\n" for c in caveats)  # a smoke run is no Table 2
     return f"# {table.head}: {table.title}\n\nModel: `{model}`.\n\n{note}{body}\n", problem
 
 

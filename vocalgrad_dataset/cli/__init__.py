@@ -69,9 +69,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_ids(args: argparse.Namespace) -> int:
     """Print a split's clip ids, one per line (frozen lists for vctk, beep and the alternative sources: no audio),
     or with --sha256 only the list's check value."""
-    from vocalgrad_dataset.generate import config_ids
-
-    ids = config_ids(args.config, args.split, args.source, args.data_dir)
+    ids = _config_ids(args)
     if args.sha256:
         from vocalgrad_dataset.grid import ids_sha256
 
@@ -79,6 +77,23 @@ def cmd_ids(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.write("".join(f"{i}\n" for i in ids))
     return 0
+
+
+def _config_ids(args: argparse.Namespace) -> list[str]:
+    """The ids `ids` prints: a generated config's clip ids, or a built-items config's (VoxParadox-lite, which
+    `build` takes too) item ids from its frozen list."""
+    from vocalgrad_dataset.generate import config_ids
+    from vocalgrad_dataset.tasks import task_config
+
+    try:
+        items = task_config(args.config).rows == "items"
+    except ValueError:  # an expanding name (all, beep-all) or a typo: config_ids says which
+        items = False
+    if items:
+        from vocalgrad_dataset.voxparadox.export import config_item_ids
+
+        return config_item_ids(args.config, args.split)
+    return config_ids(args.config, args.split, args.source, args.data_dir)
 
 
 def cmd_oracle(args: argparse.Namespace) -> int:

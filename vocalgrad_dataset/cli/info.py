@@ -82,6 +82,10 @@ def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
     (exit 2), as well as a file-system error on a named path (read-only folder, a file given as a folder); a
     closed pipe into a quiet exit 141 and Ctrl-C into 130; anything else stays a traceback."""
     ns = parser.parse_args(argv)
+    from vocalgrad_dataset.progress import no_library_bars, progress_off
+
+    if progress_off():  # VOCALGRAD_PROGRESS=off silences transformers' and the Hub's bars too
+        no_library_bars()
     try:
         code = ns.func(ns)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
