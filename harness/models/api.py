@@ -100,7 +100,7 @@ OPENAI = APISpec(
 
 # What a provider's model / version echo may be (names like "gpt-4o-audio-preview-2024-12-17", "fp_1a2b3c",
 # "models/gemini-2.5-flash-001"); anything else (a huge string, control characters, an object) is not recorded.
-_ECHO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
+IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
 MODEL_FIELDS = frozenset({"model", "modelVersion"})  # echoes naming the model (system_fingerprint does not)
 
 
@@ -234,7 +234,7 @@ class APIAudioLM(BaseAudioLM):
         """`field=value` of a version field the server echoed, once checked: a short identifier without the key
         (else dropped, saying so), and a model name that is not the one asked for is marked."""
         text = self._scrub(value) if isinstance(value, str) else None
-        if text is None or not _ECHO.fullmatch(text):
+        if text is None or not IDENTIFIER.fullmatch(text):
             log.warning("%s: the server's %r field is not a model identifier; not recorded", self.name, field)
             return f"{field}=<not an identifier: dropped>"
         if field in MODEL_FIELDS and not (text.startswith(self.model) or self.model.startswith(text)):

@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .api import _ECHO, APIAudioLM, APISpec, without_credentials
+from .api import IDENTIFIER, APIAudioLM, APISpec, without_credentials
 from .base import ModelError, wav_base64
 from .families import FAMILIES, FamilySpec
 from .protocol import AudioClip, Prompt
@@ -153,7 +153,7 @@ class ServedAudioLM(APIAudioLM):
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ModelError(self._scrub(f"{self.name}: cannot list the served models at {without_credentials(self.base_url)} "
                                          f"({type(err).__name__}: {err}); give --model-arg model=SERVED_ID")) from None
-        if len(ids) != 1 or not isinstance(ids[0], str) or not _ECHO.fullmatch(ids[0]):
+        if len(ids) != 1 or not isinstance(ids[0], str) or not IDENTIFIER.fullmatch(ids[0]):
             raise ModelError(f"{self.name}: the server lists {len(ids)} models; pick one with --model-arg model=")
         return ids[0]
 
@@ -164,7 +164,7 @@ class ServedAudioLM(APIAudioLM):
         except (OSError, ValueError, AttributeError) as err:
             log.warning("%s: %s gives no version (%s)", self.name, without_credentials(base_url), type(err).__name__)
             return None
-        if not isinstance(version, str) or not _ECHO.fullmatch(self._scrub(version)):
+        if not isinstance(version, str) or not IDENTIFIER.fullmatch(self._scrub(version)):
             log.warning("%s: %s: its version is not an identifier; not recorded", self.name, without_credentials(base_url))
             return None
         return version
