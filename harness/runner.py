@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -330,7 +330,9 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
                 bar.update(len(batch))
     dist.barrier()  # every shard is complete before the merge
     if dist.is_main:
-        merge_config(out_dir, config, order)
+        full = {cid: i for i, cid in enumerate(cid for u in all_units for cid in u.clip_ids)}
+        merge_config(out_dir, config, order, doc_ids=full,
+                     budgets=(settings.max_new_tokens, settings.retry_max_new_tokens))
     dist.barrier()
     kind = source_kind(source, config)
     vocab = None if kind.prompt is not None else variant.vocabulary(config)
@@ -451,14 +453,20 @@ def _check_resumable(rows: Iterable[dict[str, Any]], settings: EvalSettings, var
             )
 
 
-def merge_config(out_dir: str | Path, config: str, order: Sequence[str]) -> Path:
-    """Write samples_<config>.jsonl: the shard rows in dataset order (unchanged bytes if nothing new)."""
+def merge_config(out_dir: str | Path, config: str, order: Sequence[str], *, doc_ids: Mapping[str, int] | None = None,
+                 budgets: tuple[int, int] = (128, 256)) -> Path:
+    """Write samples_<config>.jsonl: the shard rows in dataset order (unchanged bytes if nothing new), each with
+    lm-eval's per-sample keys (harness.lm_eval_samples; `doc_ids`: each clip's index in the config's full order,
+    default its place in `order`; `budgets`: the run's first and retry token budgets)."""
+    from harness.lm_eval_samples import with_lm_eval_fields
+
     rows = res.read_shards(out_dir, config)
     missing = [cid for cid in order if cid not in rows]
     if missing:
         raise RuntimeError(f"{config}: {len(missing)} clips missing from the shards (first: {missing[0]})")
     path = res.samples_path(out_dir, config)
-    text = "".join(res.dumps_row(rows[cid]) + "\n" for cid in order)
+    ids = doc_ids if doc_ids is not None else {cid: i for i, cid in enumerate(order)}
+    text = "".join(res.dumps_row(with_lm_eval_fields(rows[cid], ids[cid], budgets)) + "\n" for cid in order)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         res.atomic_write_text(path, text)
     return path
