@@ -28,9 +28,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.results import dumps_row
+from harness.results import LM_EVAL_FILTER, dumps_row
 
-LM_EVAL_FILTER = "none"
 ROW_METRIC = "accuracy"
 # What a run produces (never part of the document, whose hash must not depend on the model or the prompt).
 RUN_FIELDS = frozenset({"pred", "raw", "parsed", "margin", "prompt", "prompt_variant", "answer_words", "parser",

@@ -46,6 +46,7 @@ from harness.settings import (
     limit_type,
     settings_from_args,
 )
+from harness.tracking import wandb_args_type
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
@@ -75,6 +76,7 @@ class EvalSettings(ModelSettings, RowSettings):
     frontend_workers: int = 1  # threads preparing prompts and model inputs ahead of the model (0: serial)
     preflight: bool = True  # ask a few high-tier clips first; stop when most answers are unusable
     max_error_rate: float = res.DEFAULT_MAX_ERROR_RATE  # more error rows than this share: incomplete, exit non-zero
+    wandb_args: dict[str, Any] | None = None  # --wandb-args: log the finished run to W&B (harness.tracking)
 
 
 class Dist:
@@ -565,6 +567,10 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
                             n_original={c: t["n_original"] for c, t in tasks.items()}, extra=extra)
     res.write_results(out_dir / "results.json", out)
     print(f"wrote {out_dir / 'results.json'} ({time.time() - start:.1f} s)")
+    if settings.wandb_args is not None:
+        from harness.tracking import log_run
+
+        log_run(out, out_dir, settings.wandb_args, source=source, secrets=run_secrets(settings.model_args))
     if out["incomplete"]:
         raise RunIncomplete(f"{out_dir}: incomplete run, {out['incomplete']} (--max-error-rate "
                             f"{settings.max_error_rate:g}; results.json marks it incomplete)", out)
@@ -642,6 +648,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-new-tokens", type=positive_int, default=128, help="(default: %(default)s)")
     g.add_argument("--retry-max-new-tokens", type=nonnegative_int, default=256,
                    help="budget of the one retry of an unparsed answer; 0 disables it (default: %(default)s)")
+    g.add_argument("--wandb-args", type=wandb_args_type, default=None, metavar="K=V,...",
+                   help="log the finished run to Weights & Biases (extra `wandb`), lm-eval's --wandb_args: "
+                        "project=...,name=...[,audio_per_config=N] go to wandb.init; WANDB_MODE=offline keeps it local")
 
 
 def eval_settings_from_args(ns: argparse.Namespace) -> EvalSettings:
