@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.kinds import task_kind
 from harness.parsing import PARSER_VERSION
 from harness.prompts import get_variant
 from harness.results import task_version
-from harness.tasks import task_kind
 from vocalgrad_dataset.fileio import atomic_write_text, safe_join
 
 HUB_DATASET = "ynklab/vocalgrad"
@@ -44,7 +44,7 @@ def config_facts(config: str, prompt: str = "default") -> dict[str, Any]:
     """What a task YAML needs of a config: its question, parser id and answer labels; ValueError for a
     row-level kind (its question comes with each row)."""
     kind = task_kind(config)
-    if kind.prompt is not None:
+    if kind.per_row:
         raise ValueError(f"config {config!r} ({kind.name}) asks per row; only configs with one question per config "
                          "are exported to lmms-eval")
     variant = get_variant(prompt)
@@ -52,10 +52,10 @@ def config_facts(config: str, prompt: str = "default") -> dict[str, Any]:
         raise ValueError("few-shot prompt variants interleave example clips, which lmms-eval's one-audio tasks "
                          "cannot hold; export another --prompt")
     vocab = variant.vocabulary(config)
-    from vocalgrad_dataset.generate import parse_config
+    from vocalgrad_dataset.tasks import config_spec
 
     # a build stores `label` as a ClassLabel: its index into these names (what lmms-eval's datasets gives)
-    return {"question": variant.text(config), "parser": vocab.parser.id, "labels": list(parse_config(config).labels)}
+    return {"question": variant.text(config), "parser": vocab.parser.id, "labels": list(config_spec(config).labels)}
 
 
 def dataset_lines(config: str, dataset: str, split: str) -> list[str]:
