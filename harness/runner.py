@@ -491,6 +491,10 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     for c in configs:
         check_variant(variant, c, source_kind(source, c))  # fail now, not after hours
     check_limit(settings.limit)
+    if settings.wandb_args is not None:  # fail before the run, not after it
+        from harness.tracking import require_wandb
+
+        require_wandb()
     if settings.batch_size != "auto" and (not isinstance(settings.batch_size, int) or settings.batch_size < 1):
         raise ValueError(f"batch size must be a number >= 1 or 'auto', got {settings.batch_size!r}")
     out_dir = Path(settings.out)

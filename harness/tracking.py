@@ -48,7 +48,8 @@ def wandb_args_type(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _wandb() -> Any:
+def require_wandb() -> Any:
+    """The wandb module; MissingDependency naming the extra when it is not installed."""
     try:
         import wandb
     except ImportError:
@@ -123,7 +124,7 @@ def samples_table(wandb: Any, rows: Sequence[Mapping[str, Any]], audio: Mapping[
 def log_run(results: Mapping[str, Any], out_dir: str | Path, wandb_args: Mapping[str, Any], *, source: Any = None,
             secrets: Sequence[str] = ()) -> None:
     """Log a finished run (results.json content and its samples files in `out_dir`) to W&B; see the module."""
-    wandb = _wandb()
+    wandb = require_wandb()
     args = dict(wandb_args)
     per_config = int(args.pop("audio_per_config", AUDIO_PER_CONFIG))
     config = scrub_row({"config": redact(results.get("config") or {}), "model_info": results.get("model_info")},

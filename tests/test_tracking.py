@@ -19,10 +19,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main as harness_cli
-
-wandb = pytest.importorskip("wandb", reason="the optional extra `wandb` is not installed")
-
-from tests.test_served_model import KEY, SERVED_ID, VLLMServer  # noqa: E402 - after the skip
+from tests.test_served_model import KEY, SERVED_ID, VLLMServer
 
 BLOCK, HEADER = 32768, 7
 
@@ -74,6 +71,7 @@ def summary_of(records: list[Any]) -> dict[str, Any]:
 @pytest.fixture
 def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """W&B in offline mode with every folder it writes to under tmp_path."""
+    pytest.importorskip("wandb", reason="the optional extra `wandb` is not installed")
     root = tmp_path / "wandb-home"
     for var in ("WANDB_DIR", "WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
         monkeypatch.setenv(var, str(root / var.lower()))
@@ -126,3 +124,12 @@ def test_wandb_args_are_parsed_like_lm_evals() -> None:
 
     assert parse_wandb_args('project=p,name=my run,tags=["a","b"]') == {"project": "p", "name": "my run",
                                                                         "tags": ["a", "b"]}
+
+
+def test_without_wandb_the_run_is_refused_before_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    out = tmp_path / "run"
+    assert harness_cli(["eval", "--model", "always-increase", "--configs", "pitch", "--source", "demo", "--limit", "2",
+                        "--out", str(out), "--wandb-args", "project=p"]) != 0
+    assert "pip install -e '.[wandb]'" in capsys.readouterr().err and not out.exists()
