@@ -312,3 +312,10 @@ def test_harness_eval_against_the_server_records_and_flags_the_run(server: VLLMS
     assert "not the paper's protocol: served over an OpenAI-compatible endpoint" in protocol_note(row)
     for f in out.rglob("*"):  # no file of the run holds the key
         assert not f.is_file() or KEY.encode() not in f.read_bytes(), f
+
+
+def test_a_server_list_survives_model_arg_parsing() -> None:
+    from harness.settings import parse_model_arg
+
+    assert parse_model_arg("base_url=http://a:8000/v1,http://b:8001/v1,model=m,concurrency=16") == [
+        ("base_url", "http://a:8000/v1,http://b:8001/v1"), ("model", "m"), ("concurrency", 16)]
