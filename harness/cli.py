@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.leaderboard.cli import add_leaderboard_parser
 
     add_leaderboard_parser(command)
+    from harness.export_lmms import add_export_parser
+
+    add_export_parser(command)
     return p
 
 

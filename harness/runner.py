@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -46,6 +46,7 @@ from harness.settings import (
     limit_type,
     settings_from_args,
 )
+from harness.tracking import wandb_args_type
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
@@ -75,6 +76,7 @@ class EvalSettings(ModelSettings, RowSettings):
     frontend_workers: int = 1  # threads preparing prompts and model inputs ahead of the model (0: serial)
     preflight: bool = True  # ask a few high-tier clips first; stop when most answers are unusable
     max_error_rate: float = res.DEFAULT_MAX_ERROR_RATE  # more error rows than this share: incomplete, exit non-zero
+    wandb_args: dict[str, Any] | None = None  # --wandb-args: log the finished run to W&B (harness.tracking)
 
 
 class Dist:
@@ -330,7 +332,9 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
                 bar.update(len(batch))
     dist.barrier()  # every shard is complete before the merge
     if dist.is_main:
-        merge_config(out_dir, config, order)
+        full = {cid: i for i, cid in enumerate(cid for u in all_units for cid in u.clip_ids)}
+        merge_config(out_dir, config, order, doc_ids=full,
+                     budgets=(settings.max_new_tokens, settings.retry_max_new_tokens))
     dist.barrier()
     kind = source_kind(source, config)
     vocab = None if kind.prompt is not None else variant.vocabulary(config)
@@ -467,14 +471,20 @@ def _check_resumable(rows: Iterable[dict[str, Any]], settings: EvalSettings, var
             )
 
 
-def merge_config(out_dir: str | Path, config: str, order: Sequence[str]) -> Path:
-    """Write samples_<config>.jsonl: the shard rows in dataset order (unchanged bytes if nothing new)."""
+def merge_config(out_dir: str | Path, config: str, order: Sequence[str], *, doc_ids: Mapping[str, int] | None = None,
+                 budgets: tuple[int, int] = (128, 256)) -> Path:
+    """Write samples_<config>.jsonl: the shard rows in dataset order (unchanged bytes if nothing new), each with
+    lm-eval's per-sample keys (harness.lm_eval_samples; `doc_ids`: each clip's index in the config's full order,
+    default its place in `order`; `budgets`: the run's first and retry token budgets)."""
+    from harness.lm_eval_samples import with_lm_eval_fields
+
     rows = res.read_shards(out_dir, config)
     missing = [cid for cid in order if cid not in rows]
     if missing:
         raise RuntimeError(f"{config}: {len(missing)} clips missing from the shards (first: {missing[0]})")
     path = res.samples_path(out_dir, config)
-    text = "".join(res.dumps_row(rows[cid]) + "\n" for cid in order)
+    ids = doc_ids if doc_ids is not None else {cid: i for i, cid in enumerate(order)}
+    text = "".join(res.dumps_row(with_lm_eval_fields(rows[cid], ids[cid], budgets)) + "\n" for cid in order)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         res.atomic_write_text(path, text)
     return path
@@ -497,6 +507,10 @@ def run_eval(settings: EvalSettings, model: AudioLM | None = None, source: RowSo
     for c in configs:
         check_variant(variant, c, source_kind(source, c))  # fail now, not after hours
     check_limit(settings.limit)
+    if settings.wandb_args is not None:  # fail before the run, not after it
+        from harness.tracking import require_wandb
+
+        require_wandb()
     if settings.batch_size != "auto" and (not isinstance(settings.batch_size, int) or settings.batch_size < 1):
         raise ValueError(f"batch size must be a number >= 1 or 'auto', got {settings.batch_size!r}")
     out_dir = Path(settings.out)
@@ -574,6 +588,10 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
                             n_original={c: t["n_original"] for c, t in tasks.items()}, extra=extra)
     res.write_results(out_dir / "results.json", out)
     print(f"wrote {out_dir / 'results.json'} ({time.time() - start:.1f} s)")
+    if settings.wandb_args is not None:
+        from harness.tracking import log_run
+
+        log_run(out, out_dir, settings.wandb_args, source=source, secrets=run_secrets(settings.model_args))
     if out["incomplete"]:
         raise RunIncomplete(f"{out_dir}: incomplete run, {out['incomplete']} (--max-error-rate "
                             f"{settings.max_error_rate:g}; results.json marks it incomplete)", out)
@@ -651,6 +669,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-new-tokens", type=positive_int, default=128, help="(default: %(default)s)")
     g.add_argument("--retry-max-new-tokens", type=nonnegative_int, default=256,
                    help="budget of the one retry of an unparsed answer; 0 disables it (default: %(default)s)")
+    g.add_argument("--wandb-args", type=wandb_args_type, default=None, metavar="K=V,...",
+                   help="log the finished run to Weights & Biases (extra `wandb`), lm-eval's --wandb_args: "
+                        "project=...,name=...[,audio_per_config=N] go to wandb.init; WANDB_MODE=offline keeps it local")
 
 
 def eval_settings_from_args(ns: argparse.Namespace) -> EvalSettings:

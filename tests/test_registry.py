@@ -21,6 +21,7 @@ EXPECTED = {
     "qwen2-audio-7b-instruct", "qwen2.5-omni-7b", "voxtral-mini-3b", "granite-speech-3.3-8b", "phi-4-multimodal",
     "gemma-3n-e4b", "tiny-qwen2.5-omni", "tiny-voxtral", "tiny-granite-speech", "tiny-phi-4-multimodal",
     "tiny-gemma-3n", "kimi-audio", "mimo-audio", "step-audio-2-mini", "gemini-3-flash", "gpt-4o-audio",
+    "openai-compatible",
     "whisper-tiny-en", "hf", *(f"hf-{family}" for family in FAMILIES),
 }
 CLIP = AudioClip(np.zeros(16000, dtype=np.float32), 16000)

@@ -12,6 +12,7 @@ and are scrubbed from every error message and log line; repr() and provenance() 
 from __future__ import annotations
 
 import email.utils
+import http.client
 import json
 import logging
 import os
@@ -48,6 +49,7 @@ class APISpec(Listing):
     budget_field: str | None = None  # request field carrying max_new_tokens; None: the budget is not sent
     samples: bool = False  # answers are sampled: each request carries answer_seed(...) as its seed
     version_fields: tuple[str, ...] = ()  # response fields naming the model version that answered
+    key_required: bool = True  # False: a server that may run without a key (a local vLLM); none sent then
 
 
 GEMINI = APISpec(
@@ -98,7 +100,7 @@ OPENAI = APISpec(
 
 # What a provider's model / version echo may be (names like "gpt-4o-audio-preview-2024-12-17", "fp_1a2b3c",
 # "models/gemini-2.5-flash-001"); anything else (a huge string, control characters, an object) is not recorded.
-_ECHO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
+IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
 MODEL_FIELDS = frozenset({"model", "modelVersion"})  # echoes naming the model (system_fingerprint does not)
 
 
@@ -162,7 +164,7 @@ class APIAudioLM(BaseAudioLM):
         self.model = model or self.spec.model
         self.base_url = (base_url or os.environ.get(self.spec.base_url_env) or self.spec.default_base_url).rstrip("/")
         key = (api_key if api_key is not None else os.environ.get(self.spec.key_env, "")).strip()
-        if not key:
+        if not key and self.spec.key_required:
             raise ModelError(f"{self.name}: set {self.spec.key_env} to call {self.model}")
         if any(c.isspace() or not c.isprintable() for c in key):
             # http.client would refuse the header with the key's repr in its message; say it without the key
@@ -198,10 +200,11 @@ class APIAudioLM(BaseAudioLM):
     # ---- machinery ----------------------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
         """`text` without the key (a server may echo it in an error body)."""
-        return text.replace(self._key, "***")
+        return text.replace(self._key, "***") if self._key else text
 
     def _headers(self) -> dict[str, str]:
-        return {"Content-Type": "application/json", self.spec.auth_header: self.spec.auth_scheme + self._key}
+        auth = {self.spec.auth_header: self.spec.auth_scheme + self._key} if self._key else {}
+        return {"Content-Type": "application/json", **auth}
 
     def _post(self, url: str, body: dict) -> dict:
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=self._headers())
@@ -213,7 +216,8 @@ class APIAudioLM(BaseAudioLM):
             if e.code == 429 or e.code >= 500:
                 raise RetryableError(f"HTTP {e.code}: {detail}", retry_after_seconds(e.headers.get("Retry-After"))) from None
             raise ModelError(f"HTTP {e.code}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as e:
+            # HTTPException: a connection closed mid-answer (IncompleteRead) or a garbled status line
             raise RetryableError(self._scrub(f"{type(e).__name__}: {e}")) from None
         self._record_version(data)
         return data
@@ -230,7 +234,7 @@ class APIAudioLM(BaseAudioLM):
         """`field=value` of a version field the server echoed, once checked: a short identifier without the key
         (else dropped, saying so), and a model name that is not the one asked for is marked."""
         text = self._scrub(value) if isinstance(value, str) else None
-        if text is None or not _ECHO.fullmatch(text):
+        if text is None or not IDENTIFIER.fullmatch(text):
             log.warning("%s: the server's %r field is not a model identifier; not recorded", self.name, field)
             return f"{field}=<not an identifier: dropped>"
         if field in MODEL_FIELDS and not (text.startswith(self.model) or self.model.startswith(text)):

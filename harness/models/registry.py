@@ -146,7 +146,16 @@ def _builtin_entries() -> list[ModelEntry]:
                    LazyFactory(".hf:auto_model", overridable=frozenset({"model_id"}), passthrough=".hf:HFAudioLM")),
         *external,
         *api,
+        _served_entry(),
     ]
+
+
+def _served_entry() -> ModelEntry:
+    """`openai-compatible`: a model behind a vLLM (OpenAI-compatible) server; `model=` names the served model
+    here (lm-eval's local-chat-completions spelling), so it is a --model-arg, unlike for other wrappers."""
+    spec = importlib.import_module(".served", __package__).SERVED
+    return ModelEntry(spec.registry_name, "api", spec.description,
+                      LazyFactory(".served:ServedAudioLM", overridable=frozenset({"model"})))
 
 
 def _plugin_entries() -> list[ModelEntry]:

@@ -1,0 +1,135 @@
+"""`--wandb-args` in W&B's offline mode: the run's files, read back here, hold results.json's metrics, the
+config without secrets, lm-eval's results table and a samples table with audio.
+
+The offline run is read from its `.wandb` file: W&B's record log (a LevelDB-style log: a 7-byte header, then
+32 KiB blocks of records, each with a 7-byte header crc32 / length / type FULL-FIRST-MIDDLE-LAST) of
+`wandb.proto.wandb_internal_pb2.Record` messages; summary and history records carry `key` (or `nested_key`)
+and `value_json`. Skipped where wandb is not installed (the optional extra `wandb`).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main as harness_cli
+from tests.test_served_model import KEY, SERVED_ID, VLLMServer
+
+BLOCK, HEADER = 32768, 7
+
+
+def wandb_records(path: Path) -> list[Any]:
+    """Every Record of a .wandb file, in order."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, chunks, pending = HEADER, [], b""
+    while pos + HEADER <= len(data):
+        left = BLOCK - pos % BLOCK
+        if left < HEADER:  # the block's tail is padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
+        if kind == 0:
+            pos += left
+            continue
+        chunk = data[pos + HEADER:pos + HEADER + length]
+        pos += HEADER + length
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            chunks.append(pending)
+            pending = b""
+    records = []
+    for chunk in chunks:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(chunk)
+        records.append(record)
+    return records
+
+
+def _key(item: Any) -> str:
+    return item.key or "/".join(item.nested_key)
+
+
+def summary_of(records: list[Any]) -> dict[str, Any]:
+    """The run summary: the latest history value of each key, then the explicit summary updates."""
+    out: dict[str, Any] = {}
+    for r in records:
+        kind = r.WhichOneof("record_type")
+        items = r.history.item if kind == "history" else r.summary.update if kind == "summary" else []
+        out.update({_key(i): json.loads(i.value_json) for i in items})
+    return out
+
+
+@pytest.fixture
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """W&B in offline mode with every folder it writes to under tmp_path."""
+    pytest.importorskip("wandb", reason="the optional extra `wandb` is not installed")
+    root = tmp_path / "wandb-home"
+    for var in ("WANDB_DIR", "WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(var, str(root / var.lower()))
+        (root / var.lower()).mkdir(parents=True)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    return root
+
+
+def test_offline_run_holds_results_config_tables_and_no_secret(offline: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    srv = VLLMServer()
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    out = tmp_path / "run"
+    model_arg = f"base_url={srv.url},model={SERVED_ID},api_key={KEY}"
+    argv = ["eval", "--model", "openai-compatible", "--model-arg", model_arg, "--configs", "pitch", "--source",
+            "demo", "--limit", "8", "--no-preflight", "--out", str(out),
+            "--wandb-args", "project=vocalgrad-test,name=served-run,audio_per_config=3"]
+    monkeypatch.setattr(sys, "argv", ["harness", *argv])  # W&B would record the command line
+    try:
+        assert harness_cli(argv) == 0
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    results = json.loads((out / "results.json").read_text())
+    (run_file,) = (offline / "wandb_dir" / "wandb").glob("offline-run-*/run-*.wandb")
+    records = wandb_records(run_file)
+    summary = summary_of(records)
+    numeric = {f"{t}/{k.removesuffix(',none')}": v for block in ("results", "groups")
+               for t, e in results.get(block, {}).items() for k, v in e.items()
+               if isinstance(v, int | float) and not isinstance(v, bool)}
+    assert numeric and all(summary[k] == pytest.approx(v) for k, v in numeric.items())
+    assert summary["pitch/n"] == results["metrics"]["pitch"]["n"] == 8
+    (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    config = {i.key: json.loads(i.value_json) for i in run.config.update}
+    assert config["config"]["model_args"]["api_key"] == "***" and config["model_info"]["served_model"] == SERVED_ID
+    tables = {r.artifact.name: [e.path for e in r.artifact.manifest.contents]
+              for r in records if r.WhichOneof("record_type") == "artifact"}
+    # a logged table is stored as the run's artifact "run-<id>-<key without '/'>-<suffix>"
+    samples = next(paths for name, paths in tables.items() if "-samplespitch" in name)
+    assert sum(p.endswith(".wav") for p in samples) == 3 and any(p.endswith(".table.json") for p in samples)
+    assert any("-evaluationeval_results" in name for name in tables)
+    for f in offline.rglob("*"):  # nothing W&B wrote holds the key
+        assert not f.is_file() or KEY.encode() not in f.read_bytes(), f
+
+
+def test_wandb_args_are_parsed_like_lm_evals() -> None:
+    from harness.tracking import parse_wandb_args
+
+    assert parse_wandb_args('project=p,name=my run,tags=["a","b"]') == {"project": "p", "name": "my run",
+                                                                        "tags": ["a", "b"]}
+
+
+def test_without_wandb_the_run_is_refused_before_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    out = tmp_path / "run"
+    assert harness_cli(["eval", "--model", "always-increase", "--configs", "pitch", "--source", "demo", "--limit", "2",
+                        "--out", str(out), "--wandb-args", "project=p"]) != 0
+    assert "pip install -e '.[wandb]'" in capsys.readouterr().err and not out.exists()
