@@ -63,7 +63,8 @@ class WordTokenizer:
             if part in self.specials:
                 ids.append(self.specials[part])
             else:
-                ids += [self.word_id(w) for w in re.findall(r"\s*\S+|\s+$", part) if w]
+                # a newline is a token of its own (as in Qwen's pre-tokenizer); other spaces lead the next word
+                ids += [self.word_id(w) for w in re.findall(r"\n|[^\S\n]*\S+|[^\S\n]+$", part)]
         return ids
 
     def decode(self, ids: list[int], **_: Any) -> str:
