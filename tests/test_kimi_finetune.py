@@ -23,7 +23,14 @@ from finetune.train import main
 from harness.models.protocol import AudioClip, Prompt
 from harness.models.registry import get_model
 from tests.helpers import fake_runtimes
-from tests.helpers.runtime_finetune import cli_args, installed, kill_9_and_resume, losses, training_prompts, wav_of
+from tests.helpers.runtime_finetune import (
+    cli_args,
+    installed,
+    kill_9_and_resume,
+    losses,
+    training_prompts,
+    wav_of,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 QUESTION = 'Does the volume increase or decrease over time?\n\nAnswer with only one word: "increase" or "decrease".'

@@ -18,13 +18,20 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from finetune.runtimes import runtime_losses, runtime_lora
+from finetune.runtimes import runtime_lora, runtime_losses
 from finetune.settings import TrainSettings
 from finetune.train import main
 from harness.models.protocol import AudioClip, Prompt
 from harness.models.registry import get_model
 from tests.helpers import fake_runtimes
-from tests.helpers.runtime_finetune import cli_args, installed, kill_9_and_resume, losses, training_prompts, wav_of
+from tests.helpers.runtime_finetune import (
+    cli_args,
+    installed,
+    kill_9_and_resume,
+    losses,
+    training_prompts,
+    wav_of,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 QUESTION = "Does the volume increase or decrease over time?"

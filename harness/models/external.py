@@ -32,7 +32,7 @@ import numpy as np
 
 from .base import BaseAudioLM, ModelError
 from .protocol import Listing, MissingDependency, Prompt
-from .runtime_lora import RuntimeTraining
+from .runtime_lora import RuntimeTraining, weight_placement
 
 PROTOCOLS = ("paper", "card")  # --model-arg protocol=: the paper's settings (default) or the model card's
 
@@ -384,16 +384,6 @@ class ExternalAudioLM(BaseAudioLM):
             "source": self.decoding.source,
             "adapter": getattr(self, "adapter", None),
         }
-
-
-def weight_placement(weights: Any) -> tuple[Any, Any]:
-    """(dtype, device) of a torch module: its own attributes (transformers models), else its first parameter's."""
-    dtype, device = getattr(weights, "dtype", None), getattr(weights, "device", None)
-    if (dtype is None or device is None) and callable(getattr(weights, "parameters", None)):
-        first = next(iter(weights.parameters()), None)
-        if first is not None:
-            dtype, device = dtype or first.dtype, device or first.device
-    return dtype, device
 
 
 def require_parameter(fn: Any, parameter: str, what: str) -> None:

@@ -32,6 +32,16 @@ def to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
     return {k: move(v) for k, v in batch.items()}
 
 
+def weight_placement(weights: Any) -> tuple[Any, Any]:
+    """(dtype, device) of a torch module: its own attributes (transformers models), else its first parameter's."""
+    dtype, device = getattr(weights, "dtype", None), getattr(weights, "device", None)
+    if (dtype is None or device is None) and callable(getattr(weights, "parameters", None)):
+        first = next(iter(weights.parameters()), None)
+        if first is not None:
+            dtype, device = dtype or first.dtype, device or first.device
+    return dtype, device
+
+
 class RuntimeTraining:
     """The TrainableAudioLM side of an external runtime wrapper (mixed into ExternalAudioLM's subclasses).
 
@@ -70,8 +80,6 @@ class RuntimeTraining:
 
     @property
     def dtype(self) -> Any:
-        from .external import weight_placement
-
         return weight_placement(self.model)[0]
 
     @property
@@ -83,8 +91,6 @@ class RuntimeTraining:
         return self.commit or self.revision  # type: ignore[attr-defined]
 
     def weights_device(self) -> Any:
-        from .external import weight_placement
-
         return weight_placement(self.model)[1]
 
     def training_inputs(self, prompts: list[Prompt], answers: list[str], *, end_of_turn: bool = True) -> dict[str, Any]:
