@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.data import CONFIGS
 from harness.paper import main as entry_point_main
 from harness.paper.cli import main
 from harness.paper.suite import DEFAULT_SUITE, SuiteError, default_suite, read_suite
@@ -74,11 +75,13 @@ def test_a_run_and_a_table_added_by_yaml_alone(tmp_path: Path, capsys: pytest.Ca
 
 def test_the_shipped_suite_is_the_papers() -> None:
     suite = default_suite()
-    assert suite.path == str(DEFAULT_SUITE) and len(suite.runs) == 27 and len(suite.tables) == 17
+    assert suite.path == str(DEFAULT_SUITE) and len(suite.runs) == 36 and len(suite.tables) == 19
     assert suite.groups == ("main", "prompt-variants", "paraphrase", "few-shot", "beep", "sources", "formats",
                             "source-bias", "cross-attribute", "meld")
     # Table 22 (MELD): external runs (made by `harness eval --task-kind classify`), the only external ones
-    assert [r.name for r in suite.runs if r.external] == ["meld-base", "meld-volume", "meld-pitch"]
+    assert [r.name for r in suite.runs if r.external] == ["meld-base", "meld-volume", "meld-pitch",
+                                                          *(f"finetune:{c}" for c in CONFIGS)]
+    assert [r.trained for r in suite.runs if r.group == "finetune"] == list(CONFIGS)
     t22 = next(t for t in suite.tables if t.key == "22")
     assert t22.kind == "meld-transfer" and t22.runs == ("meld-base", "meld-volume", "meld-pitch")
     fig8 = next(t for t in suite.tables if t.key == "figure8")

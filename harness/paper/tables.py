@@ -475,6 +475,41 @@ def cross_attribute(t: TableRequest) -> str:
             "direction.\n\n" + "\n\n".join(parts))
 
 
+# ---- Table 4 and Figure 4 (Table 12): fine-tuning on one category, tested on each (Sec. 5.4) -------------
+
+
+def base_then_adapters(runs: Sequence[SuiteRun]) -> str | None:
+    """The first run is the base model's (no adapter), every other one an adapter's (`trained:`) on its configs."""
+    if runs[0].trained is not None:
+        return f"run {runs[0].name!r} must be the base model's run (no trained: field)"
+    bad = [r.name for r in runs[1:] if r.trained is None]
+    return f"run {bad[0]!r} must name the category its adapter was trained on (trained:)" if bad else None
+
+
+@table_kind("finetune-in-domain", runs=(2, None), checks=(base_then_adapters,))
+def finetune_in_domain(t: TableRequest) -> str:
+    """Per training category: the base model's accuracy on it, the adapter's, and the gain (Table 4's rows)."""
+    base, body = t.run, []
+    for run in t.runs[1:]:
+        c = run.trained or ""
+        before, after = t.metric(base, c, "accuracy"), t.metric(run, c, "accuracy")
+        gain = f"{100 * (after - before):+.1f}" if before is not None and after is not None else MISSING
+        body.append([c, pct(before), pct(after), gain])
+    return ("Accuracy (%) on the test split of the category each adapter was trained on: the base model, the "
+            "fine-tuned model, and the gain (points).\n\n"
+            + markdown_table(["trained on", "base", "fine-tuned", "Δ"], body))
+
+
+@table_kind("finetune-matrix", runs=(2, None), checks=(base_then_adapters,))
+def finetune_matrix(t: TableRequest) -> str:
+    """Rows: the base model, then each adapter by its training category; columns: the test categories."""
+    configs = list(t.run.configs)
+    body = [[label, *(pct(t.metric(run, c, "accuracy")) for c in configs)]
+            for run, label in [(t.run, "base"), *((r, f"trained on {r.trained}") for r in t.runs[1:])]]
+    return ("Accuracy (%) of each model on each category's test split; the diagonal is in-domain.\n\n"
+            + markdown_table(["model \\ tested on", *configs], body))
+
+
 # ---- Table 22: transfer of VocalGrad fine-tuning to emotion recognition (MELD, appendix C.13) ------------
 MELD_CONFIG = "meld"
 
