@@ -77,8 +77,8 @@ def test_the_shipped_suite_is_the_papers() -> None:
     suite = default_suite()
     assert suite.path == str(DEFAULT_SUITE) and len(suite.runs) == 36 and len(suite.tables) == 19
     assert suite.groups == ("main", "prompt-variants", "paraphrase", "few-shot", "beep", "sources", "formats",
-                            "source-bias", "cross-attribute", "meld")
-    # Table 22 (MELD): external runs (made by `harness eval --task-kind classify`), the only external ones
+                            "source-bias", "cross-attribute", "meld", "finetune")
+    # Table 22 (MELD) and the adapters' runs of Table 4 / Figure 4: external runs (made by `harness eval`)
     assert [r.name for r in suite.runs if r.external] == ["meld-base", "meld-volume", "meld-pitch",
                                                           *(f"finetune:{c}" for c in CONFIGS)]
     assert [r.trained for r in suite.runs if r.group == "finetune"] == list(CONFIGS)
