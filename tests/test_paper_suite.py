@@ -87,7 +87,7 @@ def test_the_shipped_suite_is_the_papers() -> None:
     fig8 = next(t for t in suite.tables if t.key == "figure8")
     assert fig8.head == "Figure 8" and fig8.runs == tuple(f"cross-attribute:{c}" for c in suite.by_name["main"].configs)
     assert suite.by_name["yesno"].configs[0] == "speed-yesno" and suite.by_name["beep"].source == "beep"
-    assert suite.by_name["main"].tables == ("2", "5", "6", "7", "8", "9", "10", "11", "13", "15")
+    assert suite.by_name["main"].tables == ("2", "4", "5", "6", "7", "8", "9", "10", "11", "13", "15", "figure4")
 
 
 RUN_ENTRY = "  - {name: p, prompt: paraphrase-1, configs: [volume], group: mine}\n"
