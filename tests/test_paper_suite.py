@@ -96,6 +96,13 @@ TABLE_ENTRY = "  - {key: A1, filename: a1.md, title: A1, kind: accuracy, runs: [
 MISTAKES = {
     "unknown kind": ("runs:\n" + RUN_ENTRY + "tables:\n" + TABLE_ENTRY.replace("accuracy", "acuracy"),
                      "table 'A1': kind: unknown table kind 'acuracy'; did you mean 'accuracy'? (kinds: published-table2, "),
+    "trained outside the configs": ("runs:\n" + RUN_ENTRY.replace("group: mine", "group: mine, trained: pitch"),
+                                    "run 'p': trained: 'pitch' is not one of the run's configs"),
+    "adapters' table without a base run": (
+        "runs:\n" + RUN_ENTRY.replace("group: mine", "group: mine, trained: volume")
+        + RUN_ENTRY.replace("name: p,", "name: q,").replace("group: mine", "group: mine, trained: volume")
+        + "tables:\n" + TABLE_ENTRY.replace("kind: accuracy, runs: [p]", "kind: finetune-in-domain, runs: [p, q]"),
+        "table 'A1': runs: run 'p' must be the base model's run (no trained: field)"),
     "unknown prompt": ("runs:\n" + RUN_ENTRY.replace("paraphrase-1", "parafrase-1"),
                        "run 'p': prompt: unknown prompt variant 'parafrase-1'; did you mean 'paraphrase-1'?"),
     "unknown config": ("runs:\n" + RUN_ENTRY.replace("[volume]", "[volum]"),

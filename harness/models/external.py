@@ -584,7 +584,10 @@ class StepAudio2Mini(RuntimeTraining, ExternalAudioLM):
             ids = self._token_ids([*chunks[:-1], f"<|BOT|>assistant\n{answer}<|EOT|>"])
         wavs = lens = None
         if mels:
-            wavs, lens = self.module.padding_mels(mels)
+            pad = getattr(self.module, "padding_mels", None)
+            if pad is None:
+                raise ModelError(f"{self.name}: the runtime module has no padding_mels; update the checkout")
+            wavs, lens = pad(mels)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "wavs": wavs, "wav_lens": lens,
                 "prompt_token_count": count}
 
