@@ -159,7 +159,7 @@ def test_kimi_harness_eval_with_adapter_scores_the_meld_letters(shims, tmp_path:
     folder = build_meld_shaped(tmp_path)
     run = tmp_path / "meld-volume"
     assert harness_main(["eval", "--model", "kimi-audio", "--model-arg", "trust_remote_code=true", "--adapter",
-                         str(out), "--dataset", str(folder), "--task-kind", "classify", "--mode", "choices",
+                         str(out), "--dataset", str(folder), "--kind", "classify", "--mode", "choices",
                          "--out", str(run), "--no-preflight"]) == 0
     rows = [json.loads(line) for line in (run / "samples_meld.jsonl").read_text().splitlines()]
     assert len(rows) == 36 and all(r["parsed"] and r["pred"] in r["options"] for r in rows)

@@ -29,7 +29,7 @@ def table22(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     folder = build_meld_shaped(tmp)
     out = tmp / "suite"
     for name, seed, _ in RUNS:
-        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--task-kind",
+        harness_main(["eval", "--model", "random", "--seed", str(seed), "--dataset", str(folder), "--kind",
                       "classify", "--mode", "choices", "--out", str(out / "runs" / name), "--no-preflight"])
     paper_main(["--model", "random", "--out", str(out), "--only", "meld"])
     return out, (out / "tables" / "table22_meld_transfer.md").read_text()
