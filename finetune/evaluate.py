@@ -14,6 +14,7 @@ from finetune.items import is_item_config
 from finetune.lora import adapters_disabled
 from finetune.objective import AnswerTask, answer_losses, answer_options, keeps_logits
 from finetune.record import write_training_record
+from finetune.runtimes import runtime_losses
 from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, EVAL_ITEMS_DIR, TrainSettings
 from harness.data import CONFIGS
 from harness.models.pclm import pclm_disabled
@@ -39,7 +40,7 @@ def evaluate_clips(lm: TrainableAudioLM, renderer: Renderer, ids: Sequence[str],
     for i in range(0, len(mine), batch_size):
         rows = [renderer.row(cid) for cid in mine[i : i + batch_size]]
         prompts, inputs = task.inputs(lm, rows, end_of_turn=end_of_turn)
-        loss_sum += float(answer_losses(lm.model, inputs, keep).sum())
+        loss_sum += float((runtime_losses(lm) or answer_losses)(lm.model, inputs, keep).sum())
         correct += _correct_choices(lm, task, prompts, rows)
     lm.model.train(was_training)
     totals = torch.tensor([loss_sum, float(correct), float(len(mine))], dtype=torch.float64)

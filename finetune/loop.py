@@ -43,6 +43,7 @@ from finetune.pclm import (
     trainable_state,
 )
 from finetune.record import training_record, write_training_record
+from finetune.runtimes import runtime_losses
 from finetune.settings import ADAPTER_DIR, TRAIN_LOG, TrainSettings, check_resumable
 from harness.data import BenchRow
 from harness.models.protocol import TrainableAudioLM
@@ -202,7 +203,7 @@ class Stepper:
         s = self.settings
         if self.phases.objective_at(step) == "ce":
             _, inputs = self.task.inputs(self.lm, rows, end_of_turn=s.end_of_turn)
-            return answer_losses(self.ddp_model, inputs, self.keep_logits)
+            return (runtime_losses(self.lm) or answer_losses)(self.ddp_model, inputs, self.keep_logits)
         inputs = self.task.pair_inputs(self.lm, rows, end_of_turn=s.end_of_turn, rejected=s.dpo_rejected or "random", seed=s.seed)
         context = self.reference.swapped_in if self.reference is not None else None
         return pair_dpo_losses(self.ddp_model, self.lm.model, inputs, self.keep_logits, s.dpo_beta, context)

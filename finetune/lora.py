@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from finetune.runtimes import runtime_lora
 from harness.models.protocol import TrainableAudioLM
 
 if TYPE_CHECKING:
@@ -95,7 +96,10 @@ def attach_lora(lm: TrainableAudioLM, settings: TrainSettings) -> tuple[PeftMode
     """Inject trainable LoRA layers into lm.model in place; returns (the PeftModel handle, targeted modules)."""
     from peft import LoraConfig, get_peft_model
 
-    pattern, names = lora_targets(lm, settings.scope, settings.include_audio_tower)
+    # Kimi-Audio, MiMo-Audio, Step-Audio 2 (their own runtimes): the paper's scopes and task type
+    runtime = runtime_lora(lm, settings)
+    targets, names = ((runtime.targets, runtime.targets) if runtime is not None
+                      else lora_targets(lm, settings.scope, settings.include_audio_tower))
     builtin = builtin_adapters(lm.model)
     ours = APART if DEFAULT in builtin else DEFAULT  # named apart from the checkpoint's own adapters
     # What each built-in PEFT layer had switched on: PEFT activates only the new adapter, so it is restored.
@@ -104,9 +108,10 @@ def attach_lora(lm: TrainableAudioLM, settings: TrainSettings) -> tuple[PeftMode
         r=settings.lora_r,
         lora_alpha=settings.lora_alpha,
         lora_dropout=settings.lora_dropout,
-        target_modules=pattern,
+        target_modules=targets,
         bias="none",
         revision=lm.base_revision(),
+        task_type=runtime.task_type if runtime is not None else None,
     )
     peft_model = get_peft_model(lm.model, config, adapter_name=ours)
     # Set after creation: PEFT would overwrite it from the model's own (possibly empty) name_or_path.
@@ -121,6 +126,8 @@ def attach_lora(lm: TrainableAudioLM, settings: TrainSettings) -> tuple[PeftMode
                      if ours in m.lora_A and isinstance(getattr(m, "base_layer", None), torch.nn.Linear))
     if wrapped != names:
         raise RuntimeError(f"PEFT wrapped {len(wrapped)} modules with adapter {ours!r}, expected {len(names)}")
+    if runtime is not None:
+        runtime.prepare(lm.model)
     return peft_model, names
 
 

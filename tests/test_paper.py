@@ -24,9 +24,11 @@ def test_dry_run_lists_runs_and_writes_every_table(tmp_path: Path, capsys: pytes
     assert "queries" in capsys.readouterr().out
     files = {p.name for p in (tmp_path / "tables").iterdir()}
     assert {t.filename for t in TABLES} | {"README.md"} == files
-    assert {t.key for t in TABLES} == {"2", "3", *map(str, range(5, 18)), "22", "figure8"} - {"4"}
+    assert {t.key for t in TABLES} == {"2", "3", *map(str, range(4, 18)), "22", "figure8", "figure4"}
     table22 = (tmp_path / "tables" / "table22_meld_transfer.md").read_text()
     assert "_Skipped: no samples in runs/meld-base, runs/meld-volume, runs/meld-pitch;" in table22 and "INCOMPLETE" not in table22
+    table4 = (tmp_path / "tables" / "table04_finetune_in_domain.md").read_text()  # adapters' runs: external too
+    assert "_Skipped: no samples in runs/finetune-speed, " in table4 and "vocalgrad-finetune --model" in table4
     plan = {r["run"]: r for r in json.loads((tmp_path / "suite.json").read_text())["runs"]}
     assert plan["main"]["queries"] == 21600 and plan["beep"]["queries"] == 960 and plan["beep"]["prompt"] == "audio_ref"
     assert plan["ternary"]["queries"] == 22500 and plan["source-bias"]["queries"] == 900

@@ -41,7 +41,7 @@ def test_table22_has_per_class_f1_macro_f1_and_paired_tests(tmp_path: Path) -> N
     text = (out / "tables" / "table22_meld_transfer.md").read_text()
     assert text.startswith("# Table 22: Transfer to emotion recognition (MELD)")
     lines = {ln.split(" | ")[0].lstrip("| "): ln.strip("| ").split(" | ") for ln in text.splitlines()
-             if ln.startswith("| base") or ln.startswith("| volume adapter")}
+             if (ln.startswith("| base") or ln.startswith("| volume adapter")) and ln.count(" | ") > 20}
     for name, run in (("base", "meld-base"), ("volume adapter", "meld-volume")):
         rows = _samples(out / "runs" / run)
         gold, pred = [r["gold"] for r in rows], [r["pred"] for r in rows]

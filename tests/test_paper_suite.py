@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.data import CONFIGS
 from harness.paper import main as entry_point_main
 from harness.paper.cli import main
 from harness.paper.suite import DEFAULT_SUITE, SuiteError, default_suite, read_suite
@@ -74,17 +75,19 @@ def test_a_run_and_a_table_added_by_yaml_alone(tmp_path: Path, capsys: pytest.Ca
 
 def test_the_shipped_suite_is_the_papers() -> None:
     suite = default_suite()
-    assert suite.path == str(DEFAULT_SUITE) and len(suite.runs) == 27 and len(suite.tables) == 17
+    assert suite.path == str(DEFAULT_SUITE) and len(suite.runs) == 36 and len(suite.tables) == 19
     assert suite.groups == ("main", "prompt-variants", "paraphrase", "few-shot", "beep", "sources", "formats",
-                            "source-bias", "cross-attribute", "meld")
-    # Table 22 (MELD): external runs (made by `harness eval --task-kind classify`), the only external ones
-    assert [r.name for r in suite.runs if r.external] == ["meld-base", "meld-volume", "meld-pitch"]
+                            "source-bias", "cross-attribute", "meld", "finetune")
+    # Table 22 (MELD) and the adapters' runs of Table 4 / Figure 4: external runs (made by `harness eval`)
+    assert [r.name for r in suite.runs if r.external] == ["meld-base", "meld-volume", "meld-pitch",
+                                                          *(f"finetune:{c}" for c in CONFIGS)]
+    assert [r.trained for r in suite.runs if r.group == "finetune"] == list(CONFIGS)
     t22 = next(t for t in suite.tables if t.key == "22")
     assert t22.kind == "meld-transfer" and t22.runs == ("meld-base", "meld-volume", "meld-pitch")
     fig8 = next(t for t in suite.tables if t.key == "figure8")
     assert fig8.head == "Figure 8" and fig8.runs == tuple(f"cross-attribute:{c}" for c in suite.by_name["main"].configs)
     assert suite.by_name["yesno"].configs[0] == "speed-yesno" and suite.by_name["beep"].source == "beep"
-    assert suite.by_name["main"].tables == ("2", "5", "6", "7", "8", "9", "10", "11", "13", "15")
+    assert suite.by_name["main"].tables == ("2", "4", "5", "6", "7", "8", "9", "10", "11", "13", "15", "figure4")
 
 
 RUN_ENTRY = "  - {name: p, prompt: paraphrase-1, configs: [volume], group: mine}\n"
@@ -93,6 +96,13 @@ TABLE_ENTRY = "  - {key: A1, filename: a1.md, title: A1, kind: accuracy, runs: [
 MISTAKES = {
     "unknown kind": ("runs:\n" + RUN_ENTRY + "tables:\n" + TABLE_ENTRY.replace("accuracy", "acuracy"),
                      "table 'A1': kind: unknown table kind 'acuracy'; did you mean 'accuracy'? (kinds: published-table2, "),
+    "trained outside the configs": ("runs:\n" + RUN_ENTRY.replace("group: mine", "group: mine, trained: pitch"),
+                                    "run 'p': trained: 'pitch' is not one of the run's configs"),
+    "adapters' table without a base run": (
+        "runs:\n" + RUN_ENTRY.replace("group: mine", "group: mine, trained: volume")
+        + RUN_ENTRY.replace("name: p,", "name: q,").replace("group: mine", "group: mine, trained: volume")
+        + "tables:\n" + TABLE_ENTRY.replace("kind: accuracy, runs: [p]", "kind: finetune-in-domain, runs: [p, q]"),
+        "table 'A1': runs: run 'p' must be the base model's run (no trained: field)"),
     "unknown prompt": ("runs:\n" + RUN_ENTRY.replace("paraphrase-1", "parafrase-1"),
                        "run 'p': prompt: unknown prompt variant 'parafrase-1'; did you mean 'paraphrase-1'?"),
     "unknown config": ("runs:\n" + RUN_ENTRY.replace("[volume]", "[volum]"),

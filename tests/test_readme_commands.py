@@ -280,6 +280,9 @@ RUN: dict[str, tuple[dict[str, str], Callable[[str, dict[str, str]], None]]] = {
     "--out runs/tiny-pool --no-preflight": ({}, _evaluated),
 }
 
+# Kimi-Audio, MiMo-Audio and Step-Audio 2 runs: their runtimes and GPU checkpoints (not on PyPI); the
+# tests/test_{kimi,mimo,step}_finetune.py files run the same commands against small fakes of the runtimes
+RUNTIME_NEEDED = "needs the model's own runtime and checkpoint on a GPU (tests/test_*_finetune.py: fake runtimes)"
 SKIP: dict[str, str] = {
     "bash scripts/demo.sh": "the whole demo, ~3 minutes (tests/test_harness_e2e.py covers its parts)",
     "bash scripts/test.sh": "the whole test suite",
@@ -373,12 +376,26 @@ SKIP: dict[str, str] = {
     "on the machine's free cores)",
     "harness eval --model random --dataset items.csv --task-kind classify --columns audio=wav,label=emotion,id=utt "
     "--mode choices --out runs/emotion": "needs a local items.csv (tests/test_classification.py runs the same shape)",
-    "harness eval --model kimi-audio --dataset MELD.Raw --task-kind classify --mode choices --out suite/runs/meld-base":
+    "harness eval --model kimi-audio --model-arg trust_remote_code=true --dataset MELD.Raw --task-kind classify "
+    "--mode choices --out suite/runs/meld-base":
         "needs the real MELD download and a Kimi-Audio checkpoint (tests/test_paper_meld.py: the fixture)",
-    "harness eval --model kimi-audio --adapter finetune/volume --dataset MELD.Raw --task-kind classify --mode choices "
-    "--out suite/runs/meld-volume": "needs the real MELD download and a Kimi-Audio checkpoint",
-    "harness eval --model kimi-audio --adapter finetune/pitch --dataset MELD.Raw --task-kind classify --mode choices "
-    "--out suite/runs/meld-pitch": "needs the real MELD download and a Kimi-Audio checkpoint",
+    "harness eval --model kimi-audio --model-arg trust_remote_code=true --adapter finetune/volume --dataset MELD.Raw "
+    "--task-kind classify --mode choices --out suite/runs/meld-volume": "needs the real MELD download and a Kimi-Audio checkpoint",
+    "harness eval --model kimi-audio --model-arg trust_remote_code=true --adapter finetune/pitch --dataset MELD.Raw "
+    "--task-kind classify --mode choices --out suite/runs/meld-pitch": "needs the real MELD download and a Kimi-Audio checkpoint",
+    "vocalgrad-finetune --model kimi-audio --model-arg trust_remote_code=true --category volume --scope all_linear "
+    "--skip-eval --out suite/finetune/volume": RUNTIME_NEEDED,
+    "harness eval --model kimi-audio --model-arg trust_remote_code=true --adapter suite/finetune/volume "
+    "--out suite/runs/finetune-volume": RUNTIME_NEEDED,
+    "vocalgrad-paper --model kimi-audio --model-arg trust_remote_code=true --out suite --only main,finetune":
+        "the main run of Kimi-Audio on VCTK: hours on a GPU (tests/test_finetune_tables.py: the tables)",
+    "vocalgrad-finetune --model kimi-audio --model-arg trust_remote_code=true --category volume --scope all_linear "
+    "--out runs/kimi-volume": RUNTIME_NEEDED,
+    "vocalgrad-finetune --model mimo-audio --category pitch --scope lm_head --out runs/mimo-pitch": RUNTIME_NEEDED,
+    "vocalgrad-finetune --model step-audio-2-mini --model-arg trust_remote_code=true --category volume "
+    "--scope all_linear --out runs/step-volume": RUNTIME_NEEDED,
+    "harness eval --model kimi-audio --model-arg trust_remote_code=true --adapter runs/kimi-volume "
+    "--out runs/kimi-volume-eval": RUNTIME_NEEDED,
     "vocalgrad-paper --model kimi-audio --out suite --tables-only": "needs the three MELD runs above",
     "vocalgrad-dataset build --config voxparadox-pitch --split test --out D": "~2 minutes (tests/test_voxparadox.py)",
     "harness eval --model mcq-signal-oracle --configs voxparadox-gender,voxparadox-pitch --split test --dataset D "

@@ -32,6 +32,7 @@ import numpy as np
 
 from .base import BaseAudioLM, ModelError
 from .protocol import Listing, MissingDependency, Prompt
+from .runtime_lora import RuntimeTraining, weight_placement
 
 PROTOCOLS = ("paper", "card")  # --model-arg protocol=: the paper's settings (default) or the model card's
 
@@ -254,7 +255,6 @@ class ExternalAudioLM(BaseAudioLM):
     """Shared plumbing: remote-code consent, the runtime import, per-call seeding, clips as WAV files."""
 
     kind = "external"
-    supports_choices = False  # these runtimes expose no per-token log-probabilities
     spec: RuntimeSpec
 
     def __init__(
@@ -382,17 +382,8 @@ class ExternalAudioLM(BaseAudioLM):
                         "paper did" if self.decoding.seeding == "fixed" else
                         "per call: sha256(seed:clip_id:max_new_tokens)"),
             "source": self.decoding.source,
+            "adapter": getattr(self, "adapter", None),
         }
-
-
-def weight_placement(weights: Any) -> tuple[Any, Any]:
-    """(dtype, device) of a torch module: its own attributes (transformers models), else its first parameter's."""
-    dtype, device = getattr(weights, "dtype", None), getattr(weights, "device", None)
-    if (dtype is None or device is None) and callable(getattr(weights, "parameters", None)):
-        first = next(iter(weights.parameters()), None)
-        if first is not None:
-            dtype, device = dtype or first.dtype, device or first.device
-    return dtype, device
 
 
 def require_parameter(fn: Any, parameter: str, what: str) -> None:
@@ -402,7 +393,7 @@ def require_parameter(fn: Any, parameter: str, what: str) -> None:
                          "wrapper follows; update it")
 
 
-class KimiAudio(ExternalAudioLM):
+class KimiAudio(RuntimeTraining, ExternalAudioLM):
     """moonshotai/Kimi-Audio-7B-Instruct through kimia_infer, text output, greedy text decoding."""
 
     name = "kimi-audio"
@@ -423,8 +414,34 @@ class KimiAudio(ExternalAudioLM):
             _, text = self.runtime.generate(messages, **self.decoding.generation, max_new_tokens=max_new_tokens)
         return text
 
+    def encode(self, prompt: Prompt, answer: str | None = None) -> dict[str, Any]:
+        """The prompt manager's streams for the user messages (+ the assistant's answer, the paper's fine-tuning
+        messages), output_type "text"; an open assistant turn when there is no answer."""
+        with self.clip_files(prompt) as paths:
+            messages = [{"role": "user", "message_type": kind, "content": value}
+                        for kind, value in self._interleave(prompt, paths)]
+            if answer is not None:
+                messages.append({"role": "assistant", "message_type": "text", "content": answer})
+            history = self.runtime.prompt_manager.get_prompt(messages, output_type="text",
+                                                             add_assistant_start_msg=answer is None)
+        audio_ids, text_ids, continuous, _, text_loss_mask = history.to_tensor()
+        return {"audio_input_ids": audio_ids, "text_input_ids": text_ids, "is_continuous_mask": continuous,
+                "text_loss_mask": text_loss_mask, "continuous_features": list(history.continuous_feature)}
 
-class MiMoAudio(ExternalAudioLM):
+    def text_logits(self, model: Any, batch: dict[str, Any]) -> Any:
+        """The text head's logits: MoonshotKimiaForCausalLM returns (mimo_output(...), lm_head(...))."""
+        out = model(input_ids=batch["audio_input_ids"], text_input_ids=batch["text_input_ids"],
+                    whisper_input_feature=batch["continuous_features"], is_continuous_mask=batch["is_continuous_mask"],
+                    output_hidden_states=False, return_dict=True, use_cache=False)
+        return out.logits[1]
+
+    def choice_token_ids(self, choices: tuple[str, ...]) -> list[int]:
+        """An ASCII space and the option, one token (evaluate_meld_mcq.py _candidate_ids)."""
+        tokenizer = self.runtime.prompt_manager.text_tokenizer
+        return self.single_tokens(choices, lambda c: tokenizer.encode(f" {c}", bos=False, eos=False))
+
+
+class MiMoAudio(RuntimeTraining, ExternalAudioLM):
     """XiaomiMiMo/MiMo-Audio-7B-Instruct through its runtime's audio-understanding path (sampled)."""
 
     name = "mimo-audio"
@@ -470,8 +487,60 @@ class MiMoAudio(ExternalAudioLM):
         # thinking=False already closes an empty <think></think> block in the prompt; drop stray tags.
         return out.replace("<think>", "").replace("</think>", "").strip()
 
+    def encode(self, prompt: Prompt, answer: str | None = None) -> dict[str, Any]:
+        """The SFT prompt's (1 + audio channels, T) ids, + InputSegment(text=f"{answer}<|im_end|>\\n") when there is
+        an answer (plic/mimo_finetune.py build_mimo_audio_understanding_ids); prompt_token_count: the prompt's T."""
+        import torch
 
-class StepAudio2Mini(ExternalAudioLM):
+        runtime = self.runtime
+        text = "".join(s for s in prompt.segments if isinstance(s, str))
+        if len(prompt.audios) != 1:
+            raise ModelError(f"{self.name}'s template takes one clip per prompt, got {len(prompt.audios)}",
+                             prompt.clip_id)
+        with self.clip_files(prompt) as (path,):
+            ids = runtime.get_audio_understanding_sft_prompt(path, text, thinking=False)
+        count = int(ids.shape[1])
+        if answer is not None:
+            segment = self._speech_data().InputSegment(text=f"{answer}<|im_end|>\n",
+                                                       speech_zeroemb_idx=runtime.speech_zeroemb_idx,
+                                                       text_zeroemb_idx=runtime.empty_token)
+            ids = torch.cat([ids, runtime.get_input_ids([segment])], dim=1)
+        return {"input_ids": ids, "prompt_token_count": count}
+
+    def _speech_data(self) -> ModuleType:
+        """The runtime's process_speechdata module (InputSegment), beside its mimo_audio module."""
+        return importlib.import_module(self.module.__name__.rsplit(".", 1)[0] + ".process_speechdata")
+
+    def text_logits(self, model: Any, batch: dict[str, Any]) -> Any:
+        """lm_head over the main decoder's last hidden state, one position per group (plic/mimo_finetune.py
+        compute_mimo_text_loss): (1, groups, V)."""
+        import torch
+
+        runtime = self.runtime
+        ids = batch["input_ids"]
+        flat = ids.T.reshape(1, -1)
+        groups = flat.shape[1] // ((runtime.audio_channels + 1) * runtime.group_size)
+        mask = torch.ones((1, groups), dtype=torch.long, device=flat.device)
+        kwargs = model.prepare_inputs_for_generation(flat, attention_mask=mask, use_cache=False)
+        embeds = model._prepare_input_embeds(kwargs["input_ids"])
+        out = model.model(inputs_embeds=embeds, attention_mask=kwargs["attention_mask"],
+                          position_ids=kwargs["position_ids"], use_cache=False, return_dict=True,
+                          cache_position=kwargs.get("cache_position"))
+        return model.lm_head(out.last_hidden_state)
+
+    def text_group_ids(self, model: Any, batch: dict[str, Any]) -> Any:
+        """(1, groups) text-channel id at each group's first position (what the text head predicts)."""
+        flat = batch["input_ids"].T.reshape(1, -1)
+        grouped = model.prepare_inputs_for_generation(flat, attention_mask=None, use_cache=False)["input_ids"]
+        return grouped[:, 0, :: self.runtime.group_size].long()
+
+    def choice_token_ids(self, choices: tuple[str, ...]) -> list[int]:
+        """The choice as the assistant's text starts (after the prompt's closed think block), one token."""
+        tokenizer = self.runtime.tokenizer
+        return self.single_tokens(choices, lambda c: tokenizer.encode(c))
+
+
+class StepAudio2Mini(RuntimeTraining, ExternalAudioLM):
     """stepfun-ai/Step-Audio-2-mini through its StepAudio2 runtime and its own chat format."""
 
     name = "step-audio-2-mini"
@@ -485,12 +554,62 @@ class StepAudio2Mini(ExternalAudioLM):
 
     def _answer(self, prompt: Prompt, max_new_tokens: int) -> str:
         with self.clip_files(prompt) as paths:
-            content = [{"type": kind, kind: value} for kind, value in self._interleave(prompt, paths)]
-            system = self.decoding.system_prompt
-            messages = [
-                *([{"role": "system", "content": system}] if system is not None else []),
-                {"role": "human", "content": content},
-                {"role": "assistant", "content": None},
-            ]
-            _, text, _ = self.runtime(messages, max_new_tokens=max_new_tokens, **self.decoding.generation)
+            _, text, _ = self.runtime(self._messages(prompt, paths), max_new_tokens=max_new_tokens,
+                                      **self.decoding.generation)
         return text
+
+    def _messages(self, prompt: Prompt, paths: list[str]) -> list[dict[str, Any]]:
+        """The protocol's system turn (if any), a human turn of text and audio items, an open assistant turn."""
+        content = [{"type": kind, kind: value} for kind, value in self._interleave(prompt, paths)]
+        system = self.decoding.system_prompt
+        return [
+            *([{"role": "system", "content": system}] if system is not None else []),
+            {"role": "human", "content": content},
+            {"role": "assistant", "content": None},
+        ]
+
+    def encode(self, prompt: Prompt, answer: str | None = None) -> dict[str, Any]:
+        """The runtime's template chunks, tokenized and joined, with the clips' mels; with an answer, the open
+        assistant turn becomes "<|BOT|>assistant\\n{answer}<|EOT|>" (plic/stepaudio2_finetune.py);
+        prompt_token_count: the ids of the prompt alone."""
+        import torch
+
+        with self.clip_files(prompt) as paths:
+            chunks, mels = self.runtime.apply_chat_template(self._messages(prompt, paths))
+        ids = self._token_ids(chunks)
+        count = int(ids.shape[1])
+        if answer is not None:
+            if chunks[-1] != "<|BOT|>assistant\n":
+                raise ModelError(f"{self.name}: the runtime's template does not end with an open assistant turn")
+            ids = self._token_ids([*chunks[:-1], f"<|BOT|>assistant\n{answer}<|EOT|>"])
+        wavs = lens = None
+        if mels:
+            pad = getattr(self.module, "padding_mels", None)
+            if pad is None:
+                raise ModelError(f"{self.name}: the runtime module has no padding_mels; update the checkout")
+            wavs, lens = pad(mels)
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "wavs": wavs, "wav_lens": lens,
+                "prompt_token_count": count}
+
+    def _token_ids(self, chunks: list[Any]) -> Any:
+        """(1, T): text chunks through the tokenizer, token-id chunks as they are (StepAudio2.__call__)."""
+        import torch
+
+        tok = self.runtime.llm_tokenizer
+        parts = [tok(text=c, return_tensors="pt", padding=True)["input_ids"] if isinstance(c, str)
+                 else torch.tensor([c], dtype=torch.long) for c in chunks]
+        return torch.cat(parts, dim=-1).long()
+
+    def text_logits(self, model: Any, batch: dict[str, Any]) -> Any:
+        """The causal LM's logits over the joined ids, the clips' mels fed to its encoder."""
+        return model(input_ids=batch["input_ids"], wavs=batch["wavs"], wav_lens=batch["wav_lens"],
+                     attention_mask=batch["attention_mask"]).logits
+
+    @property
+    def pad_token_id(self) -> int:
+        return int(self.runtime.llm_tokenizer.pad_token_id)
+
+    def choice_token_ids(self, choices: tuple[str, ...]) -> list[int]:
+        """The choice as the assistant's text starts right after "<|BOT|>assistant\\n", one token."""
+        tok = self.runtime.llm_tokenizer
+        return self.single_tokens(choices, lambda c: tok(text=c, return_tensors="pt")["input_ids"][0].tolist())

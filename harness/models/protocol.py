@@ -112,7 +112,7 @@ class AudioLM(Protocol):
     name: str
     kind: str  # baseline | tiny | hf | external | api | encoder
     batch_size: int  # prompts per forward; OOM back-off may lower it during a run
-    supports_choices: bool  # score_items works (token log-probabilities); False for API/runtime models
+    supports_choices: bool  # score_items works (token log-probabilities); False for API models
     supports_hidden_states: bool  # hidden_items works (probing)
     supports_adapters: bool  # load_adapter works (LoRA adapters from finetune/)
     supports_training: bool  # a TrainableAudioLM whose prompt + answer render as text (LoRA fine-tuning)

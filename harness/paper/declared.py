@@ -25,6 +25,9 @@ class SuiteRun:
     tables: tuple[str, ...] = ()  # keys of the tables that read this run, in table order
     source: str | None = None  # None: the suite's --source / --dataset
     audios_per_query: int = 1
+    # the category of the LoRA adapter this run evaluates (Table 4, Figure 4): an external run, made with
+    # `vocalgrad-finetune` and `harness eval --adapter`, never by vocalgrad-paper itself
+    trained: str | None = None
 
     @property
     def dirname(self) -> str:
@@ -32,8 +35,9 @@ class SuiteRun:
 
     @property
     def external(self) -> bool:
-        """True for a run of external tasks only (MELD): its samples come from `harness eval`, not the suite."""
-        return bool(self.configs) and all(c in EXTERNAL_CONFIGS for c in self.configs)
+        """True for a run of external tasks only (MELD) or of a fine-tuned adapter: its samples come from
+        `harness eval`, not the suite."""
+        return self.trained is not None or (bool(self.configs) and all(c in EXTERNAL_CONFIGS for c in self.configs))
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,13 @@ def run_sizes(run: SuiteRun, settings: SuiteSettings) -> dict[str, int]:
 EXTERNAL_STATUS = "external"  # the status of a run made by `harness eval` (MELD), never by the suite
 
 
+def external_source(run: SuiteRun) -> str:
+    """How an external run is made: an adapter's evaluation, or a classification dataset's."""
+    if run.trained is not None:
+        return f"harness eval --adapter (vocalgrad-finetune --category {run.trained})"
+    return "harness eval --kind classify"
+
+
 def plan(runs: Sequence[SuiteRun], settings: SuiteSettings) -> list[dict[str, Any]]:
     """Every run with its directory, source and sizes (what --dry-run prints); an external run (MELD,
     harness.paper.declared.EXTERNAL_CONFIGS) is listed with no queries and the status "external"."""
@@ -79,7 +86,7 @@ def plan(runs: Sequence[SuiteRun], settings: SuiteSettings) -> list[dict[str, An
         if run.external:
             out.append({
                 "run": run.name, "dir": f"runs/{run.dirname}", "prompt": run.prompt, "group": run.group,
-                "source": "harness eval --kind classify", "data_dir": None,
+                "source": external_source(run), "data_dir": None,
                 "configs": dict.fromkeys(run.configs, 0), "queries": 0, "audios_per_query": run.audios_per_query,
                 "tables": list(run.tables), "status": EXTERNAL_STATUS,
             })  # fmt: skip
@@ -147,12 +154,16 @@ def run_suite(settings: SuiteSettings, runs: Sequence[SuiteRun], suite: Suite | 
 
 
 def skipped_note(table: SuiteTable, inputs: SuiteInputs) -> str | None:
-    """The one-line note of a table whose runs are all external (MELD) and none of them has samples yet: the
-    table is skipped, not incomplete, so a default suite without MELD runs stays complete; else None."""
-    runs = [inputs.runs[name] for name in table.runs]
-    if not runs or not all(r.external for r in runs) or any(inputs.has_samples(r.name) for r in runs):
+    """The one-line note of a table whose external runs (MELD, fine-tuned adapters) have no samples yet: the
+    table is skipped, not incomplete, so a default suite without them stays complete; else None."""
+    runs = [r for r in (inputs.runs[name] for name in table.runs) if r.external]
+    if not runs or any(inputs.has_samples(r.name) for r in runs):
         return None
     dirs = ", ".join(f"runs/{r.dirname}" for r in runs)
+    if any(r.trained is not None for r in runs):
+        return (f"Skipped: no samples in {dirs}; these runs are made per category with `vocalgrad-finetune --model "
+                f"M --category <category> --scope all_linear --out DIR/finetune/<category>` and `harness eval --model "
+                f"M --adapter DIR/finetune/<category> --out DIR/runs/finetune-<category>`, not by vocalgrad-paper")
     return (f"Skipped: no samples in {dirs}; these runs are made with `harness eval --kind classify "
             f"--mode choices --out DIR/runs/<run>` (one per adapter), not by vocalgrad-paper")
 

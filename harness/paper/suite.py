@@ -27,7 +27,7 @@ from vocalgrad_dataset.tasks import config_spec, expand_pattern, read_yaml_mappi
 DEFAULT_SUITE = Path(__file__).with_name("suite.yaml")
 CATEGORY = "{category}"  # in a configs pattern: each of the nine categories, in Table 2 order
 SUITE_FIELDS: tuple[str, ...] = ("include", "runs", "tables")
-RUN_FIELDS: tuple[str, ...] = ("name", "prompt", "configs", "group", "source", "audios_per_query")
+RUN_FIELDS: tuple[str, ...] = ("name", "prompt", "configs", "group", "source", "audios_per_query", "trained")
 TABLE_FIELDS: tuple[str, ...] = ("key", "filename", "title", "kind", "runs", "labels", "note", "heading")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+:-]*")  # run, group and table names: a directory, no commas
 INDEX_FILE = "README.md"  # tables/README.md lists the tables
@@ -219,7 +219,16 @@ def parse_run(entry: Entry) -> SuiteRun:
     variant = run_variant(entry, prompt, configs)
     source = run_source(entry, configs)
     group = entry.identifier("group", required=False) or name
-    return SuiteRun(name, prompt, configs, group, source=source, audios_per_query=audios_per_query(entry, variant))
+    return SuiteRun(name, prompt, configs, group, source=source, audios_per_query=audios_per_query(entry, variant),
+                    trained=run_trained(entry, configs))
+
+
+def run_trained(entry: Entry, configs: tuple[str, ...]) -> str | None:
+    """The category the evaluated adapter was trained on (one of the run's configs), or None."""
+    trained = entry.text("trained", required=False)
+    if trained is not None and trained not in configs:
+        raise entry.error("trained", f"{trained!r} is not one of the run's configs")
+    return trained
 
 
 def parse_runs(entries: Sequence[Entry]) -> tuple[SuiteRun, ...]:

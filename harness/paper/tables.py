@@ -475,6 +475,41 @@ def cross_attribute(t: TableRequest) -> str:
             "direction.\n\n" + "\n\n".join(parts))
 
 
+# ---- Table 4 and Figure 4 (Table 12): fine-tuning on one category, tested on each (Sec. 5.4) -------------
+
+
+def base_then_adapters(runs: Sequence[SuiteRun]) -> str | None:
+    """The first run is the base model's (no adapter), every other one an adapter's (`trained:`) on its configs."""
+    if runs[0].trained is not None:
+        return f"run {runs[0].name!r} must be the base model's run (no trained: field)"
+    bad = [r.name for r in runs[1:] if r.trained is None]
+    return f"run {bad[0]!r} must name the category its adapter was trained on (trained:)" if bad else None
+
+
+@table_kind("finetune-in-domain", runs=(2, None), checks=(base_then_adapters,))
+def finetune_in_domain(t: TableRequest) -> str:
+    """Per training category: the base model's accuracy on it, the adapter's, and the gain (Table 4's rows)."""
+    base, body = t.run, []
+    for run in t.runs[1:]:
+        c = run.trained or ""
+        before, after = t.metric(base, c, "accuracy"), t.metric(run, c, "accuracy")
+        gain = f"{100 * (after - before):+.1f}" if before is not None and after is not None else MISSING
+        body.append([c, pct(before), pct(after), gain])
+    return ("Accuracy (%) on the test split of the category each adapter was trained on: the base model, the "
+            "fine-tuned model, and the gain (points).\n\n"
+            + markdown_table(["trained on", "base", "fine-tuned", "Δ"], body))
+
+
+@table_kind("finetune-matrix", runs=(2, None), checks=(base_then_adapters,))
+def finetune_matrix(t: TableRequest) -> str:
+    """Rows: the base model, then each adapter by its training category; columns: the test categories."""
+    configs = list(t.run.configs)
+    body = [[label, *(pct(t.metric(run, c, "accuracy")) for c in configs)]
+            for run, label in [(t.run, "base"), *((r, f"trained on {r.trained}") for r in t.runs[1:])]]
+    return ("Accuracy (%) of each model on each category's test split; the diagonal is in-domain.\n\n"
+            + markdown_table(["model \\ tested on", *configs], body))
+
+
 # ---- Table 22: transfer of VocalGrad fine-tuning to emotion recognition (MELD, appendix C.13) ------------
 MELD_CONFIG = "meld"
 
@@ -517,49 +552,88 @@ def paired_macro_f1_test(gold: Sequence[str], a: Sequence[str | None], b: Sequen
     return diff, float(min(1.0, 2 * min((d <= 0).mean(), (d >= 0).mean())))
 
 
-@table_kind("meld-transfer", runs=(1, None))
-def meld_transfer(t: TableRequest) -> str:
-    """Per-class precision / recall / F1 and macro-F1 of each run on MELD (the base first), and the paired tests
-    of each adapter against the base: McNemar (exact) on per-item correctness, paired bootstrap on macro-F1."""
+def _meld_rows(t: TableRequest, runs: list[MeldRun | None], labels: list[str]) -> tuple[list[list[str]], list[Any]]:
+    """Per run: per-class P / R / F1, macro P / R, macro-F1 with its interval and accuracy; and its metrics."""
     from harness.classification import classification_metrics
-    from harness.metrics import mcnemar_exact
+    from harness.paper.transitions import macro
 
-    runs = meld_transfer_inputs(t)
-    labels = next((r[3] for r in runs if r is not None), [])
-    head = ["model", *(f"{lab.capitalize()} {m}" for lab in labels for m in ("P", "R", "F1")), "macro-F1", "acc"]
     body, metrics = [], []
     for run, data in zip(t.runs, runs, strict=True):
         if data is None:
-            body.append([t.label(run), *[MISSING] * (len(head) - 1)])
+            body.append([t.label(run), *[MISSING] * (3 * len(labels) + 4)])
             metrics.append(None)
             continue
         m = classification_metrics(data[1], data[2], data[3])
         metrics.append(m)
         body.append([data[0], *(pct(m[f"{x}_{lab}"]) for lab in labels for x in ("precision", "recall", "f1")),
+                     pct(macro(m, labels, "precision")), pct(macro(m, labels, "recall")),
                      f"{pct(m['macro_f1'])} [{pct(m['macro_f1_ci_low'])}, {pct(m['macro_f1_ci_high'])}]",
                      pct(m["accuracy"])])
-    parts = [markdown_table(head, body)]
-    base = runs[0]
-    tests, unpaired = [], []
-    for data in runs[1:]:
+    return body, metrics
+
+
+def _meld_paired(base: MeldRun, data: MeldRun, labels: list[str]) -> list[str]:
+    """One adapter against the base on the same items: Δ macro-F1 with its bootstrap p, discordant counts and
+    McNemar's exact p."""
+    from harness.metrics import mcnemar_exact
+
+    right_a = [p == g for p, g in zip(base[2], base[1], strict=True)]
+    right_b = [p == g for p, g in zip(data[2], data[1], strict=True)]
+    only_a = sum(a and not b for a, b in zip(right_a, right_b, strict=True))
+    only_b = sum(b and not a for a, b in zip(right_a, right_b, strict=True))
+    diff, p_boot = paired_macro_f1_test(base[1], base[2], data[2], labels)
+    return [f"{data[0]} vs {base[0]}", f"{100 * diff:+.1f}", f"{p_boot:.3f}", f"{only_a} / {only_b}",
+            f"{mcnemar_exact(only_a, only_b):.3f}"]
+
+
+def _meld_against_base(t: TableRequest, runs: list[MeldRun | None], labels: list[str]) -> list[str]:
+    """The paired tests and the prediction transitions of each adapter against the base (same items only)."""
+    from harness.paper.transitions import PUBLISHED_TRANSITION, headline_transition, transition_table
+
+    base, parts, tests, unpaired, moves = runs[0], [], [], [], []
+    x, y, published_run, share = PUBLISHED_TRANSITION
+    for run, data in zip(t.runs[1:], runs[1:], strict=True):
         if base is None or data is None:
             continue
-        if data[4] != base[4] or data[1] != base[1]:  # paired tests need the same items with the same gold
+        if data[4] != base[4] or data[1] != base[1]:  # paired statistics need the same items with the same gold
             unpaired.append(data[0])
             continue
-        right_a = [p == g for p, g in zip(base[2], base[1], strict=True)]
-        right_b = [p == g for p, g in zip(data[2], data[1], strict=True)]
-        only_a = sum(a and not b for a, b in zip(right_a, right_b, strict=True))
-        only_b = sum(b and not a for a, b in zip(right_a, right_b, strict=True))
-        diff, p_boot = paired_macro_f1_test(base[1], base[2], data[2], labels)
-        tests.append([f"{data[0]} vs {base[0]}", f"{100 * diff:+.1f}", f"{p_boot:.3f}", f"{only_a} / {only_b}",
-                      f"{mcnemar_exact(only_a, only_b):.3f}"])
+        tests.append(_meld_paired(base, data, labels))
+        moves.append(f"#### {data[0]} (from {base[0]})\n\n" + transition_table(base[2], data[2], labels))
+        parts.append(f"{x.capitalize()} -> {y.capitalize()}, {data[0]}: {headline_transition(base[2], data[2], labels)} "
+                     f"of the base's {x} predictions"
+                     + (f" (published: {pct(share)} %)" if run.name == published_run else ""))
+    out = []
     if tests:
-        parts.append("Paired tests against the base (same items): macro-F1 difference (points) with its paired-"
-                     "bootstrap p (1,000 item resamples), and McNemar's exact test on per-item correctness "
-                     "(items right only for the base / only for the adapter).\n\n"
-                     + markdown_table(["comparison", "Δ macro-F1", "bootstrap p", "discordant", "McNemar p"], tests))
+        out.append("Paired tests against the base (same items): macro-F1 difference (points) with its paired-"
+                   "bootstrap p (1,000 item resamples), and McNemar's exact test on per-item correctness "
+                   "(items right only for the base / only for the adapter).\n\n"
+                   + markdown_table(["comparison", "Δ macro-F1", "bootstrap p", "discordant", "McNemar p"], tests))
+    if moves:
+        out.append("Prediction transitions: of the items the base model predicts as the row's class, the share (%) "
+                   "the tuned model predicts as the column's (the paper's statistic, appendix C.13).\n\n"
+                   + "\n\n".join(parts) + ".\n\n" + "\n\n".join(moves))
     if unpaired:
-        parts.append(f"Not compared with the base (other items or gold labels): {', '.join(unpaired)}.")
-    return ("Precision (P), recall (R) and F1 per emotion and macro-F1 (%) with its 95 % bootstrap interval; "
-            "an unparsed answer is a miss of its true class.\n\n" + "\n\n".join(parts))
+        out.append(f"Not compared with the base (other items or gold labels): {', '.join(unpaired)}.")
+    return out
+
+
+@table_kind("meld-transfer", runs=(1, None))
+def meld_transfer(t: TableRequest) -> str:
+    """Per-class precision / recall / F1, macro precision, recall and F1 of each run on MELD (the base first), the
+    published macro-F1 beside ours, and each adapter against the base: paired tests (McNemar, paired bootstrap)
+    and the prediction transitions."""
+    from harness.paper.transitions import published_rows
+
+    runs = meld_transfer_inputs(t)
+    labels = next((r[3] for r in runs if r is not None), [])
+    head = ["model", *(f"{lab.capitalize()} {m}" for lab in labels for m in ("P", "R", "F1")), "macro-P", "macro-R",
+            "macro-F1", "acc"]
+    body, metrics = _meld_rows(t, runs, labels)
+    published = published_rows([(run.name, t.label(run), m["macro_f1"] if m else None)
+                                for run, m in zip(t.runs, metrics, strict=True)])
+    parts = [markdown_table(head, body), "Published values (the paper's Table 22) beside ours:\n\n" + published,
+             *_meld_against_base(t, runs, labels)]
+    return ("Precision (P), recall (R) and F1 per emotion, macro precision and recall (unweighted means over the "
+            "emotions) and macro-F1 (%) with its 95 % bootstrap interval; an unparsed answer is a miss of its true "
+            "class.\n\n" + "\n\n".join(parts))
