@@ -27,7 +27,7 @@ from harness.models.base import BaseAudioLM
 from harness.models.protocol import ModelError, Prompt
 from harness.report import compute
 from harness.runner import EvalSettings, run_eval
-from tests.test_faults_dataset import fbuild, tiny_folder
+from tests.helpers.folder_source import fbuild, tiny_folder
 
 ANSWERS = ("increase", "It clearly decreases? No: decrease.", "I cannot tell from this clip.",
            "increase or decrease", "Decrease")

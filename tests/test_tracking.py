@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main as harness_cli
-from tests.test_served_model import KEY, SERVED_ID, VLLMServer
+from tests.helpers.vllm_server import KEY, SERVED_ID, VLLMServer
 
 BLOCK, HEADER = 32768, 7
 
