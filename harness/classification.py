@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from harness.audio import input_clip
-from harness.mcq_source import MappedMCQSource, parse_column_map, unique_ids
+from harness.mcq_source import MappedMCQSource, parse_column_map
 from harness.models.protocol import Prompt
 from harness.parsing import Vocabulary, mcq_vocabulary
 
@@ -97,17 +97,10 @@ class MappedClassifySource(MappedMCQSource):
         """(where, index, row) of every row: the MELD layout's preloaded items, local files or a Hub copy."""
         if self._preloaded is not None:
             return self._preloaded
-        from harness.mcq_source import local_files, read_table
+        return super()._raw_rows(dataset)
 
-        if not self.root.exists():
-            return self._hub_rows(dataset)
-        files = local_files(self.root, self.split)
-        if not files:
-            raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or a data file)")
-        return [(str(f), i, r) for f in files for i, r in enumerate(read_table(f))]
-
-    def _load(self, dataset: str) -> list[dict[str, Any]]:
-        raw = self._raw_rows(dataset)
+    def _prepare(self, raw: list[tuple[str, int, dict[str, Any]]]) -> None:
+        """Every task's label set, before one item is made: every item offers all of its task's labels."""
         for where, _i, row in raw:  # the label set first: every item offers all of its task's labels
             if self.mapping["label"] not in row:
                 raise ValueError(f"{where}: --columns label={self.mapping['label']}: no column "
@@ -121,20 +114,10 @@ class MappedClassifySource(MappedMCQSource):
             if not 2 <= len(ls) <= MAX_LABELS:
                 raise ValueError(f"{self.root}: task {task!r} has {len(ls)} labels {ls}; a classification task "
                                  f"has 2 to {MAX_LABELS}")
-        items = [self._item(where, i, r) for where, i, r in raw]
-        return unique_ids(items)
 
     def _item(self, where: str, index: int, row: Mapping[str, Any]) -> dict[str, Any]:
-        place = f"{where}: row {index}"
-        for field, column in self.mapping.items():
-            if column not in row:
-                raise ValueError(f"{where}: --columns {field}={column}: no column {column!r} "
-                                 f"(columns: {', '.join(map(str, row))})")
-        get = {f: row[c] for f, c in self.mapping.items()}
-        task = str(get.get("task") or self.kind.name)
+        place, get, task, ident = self._fields(where, index, row)
         label = label_text(get["label"], task, place)
-        ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
-        ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
         options = self._task_labels[task]
         duration = row.get("duration_sec")
         return {"audio": get["audio"], "benchmark_clip_id": ident, "category": task, "kind": self.kind.name,

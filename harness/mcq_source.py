@@ -122,7 +122,6 @@ def _read_table(file: Path) -> list[dict[str, Any]]:
     raise ValueError(f"{file}: expected a .parquet, .jsonl or .csv file")
 
 
-local_files, read_table = _local_files, _read_table  # public names for other row sources (classify)
 
 
 class MappedMCQSource:
@@ -141,15 +140,33 @@ class MappedMCQSource:
             self._by_task.setdefault(item["task"], []).append(item)
 
     def _load(self, dataset: str) -> list[dict[str, Any]]:
-        if self.root.exists():
-            files = _local_files(self.root, self.split)
-            if not files:
-                raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or one data file)")
-            raw = [(str(f), i, r) for f in files for i, r in enumerate(_read_table(f))]
-        else:
-            raw = self._hub_rows(dataset)
-        items = [self._item(where, i, r) for where, i, r in raw]
-        return unique_ids(items)
+        raw = self._raw_rows(dataset)
+        self._prepare(raw)
+        return unique_ids([self._item(where, i, r) for where, i, r in raw])
+
+    def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
+        """(where, index, row) of every row: local files, else a Hub copy."""
+        if not self.root.exists():
+            return self._hub_rows(dataset)
+        files = _local_files(self.root, self.split)
+        if not files:
+            raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or one data file)")
+        return [(str(f), i, r) for f in files for i, r in enumerate(_read_table(f))]
+
+    def _prepare(self, raw: list[tuple[str, int, dict[str, Any]]]) -> None:
+        """What needs every row before one item is made (a classification's label sets); nothing here."""
+
+    def _fields(self, where: str, index: int, row: Mapping[str, Any]) -> tuple[str, dict[str, Any], str, str]:
+        """(place, {field: value}, task, id) of one row, its mapped columns checked (one line naming them)."""
+        place = f"{where}: row {index}"
+        for field, column in self.mapping.items():
+            if column not in row:
+                raise ValueError(f"{where}: --columns {field}={column}: no column {column!r} "
+                                 f"(columns: {', '.join(map(str, row))})")
+        get = {f: row[c] for f, c in self.mapping.items()}
+        task = str(get.get("task") or self.kind.name)  # a benchmark without a task column: one config
+        ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
+        return place, get, task, str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
 
     def _hub_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
         try:
@@ -164,15 +181,7 @@ class MappedMCQSource:
 
     def _item(self, where: str, index: int, row: Mapping[str, Any]) -> dict[str, Any]:
         """One item's mapped fields (audio left undecoded), checked."""
-        place = f"{where}: row {index}"
-        for field, column in self.mapping.items():
-            if column not in row:
-                raise ValueError(f"{where}: --columns {field}={column}: no column {column!r} "
-                                 f"(columns: {', '.join(map(str, row))})")
-        get = {f: row[c] for f, c in self.mapping.items()}
-        task = str(get.get("task") or self.kind.name)  # a benchmark without a task column: one config
-        ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
-        ident = str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
+        place, get, task, ident = self._fields(where, index, row)
         fields = {"benchmark_clip_id": ident, "audio": None, "task": task, "duration_sec": row.get("duration_sec"),
                   "source_clip_id": row.get("source_clip_id"),
                   **{f: get.get(f) for f in ("question", "options", "answer", "adversarial")}}

@@ -230,7 +230,8 @@ def _categories_table(out: str, earlier: dict[str, str]) -> None:
 
 def _every_readme_model(out: str, earlier: dict[str, str]) -> None:
     registered = {line.split()[0] for line in out.splitlines() if line.strip()}
-    named = {c.argv[c.argv.index("--model") + 1] for c in readme_commands() if "--model" in c.argv}
+    named = {c.argv[c.argv.index("--model") + 1] for c in readme_commands()
+             if "--model" in c.argv and c.argv[0] != "lmms-eval"}  # lmms-eval's --model names its own wrappers
     assert named <= registered, f"README names models list-models does not know: {sorted(named - registered)}"
 
 
@@ -284,6 +285,26 @@ RUN: dict[str, tuple[dict[str, str], Callable[[str, dict[str, str]], None]]] = {
 # tests/test_{kimi,mimo,step}_finetune.py files run the same commands against small fakes of the runtimes
 RUNTIME_NEEDED = "needs the model's own runtime and checkpoint on a GPU (tests/test_*_finetune.py: fake runtimes)"
 SKIP: dict[str, str] = {
+    # docs/adding-a-kind.md: tests/test_plugin_kind.py installs the page's plugin and runs these four commands
+    "harness eval --model random --configs volume-same3 --source demo --out runs/same3":
+        "needs the page's plugin installed (tests/test_plugin_kind.py runs it)",
+    "harness report runs/same3": "needs the plugin run above (tests/test_plugin_kind.py)",
+    "harness leaderboard submit runs/same3 --model-name random --out subs/same3.json":
+        "needs the plugin run above (tests/test_plugin_kind.py)",
+    "vocalgrad-finetune --model tiny-qwen2-audio --category volume-same3 --source demo --scope all_linear "
+    "--objective dpo --max-steps 2 --skip-eval --out runs/same3-dpo": "needs the page's plugin (tests/test_plugin_kind.py)",
+    "lmms-eval --model qwen2_audio --include_path tasks/vocalgrad --tasks vocalgrad_pitch":
+        "lmms-eval and a 7B model (tests/test_export_lmms.py loads the folder where lmms-eval is installed apart)",
+    "vllm serve Qwen/Qwen2-Audio-7B-Instruct --max-model-len 4096 --limit-mm-per-prompt '{\"audio\": 5}'":
+        "a vLLM server on a GPU",
+    "harness eval --model openai-compatible --model-arg base_url=http://localhost:8000/v1,model=Qwen/Qwen2-Audio-7B-"
+    "Instruct,concurrency=32 --configs all --batch-size 64 --out runs/qwen2-vllm":
+        "needs the vLLM server above (tests/test_served_model.py runs a loopback one)",
+    "for i in 0 1 2 '3;' do 'CUDA_VISIBLE_DEVICES=$i' vllm serve Qwen/Qwen2-Audio-7B-Instruct --port '$((8000+i))' '&' done":
+        "four vLLM servers on GPUs",
+    "harness eval --model openai-compatible --model-arg base_url=http://localhost:8000/v1,http://localhost:8001/v1,"
+    "http://localhost:8002/v1,http://localhost:8003/v1 --model-arg model=Qwen/Qwen2-Audio-7B-Instruct,concurrency=64 "
+    "--batch-size 256 --configs all --out runs/qwen2-vllm": "needs the four vLLM servers above",
     "bash scripts/demo.sh": "the whole demo, ~3 minutes (tests/test_harness_e2e.py covers its parts)",
     "bash scripts/test.sh": "the whole test suite",
     "vocalgrad-dataset build --config pitch --split test --source demo --out DIR '[--num-proc' 'N]' "
@@ -365,7 +386,7 @@ SKIP: dict[str, str] = {
     "python scripts/vendor_claims.py": "needs espeak-ng and flite; rewrites the vendored carriers",
     "python benchmarks/bench_reader_claim_following.py --out runs/reader-cf": "Whisper tiny.en on ~800 clips: "
     "about an hour of a loaded 2-core CPU",
-    "harness eval --model qwen2-audio-7b-instruct --dataset PATH_OR_REPO --out runs/vp --mcq-columns "
+    "harness eval --model qwen2-audio-7b-instruct --dataset PATH_OR_REPO --out runs/vp --kind mcq --columns "
     "audio=audio,question=question,options=options,answer=answer,adversarial=adversarial,task=task": GPU_MODEL,
     "python scripts/make_voxparadox_bases.py --verify": "needs espeak-ng; rewrites the vendored base utterances",
     "python scripts/freeze_voxparadox_ids.py --split test": "Whisper on ~1,000 items, an hour on 2 cores; "
@@ -374,15 +395,15 @@ SKIP: dict[str, str] = {
         "Whisper tiny.en on 200 items built in memory from the vendored bases (minutes on CPU)",
     "python benchmarks/bench_eval_pipeline.py --tiny-limit 16": "a benchmark (about a minute; its exit code depends "
     "on the machine's free cores)",
-    "harness eval --model random --dataset items.csv --task-kind classify --columns audio=wav,label=emotion,id=utt "
+    "harness eval --model random --dataset items.csv --kind classify --columns audio=wav,label=emotion,id=utt "
     "--mode choices --out runs/emotion": "needs a local items.csv (tests/test_classification.py runs the same shape)",
-    "harness eval --model kimi-audio --model-arg trust_remote_code=true --dataset MELD.Raw --task-kind classify "
+    "harness eval --model kimi-audio --model-arg trust_remote_code=true --dataset MELD.Raw --kind classify "
     "--mode choices --out suite/runs/meld-base":
         "needs the real MELD download and a Kimi-Audio checkpoint (tests/test_paper_meld.py: the fixture)",
     "harness eval --model kimi-audio --model-arg trust_remote_code=true --adapter finetune/volume --dataset MELD.Raw "
-    "--task-kind classify --mode choices --out suite/runs/meld-volume": "needs the real MELD download and a Kimi-Audio checkpoint",
+    "--kind classify --mode choices --out suite/runs/meld-volume": "needs the real MELD download and a Kimi-Audio checkpoint",
     "harness eval --model kimi-audio --model-arg trust_remote_code=true --adapter finetune/pitch --dataset MELD.Raw "
-    "--task-kind classify --mode choices --out suite/runs/meld-pitch": "needs the real MELD download and a Kimi-Audio checkpoint",
+    "--kind classify --mode choices --out suite/runs/meld-pitch": "needs the real MELD download and a Kimi-Audio checkpoint",
     "vocalgrad-finetune --model kimi-audio --model-arg trust_remote_code=true --category volume --scope all_linear "
     "--skip-eval --out suite/finetune/volume": RUNTIME_NEEDED,
     "harness eval --model kimi-audio --model-arg trust_remote_code=true --adapter suite/finetune/volume "
