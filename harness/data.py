@@ -106,9 +106,8 @@ def attribute_word(config: str) -> str:
 def published_name(config: str) -> str:
     """The published long name of a config's category, with the variant marked ("volume-ternary" ->
     "volume-ternary", "beep-pitch" -> "beep-voice_pitch")."""
-    spec = config_spec(config)
-    name = f"{spec.source}-{spec.category.release_name}" if spec.source else spec.category.release_name
-    return name if spec.format == "direction" else f"{name}-{spec.format}"
+    resolved = task_config(config)
+    return resolved.decl.name_for(config_spec(resolved).category.release_name)
 
 
 def unit_key(source_item_id: str, source_clip_id: str) -> str:

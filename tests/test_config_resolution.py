@@ -104,3 +104,14 @@ def test_every_config_runs_without_a_build(tmp_path: Path) -> None:
     assert all(r["benchmark_clip_id"].endswith("-rev") for r in read_jsonl(samples_path(out, "voxparadox-gender-reversed")))
     # the run says where its rows came from: the items, not the generator it never used
     assert json.loads((out / "results.json").read_text())["config"]["source"] == "items:voxparadox-lite"
+
+
+@pytest.mark.parametrize(("config", "published"), [
+    ("pitch", "voice_pitch"), ("speed", "speaking_speed"), ("beep-pitch", "beep-voice_pitch"),
+    ("pitch-ternary", "voice_pitch-ternary"), ("volume-yesno", "volume-yesno"), ("echo-source", "echo-source"),
+    ("pitch-conflict-reversed", "voice_pitch-conflict-reversed"),
+])
+def test_published_names_put_the_release_name_in_the_config_name(config: str, published: str) -> None:
+    from harness.data import published_name
+
+    assert published_name(config) == published
