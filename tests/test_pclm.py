@@ -269,3 +269,15 @@ def test_pclm_generates_and_scores_in_every_batch_shape(shape: str) -> None:
     mixer.fixed_alpha = None  # the MLP's own alpha: still generates (other tokens are allowed)
     out = lm.generate(prompts, max_new_tokens=6)
     assert len(out) == len(prompts) and all(isinstance(t, str) for t in out)
+
+
+def test_a_pclm_adapter_generates_with_the_fast_encoder_on(pclm_run: SimpleNamespace, tmp_path: Path) -> None:
+    """Issue 44: PCLM switches the fast encoder off for generate too (it read lm.fast after attach cleared it)."""
+    from harness.cli import main as harness_main
+
+    run = tmp_path / "eval"
+    assert harness_main(["eval", "--model", "tiny-qwen2-audio", "--adapter", str(pclm_run.out), "--configs", "volume",
+                         "--source", "demo", "--limit", "2", "--mode", "generate", "--model-arg", "fast_encoder=true",
+                         "--out", str(run)]) == 0
+    rows = [json.loads(line) for p in run.rglob("*.jsonl") for line in p.read_text().splitlines() if line]
+    assert rows and not [r for r in rows if r.get("error")]

@@ -300,7 +300,11 @@ def attach(lm: Any, config: PCLMConfig) -> LayerMixer:
                  feature_mask_key=lm.spec.feature_mask_key, tokenizer=lm.tokenizer, sentence=sentence, tapped={})
     mixer._site = site  # type: ignore[attr-defined]  # plain attribute: not a submodule, not in state_dict
     mixer._handles = _install_hooks(site)  # type: ignore[attr-defined]
+    # Both fast paths call the projector without the prompt: choices (lm.fast) and generate (lm.fast_generate,
+    # which reads lm.fast and would call None) go back to the stock forward.
     lm.fast = None
+    if hasattr(lm, "fast_generate"):
+        lm.fast_generate = False
     return mixer
 
 
