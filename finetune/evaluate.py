@@ -12,7 +12,7 @@ import torch
 from finetune.data import Renderer
 from finetune.items import is_item_config
 from finetune.lora import adapters_disabled
-from finetune.objective import AnswerTask, answer_losses, answer_options, keeps_logits
+from finetune.objective import AnswerTask, answer_losses, keeps_logits
 from finetune.record import write_training_record
 from finetune.runtimes import runtime_losses
 from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, EVAL_ITEMS_DIR, TrainSettings
@@ -60,7 +60,7 @@ def _correct_choices(lm: TrainableAudioLM, task: AnswerTask, prompts: list[Any],
         return sum((s[0] > s[1]) == (r["label"] == "increase") for s, r in zip(scores, rows, strict=True))
     correct = 0
     for p, r in zip(prompts, rows, strict=True):
-        opts = answer_options(r, task.vocabulary)
+        opts = task.options(r)
         choices = (opts.answer, *opts.wrong)
         correct += int(lm.score_choices([p], choices)[0].argmax() == 0)
     return correct

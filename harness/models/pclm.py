@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 
 PCLM_CONFIG = "pclm_config.json"
 PCLM_WEIGHTS = "pclm.safetensors"
-LM_WEIGHTS = "lm_weights.safetensors"  # PCLM stage 2 with --full-finetune: the LM's fine-tuned weights
+LM_WEIGHTS = "lm_weights.safetensors"  # --full-finetune: the LM's fine-tuned weights
+PROTOCOL_FILE = "protocol.json"  # {"not_paper_protocol": [...]}: how the adapter's training departs from the paper
 # VoxParadox taps AF3's 32-layer AF-Whisper encoder at layers 5, 15, 25, 30 (plus the final layer).
 PAPER_TAPS = (5, 15, 25, 30)
 PAPER_DEPTH = 32
@@ -378,6 +379,8 @@ def saved_folder(adapter: str) -> Path | None:
     hf_hub_download(adapter, PCLM_WEIGHTS)
     with contextlib.suppress(EntryNotFoundError):  # absent when stage 2 trained LoRA, not the whole LM
         hf_hub_download(adapter, LM_WEIGHTS)
+    with contextlib.suppress(EntryNotFoundError):  # absent for a run of the paper's protocol
+        hf_hub_download(adapter, PROTOCOL_FILE)
     return Path(config).parent
 
 
@@ -388,6 +391,8 @@ def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
 
     folder = Path(folder)
     if not (folder / PCLM_CONFIG).is_file():
+        if (folder / LM_WEIGHTS).is_file():  # a fully fine-tuned LLM without a mixer (--method lora --full-finetune)
+            load_lm_weights(lm.model, folder / LM_WEIGHTS)
         return None
     mixer = attach(lm, PCLMConfig.read(folder))
     try:
@@ -395,11 +400,22 @@ def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
     except (OSError, RuntimeError, SafetensorError) as err:  # missing, truncated, or another mixer's tensors
         raise ValueError(f"{folder / PCLM_WEIGHTS}: cannot load the PCLM weights ({err})") from None
     if (folder / LM_WEIGHTS).is_file():
-        _load_lm_weights(lm.model, folder / LM_WEIGHTS)
+        load_lm_weights(lm.model, folder / LM_WEIGHTS)
     return mixer
 
 
-def _load_lm_weights(model: nn.Module, path: Path) -> None:
+def protocol_deviations(folder: str | Path) -> list[str]:
+    """What an adapter's training did that the paper does not (its protocol.json), [] when it says nothing."""
+    path = Path(folder) / PROTOCOL_FILE
+    if not path.is_file():
+        return []
+    try:
+        return [str(x) for x in json.loads(path.read_text(encoding="utf-8")).get("not_paper_protocol") or []]
+    except (ValueError, AttributeError) as err:
+        raise ValueError(f"{path}: not a protocol record ({err})") from None
+
+
+def load_lm_weights(model: nn.Module, path: Path) -> None:
     """The fully fine-tuned LM weights saved beside the mixer, by their names in the (LoRA-wrapped) model."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
