@@ -200,8 +200,8 @@ def _with_flags(stage: StageDecl, settings: TrainSettings) -> StageDecl:
 
 
 def flags_read(recipe: Recipe) -> set[str]:
-    """The learning-rate flags some stage of the recipe reads (--lr also under --method lora --objective dpo)."""
+    """The learning-rate flags some stage of the recipe reads (--lr also by a --method lora DPO stage)."""
     flags = {s.lr_flag for s in recipe.stages if s.lr_flag}
-    if recipe.method == "lora":
+    if recipe.method == "lora" and "dpo_lr" in flags:  # its DPO stage falls back to --lr (_with_flags)
         flags.add("lr")
     return flags

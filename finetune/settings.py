@@ -345,7 +345,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 RECIPE_FLAGS = (
     ("lora_r", int, "LoRA rank"), ("lora_alpha", int, "LoRA alpha"), ("lora_dropout", float, "LoRA dropout"),
-    ("lr", float, "AdamW learning rate of --method lora (default: 2e-4, SPEC §6; refused where no stage reads it)"), ("weight_decay", float, "AdamW weight decay"),
+    ("lr", float, "AdamW learning rate of --method lora, SPEC §6's; refused where no stage reads it "
+                  "(default: 0.0002)"),
+    ("weight_decay", float, "AdamW weight decay"),
     ("batch_size", int, "clips per forward"), ("grad_accum", int, "forwards per optimizer step"),
     ("epochs", int, "passes over the training clips"), ("max_grad_norm", float, "gradient-norm clip"),
     ("seed", int, "seed of LoRA init, split, order and dropout"),
