@@ -7,10 +7,12 @@ the time average-pool and the layer norm) and through their own projector, initi
 pretrained final-layer projector. Weights alpha = softmax(MLP(e(prompt))) mix the projected layers and the
 final layer's (pretrained projector, untouched); the mixture replaces the audio tokens the LM receives.
 
-The prompt embedding e: the paper uses a small BERT. No weights can be fetched here, so by default e is the
-frozen LM's own input-token embeddings, mean-pooled over the prompt's text tokens (audio placeholders, padding
-and, in training, the answer left out); a local sentence-encoder checkpoint (any transformers encoder, mean
-pooled over the prompt text decoded from the LM's tokens) can be given instead.
+The prompt embedding e: the paper's is a small BERT over the prompt. `prompt_encoder` (a checkpoint directory
+or a Hub id of any BERT-style transformers encoder) gives exactly that: the encoder reads each row's user prompt
+text only (its text segments, recorded as the model's _encode sees the batch), mean-pooled. Without one
+(LM_EMBEDDINGS, the default: nothing to fetch) e is the frozen LM's own input-token embeddings, mean-pooled over
+the prompt's text tokens (audio placeholders, padding and, in training, the answer left out; the chat template's
+tokens included), recorded as not the paper's protocol.
 
 Families: those whose FamilySpec names an `audio_stack` -- Qwen2-Audio and Audio Flamingo 3 (a Whisper-style
 encoder, then a separate `multi_modal_projector`). Not the others: Qwen2.5-Omni's projector (`proj`) sits
@@ -93,15 +95,17 @@ class PCLMConfig:
 
 
 class SentenceEncoder:
-    """A frozen local transformers encoder, mean-pooled over the prompt text (the paper's BERT, if you have one)."""
+    """A frozen BERT-style transformers encoder (a checkpoint directory or a Hub id), mean-pooled over the user's
+    prompt text: the paper's prompt encoder."""
 
     def __init__(self, path: str, device: torch.device) -> None:
         from transformers import AutoModel, AutoTokenizer
 
-        if not Path(path).expanduser().is_dir():
-            raise ValueError(f"prompt encoder {path!r}: not a local checkpoint directory")
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).to(device).eval().requires_grad_(False)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModel.from_pretrained(path).to(device).eval().requires_grad_(False)
+        except (OSError, ValueError) as err:  # not a checkpoint, or a Hub id that cannot be fetched (offline)
+            raise ValueError(f"prompt encoder {path!r}: cannot load it ({str(err).splitlines()[0]})") from None
         self.dim = int(self.model.config.hidden_size)
 
     @torch.no_grad()
@@ -147,6 +151,7 @@ class _Site:
     tapped: dict[int, torch.Tensor]
     window_alpha: torch.Tensor | None = None
     answer_tokens: torch.Tensor | None = None  # (B,) trailing answer tokens left out of the prompt (training)
+    user_texts: list[str] | None = None  # the user prompts' text of the batch last encoded (the sentence encoder's)
 
 
 def window_rows(row_tokens: Sequence[int], window_tokens: Sequence[int]) -> list[int]:
@@ -174,13 +179,22 @@ def _prompt_mask(site: _Site, ids: torch.Tensor, mask: torch.Tensor) -> torch.Te
     return keep
 
 
+def user_text(prompt: Any) -> str:
+    """The user's prompt text: its text segments (no audio, no chat template, no answer)."""
+    return " ".join(s.strip() for s in prompt.segments if isinstance(s, str) and s.strip())
+
+
 def prompt_embedding(site: _Site, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, prompt_dim): the frozen LM's token embeddings mean-pooled over the prompt (or the sentence encoder's)."""
-    keep = _prompt_mask(site, ids, mask)
+    """(B, prompt_dim): the sentence encoder over each row's user prompt text (the paper's), or the frozen LM's
+    token embeddings mean-pooled over the prompt's text tokens (the template's included)."""
     with torch.no_grad():
         if site.sentence is not None:
-            texts = [site.tokenizer.decode(row[k].tolist(), skip_special_tokens=True) for row, k in zip(ids, keep, strict=True)]
+            texts = site.user_texts
+            if texts is None or len(texts) != ids.shape[0]:
+                raise ModelError(f"PCLM: the prompt encoder needs the user prompts of this batch of {ids.shape[0]} "
+                                 "(the model was called without the wrapper's _encode)")
             return site.sentence(texts).float()
+        keep = _prompt_mask(site, ids, mask)
         embeds = site.model.get_input_embeddings()(ids).float()
         w = keep[..., None].float()
         return (embeds * w).sum(1) / w.sum(1).clamp(min=1.0)
@@ -274,7 +288,12 @@ def new_config(lm: Any, *, taps: Sequence[int] | None = None, hidden: int = 256,
     if encoder == LM_EMBEDDINGS:
         dim = int(lm.model.get_input_embeddings().weight.shape[1])
     else:
-        dim = SentenceEncoder(encoder, torch.device("cpu")).dim
+        from transformers import AutoConfig
+
+        try:
+            dim = int(AutoConfig.from_pretrained(encoder).hidden_size)
+        except (OSError, ValueError) as err:  # not a checkpoint (no config.json, no model_type), or offline
+            raise ValueError(f"prompt encoder {encoder!r}: cannot load it ({str(err).splitlines()[0]})") from None
     return PCLMConfig(taps=tuple(taps) if taps else paper_taps(depth), n_layers=depth, prompt_dim=dim,
                       hidden=hidden, prompt_encoder=encoder)
 
@@ -301,12 +320,26 @@ def attach(lm: Any, config: PCLMConfig) -> LayerMixer:
                  feature_mask_key=lm.spec.feature_mask_key, tokenizer=lm.tokenizer, sentence=sentence, tapped={})
     mixer._site = site  # type: ignore[attr-defined]  # plain attribute: not a submodule, not in state_dict
     mixer._handles = _install_hooks(site)  # type: ignore[attr-defined]
+    if sentence is not None:
+        _record_user_texts(lm, site)
     # Both fast paths call the projector without the prompt: choices (lm.fast) and generate (lm.fast_generate,
     # which reads lm.fast and would call None) go back to the stock forward.
     lm.fast = None
     if hasattr(lm, "fast_generate"):
         lm.fast_generate = False
     return mixer
+
+
+def _record_user_texts(lm: Any, site: _Site) -> None:
+    """Wrap the model's _encode (every prompt batch goes through it before the forward) so that the sentence
+    encoder reads each row's user prompt text, which the token ids alone no longer separate from the template."""
+    encode = lm._encode
+
+    def encode_and_record(prompts: list[Any], *args: Any, **kwargs: Any) -> Any:
+        site.user_texts = [user_text(p) for p in prompts]
+        return encode(prompts, *args, **kwargs)
+
+    lm._encode = encode_and_record
 
 
 def mixer_of(model: nn.Module) -> LayerMixer | None:
