@@ -109,14 +109,8 @@ def item_training_data(settings: TrainSettings, config: str | None = None) -> Tr
     return TrainingData(renderer, split, train_ids)
 
 
-def config_training_data(settings: TrainSettings, config: str) -> TrainingData:
-    """One config's training data: the built items of a multiple-choice item config, else the generator's clips."""
+def run_training_data(settings: TrainSettings, config: str | None = None) -> TrainingData:
+    """One config's training data (default: the run's single --category): the built items of a multiple-choice
+    item config, else the generator's clips. A run's whole data (mixtures, DPO's set): finetune.mixture.run_data."""
+    config = config or settings.category
     return item_training_data(settings, config) if is_item_config(config) else training_data(settings, config)
-
-
-def run_training_data(settings: TrainSettings) -> TrainingData:
-    """A run's training data: its --category configs (mixed by --mix-weights), with the other sets its recipe's
-    stages read (DPO's) in `sets` (finetune.mixture)."""
-    from finetune.mixture import run_data
-
-    return run_data(settings)

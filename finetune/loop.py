@@ -29,6 +29,7 @@ from finetune.lora import (
     set_activation_checkpointing,
     trainable_parameters,
 )
+from finetune.mixture import VALIDATION
 from finetune.objective import AnswerTask, answer_losses, keeps_logits, pair_dpo_losses
 from finetune.pclm import (
     DPO,
@@ -350,8 +351,9 @@ def run_training(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator
         set_activation_checkpointing(lm, settings.include_audio_tower, False)
     lm.model.eval()
 
-    val_ids = data.split.val[: settings.val_limit] if settings.val_limit is not None else data.split.val
-    validation = evaluate_clips(lm, data.renderer, val_ids, settings.prompt, batch_size=settings.eval_batch_size,
+    val_data = data.sets.get(VALIDATION, data)  # --val-category's held-out shares, else the training configs'
+    val_ids = val_data.split.val[: settings.val_limit] if settings.val_limit is not None else val_data.split.val
+    validation = evaluate_clips(lm, val_data.renderer, val_ids, settings.prompt, batch_size=settings.eval_batch_size,
                                 end_of_turn=settings.end_of_turn, accelerator=acc) if val_ids else {}
     base_params = base_parameter_count(lm.model)
     info = training_record(settings, lm, data, stepper.steps, base_params=base_params, targets=prep.targets,
@@ -361,6 +363,8 @@ def run_training(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator
     info["stages"] = stage_records(stepper.plan, stepper.state["log"], prep.trainable)
     info["llm_training"] = {"mode": "full" if stepper.phases.full else "lora", "why": prep.full_reason}
     info["init_adapter"] = settings.init_adapter
+    info["validation_set"] = {"config": val_data.renderer.config, "n_val": len(val_data.split.val),
+                              "n_scored": len(val_ids)}
     info["recipe_file"] = stepper.plan.recipe.source or None
     info["not_paper_protocol"] = prep.not_paper
     if settings.init_adapter and info.get("dpo"):

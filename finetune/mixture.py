@@ -15,13 +15,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from finetune.data import Split, TrainingData
+from finetune.items import run_training_data
 from harness.data import BenchRow
+from harness.settings import parse_configs
 
 if TYPE_CHECKING:
     from finetune.recipe import DataDecl
     from finetune.settings import TrainSettings
 
 SEP = "::"
+VALIDATION = "validation"  # the --val-category set's key in TrainingData.sets
 
 
 class MixedRenderer:
@@ -57,11 +60,9 @@ def weighted(ids: Sequence[str], weight: float, *, seed: int) -> tuple[str, ...]
 
 def mixed_data(settings: TrainSettings, configs: Sequence[str], weights: Sequence[float]) -> TrainingData:
     """The training data of configs mixed by weights (one config at weight 1: that config's data itself)."""
-    from finetune.items import config_training_data
-
     if len(configs) == 1 and weights[0] == 1.0:
-        return config_training_data(settings, configs[0])
-    parts = {c: config_training_data(settings, c) for c in configs}
+        return run_training_data(settings, configs[0])
+    parts = {c: run_training_data(settings, c) for c in configs}
 
     def prefixed(config: str, ids: Sequence[str]) -> tuple[str, ...]:
         return tuple(f"{config}{SEP}{i}" for i in ids)
@@ -95,6 +96,9 @@ def run_data(settings: TrainSettings) -> TrainingData:
     configs = settings.categories
     train = mixed_data(settings, configs, settings.mix_weights or [1.0] * len(configs))
     sets = {}
+    if settings.val_category:  # their held-out shares; of a training config, the very share training left out
+        configs = parse_configs(settings.val_category)
+        sets[VALIDATION] = mixed_data(settings, configs, [1.0] * len(configs))
     for stage in run_recipe(settings).stages:
         key = stage.data.describe()
         if key != "train" and key not in sets:

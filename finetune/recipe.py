@@ -17,12 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
-
-if TYPE_CHECKING:
-    from finetune.settings import TrainSettings
 
 RECIPE_DIR = Path(__file__).with_name("recipes")
 BUILTIN = {"pclm+dpo": "pclm_dpo.yaml", "pclm": "pclm.yaml"}
@@ -32,6 +29,19 @@ LLM_MODES = ("full", "lora")
 DATA_SETS = ("train", "dpo")  # the run's declared sets: --category (and --mix-weights), --dpo-category
 LR_FLAGS = ("lr", "pclm_lr", "dpo_lr")
 SPEC_LORA_LR = 2e-4  # SPEC §6's LoRA rate: --method lora's default
+
+
+class TrainSettings(Protocol):
+    """The settings a recipe reads (finetune.settings.TrainSettings has them; not imported: it imports this)."""
+
+    recipe: str | None
+    method: str
+    objective: str
+    lr: float | None
+    pclm_lr: float | None
+    dpo_lr: float | None
+    pclm_stage1_steps: int | None
+    pclm_stage2_steps: int | None
 
 
 @dataclass(frozen=True)

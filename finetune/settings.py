@@ -79,6 +79,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     category: str = _defines()  # one config or several, comma-separated ("volume,pitch")
     mix_weights: list[float] | None = _defines(None)  # one per --category config: its share of an epoch
     dpo_category: str | None = _defines(None)  # DPO's own data set (default: the training configs)
+    val_category: str | None = _defines(None)  # validation: these configs' held-out share (default: the training's)
     init_adapter: str | None = _defines(None)  # start from this trained adapter (DPO's reference, too)
     scope: str = _defines()
     out: str = ""
@@ -174,6 +175,9 @@ class TrainSettings(ModelSettings, SourceSettings):
         """Raise ValueError for settings that cannot work, before any model is loaded."""
         self.category = ",".join(config_name(c) for c in self.categories)
         self.dpo_category = ",".join(config_name(c) for c in self.dpo_categories) if self.dpo_category else None
+        self.val_category = ",".join(config_name(c) for c in parse_configs(self.val_category)) if self.val_category else None
+        if self.augment and len(self.categories) > 1:
+            raise ValueError("--augment takes one --category config (its transforms depend on the attribute)")
         self._check_data()
         self.dpo_rejected = self.dpo_rejected or default_rejected(self.dpo_categories)
         if not self.scope:  # the paper's stage 2 and DPO fine-tune the LLM: every linear layer
@@ -191,7 +195,8 @@ class TrainSettings(ModelSettings, SourceSettings):
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max-steps must be >= 1, got {self.max_steps}")
         self._check_run()
-        for config in filter(is_vocalgrad, {*self.categories, *self.dpo_categories}):
+        for config in filter(is_vocalgrad, {*self.categories, *self.dpo_categories, *parse_configs(
+                self.val_category or self.category)}):
             get_variant(self.prompt).vocabulary(config)
 
     def _check_run(self) -> None:
@@ -208,7 +213,7 @@ class TrainSettings(ModelSettings, SourceSettings):
         fingerprinted so). A multiple-choice item config (voxparadox-<task>) is built from its vendored items: no
         --source, and its evaluation builds its test items too, so it is not mixed with the generator's configs."""
         configs = self.categories
-        every = [*configs, *(c for c in self.dpo_categories if c not in configs)]
+        every = list(dict.fromkeys([*configs, *self.dpo_categories, *parse_configs(self.val_category or self.category)]))
         for config in every:
             if not is_vocalgrad(config):
                 task_kind(config).accepts(get_variant(self.prompt).name, config)
@@ -364,6 +369,9 @@ def _add_run_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
                         "it (repeated or subsampled, seeded; default: 1 each)")
     p.add_argument("--dpo-category", default=None,
                    help="DPO's own data set, config(s) as --category (default: the training configs)")
+    p.add_argument("--val-category", default=None,
+                   help="validate on the held-out share (--val-fraction) of these configs' train splits, configs as "
+                        "--category (default: the training configs', never trained on)")
     p.add_argument("--init-adapter", default=None, metavar="DIR",
                    help="start from this trained adapter (a run folder or its adapter/; LoRA, PCLM and fine-tuned "
                         "LM weights), which is also DPO's reference (default: the base model)")

@@ -106,8 +106,10 @@ def test_dpo_set_and_mixture_hold_their_own_ids(tmp_path: Path) -> None:
 def test_mix_weights_change_each_configs_share(tmp_path: Path) -> None:
     out = tmp_path / "mixed"
     assert main([*TINY, "--category", "volume,pitch", "--mix-weights", "2,1", "--scope", "lm_head", "--max-steps", "1",
-                 "--out", str(out)]) == 0
-    parts = {p["config"]: p for p in _record(out)["data"]["mixture"]}
+                 "--val-category", "speed", "--out", str(out)]) == 0
+    info = _record(out)
+    assert info["validation_set"]["config"] == "speed" and info["validation"]["n"] == 2  # --val-limit 2
+    parts = {p["config"]: p for p in info["data"]["mixture"]}
     assert parts["volume"]["per_epoch"] == 2 * parts["volume"]["n_train"] == 8
     assert parts["pitch"]["per_epoch"] == parts["pitch"]["n_train"] == 4 and parts["pitch"]["weight"] == 1.0
 
@@ -127,6 +129,7 @@ def test_dpo_lr_is_the_rate_of_every_dpo_step(tmp_path: Path) -> None:
     (["--pclm-lr", "1e-3"], "--pclm-lr is read by no stage"),
     (["--dpo-category", "pitch"], "--dpo-category is DPO's data set"),
     (["--mix-weights", "1,2"], "--mix-weights needs one positive weight per --category config (1)"),
+    (["--category", "volume,pitch", "--augment"], "--augment takes one --category config"),
 ])
 def test_a_flag_no_stage_reads_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                        flags: list[str], message: str) -> None:
