@@ -1,20 +1,18 @@
 """Training VoxParadox's prompt-conditioned layer mixer (PCLM; the module itself is harness.models.pclm, shared
 with evaluation) in stages, and which parameters each optimizer step trains.
 
-    --method pclm --objective ce   stage 1 (steps < S1): the mixer only (tapped layers' projectors + alpha MLP),
-                                   LM frozen; stage 2 (steps >= S1): the mixer and LoRA on the LM (--scope), or
-                                   the whole LM (--full-finetune).
-    --method pclm --objective dpo  (= --recipe pclm+dpo, VoxParadox's pipeline) stage 1 as above (steps < S1),
-                                   stage 2 as above by cross-entropy (S1 <= steps < S2), then DPO (steps >= S2)
-                                   on the stage-2 LM (LoRA or the whole LM), the mixer frozen, against the
-                                   stage-2 model as it was when DPO began.
-    --method lora                  every step trains LoRA (by --objective).
+A run's stages come from its recipe (finetune.recipe: finetune/recipes/*.yaml), made concrete by
+finetune.stages; Phases maps each optimizer step to its Stage (objective, rate, whether it trains the mixer
+and/or the LLM). VoxParadox's (--recipe pclm+dpo):
 
-The encoder and the final layer's pretrained projector stay frozen throughout. S1 is --pclm-stage1-steps
-(default: half of the steps; a third under DPO), S2 - S1 --pclm-stage2-steps (default: a third). One optimizer
-holds every parameter that ever trains; a phase freezes the others (requires_grad off, so they get no gradient
-and AdamW leaves them alone). Learning rates per stage: --pclm-lr for both PCLM stages, --dpo-lr for DPO (the
-paper's 5e-5 and 5e-7).
+    pclm-stage1   the mixer only (tapped layers' projectors + alpha MLP), LLM frozen, cross-entropy
+    pclm-stage2   the LLM (LoRA on --scope, or every LLM weight and the head under full fine-tuning), the mixer
+                  frozen (the paper's Fig. 5), cross-entropy
+    dpo           the LLM, the mixer frozen, DPO against the stage-2 model as it was when DPO began
+
+The encoder and the final layer's pretrained projector stay frozen throughout. One optimizer holds every
+parameter that ever trains; a stage freezes the others (requires_grad off, so they get no gradient and AdamW
+leaves them alone).
 
 DPO's reference is an *adapter snapshot*, not a frozen copy of the model: at the first DPO step the trainable
 tensors (LoRA, or the fully fine-tuned LM weights) are copied, and each reference pass swaps that copy in under
@@ -216,18 +214,6 @@ def reference_snapshot(lm: TrainableAudioLM, phases: Phases, initialised: bool =
     if phases.full:
         names = [n for n in lm_parameters(lm)]
     return ReferenceSnapshot(lm.model, names)
-
-
-def stage_records(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """training.json's "stages": each phase's name, objective, learning rate, steps, first and last loss."""
-    stages: list[dict[str, Any]] = []
-    for entry in log:
-        if not stages or stages[-1]["name"] != entry["phase"]:
-            stages.append({"name": entry["phase"], "objective": entry["objective"], "lr": entry["lr"], "steps": 0,
-                           "first_loss": entry["loss"]})
-        stages[-1]["steps"] += 1
-        stages[-1]["last_loss"] = entry["loss"]
-    return stages
 
 
 def _full_lm_state(lm: TrainableAudioLM, phases: Phases) -> dict[str, torch.Tensor]:

@@ -232,3 +232,32 @@ def test_lora_instead_of_full_finetuning_is_recorded_as_not_the_papers_protocol(
                          "--source", "demo", "--limit", "2", "--mode", "choices", "--out", str(run)]) == 0
     model_info = json.loads((run / "results.json").read_text())["model_info"]
     assert flagged[0] in model_info["not_paper_protocol"]
+
+
+def test_a_recipe_interrupted_in_its_dpo_stage_resumes_to_the_same_model(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stages of their own data and lengths resume like one pass: the plan, the per-stage schedule and DPO's
+    reference snapshot (taken at step 5) come back from the checkpoint."""
+    from finetune import loop
+
+    args = [*TINY, "--recipe", "pclm+dpo", "--category", "volume,pitch", "--dpo-category", "speed", "--max-steps", "2",
+            "--pclm-lr", "5e-2", "--dpo-lr", "1e-2", "--save-every", "1", "--val-limit", "0"]
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    original = loop.Stepper.optimizer_step
+
+    def stop_after_step_5(self, mb):
+        loss = original(self, mb)
+        if self.state["step"] == 5:
+            raise KeyboardInterrupt
+        return loss
+
+    monkeypatch.setattr(loop.Stepper, "optimizer_step", stop_after_step_5)
+    assert main([*args, "--out", str(tmp_path / "cut")]) == 130
+    monkeypatch.setattr(loop.Stepper, "optimizer_step", original)
+    assert main([*args, "--out", str(tmp_path / "cut")]) == 0
+    from safetensors.torch import load_file
+
+    for name in ("adapter_model.safetensors", "pclm.safetensors", "lm_weights.safetensors"):
+        a, b = (load_file(str(tmp_path / d / "adapter" / name)) for d in ("whole", "cut"))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    assert _log(tmp_path / "cut") == _log(tmp_path / "whole")
