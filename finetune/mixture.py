@@ -16,7 +16,7 @@ import numpy as np
 
 from finetune.data import Split, TrainingData
 from finetune.items import run_training_data
-from harness.data import BenchRow
+from harness.data import BenchRow, config_name
 from harness.settings import parse_configs
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ def weighted(ids: Sequence[str], weight: float, *, seed: int) -> tuple[str, ...]
 
 def mixed_data(settings: TrainSettings, configs: Sequence[str], weights: Sequence[float]) -> TrainingData:
     """The training data of configs mixed by weights (one config at weight 1: that config's data itself)."""
+    configs = [config_name(c) for c in configs]  # as its rows name it (RowTasks answers each row by it)
     if len(configs) == 1 and weights[0] == 1.0:
         return run_training_data(settings, configs[0])
     parts = {c: run_training_data(settings, c) for c in configs}

@@ -195,9 +195,6 @@ class TrainSettings(ModelSettings, SourceSettings):
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max-steps must be >= 1, got {self.max_steps}")
         self._check_run()
-        for config in filter(is_vocalgrad, {*self.categories, *self.dpo_categories, *parse_configs(
-                self.val_category or self.category)}):
-            get_variant(self.prompt).vocabulary(config)
 
     def _check_run(self) -> None:
         if not self.out:
@@ -215,8 +212,7 @@ class TrainSettings(ModelSettings, SourceSettings):
         configs = self.categories
         every = list(dict.fromkeys([*configs, *self.dpo_categories, *parse_configs(self.val_category or self.category)]))
         for config in every:
-            if not is_vocalgrad(config):
-                task_kind(config).accepts(get_variant(self.prompt).name, config)
+            self._check_config(config)
         generated = [c for c in every if is_vocalgrad(c)]
         if not generated and (self.source is not None or self.data_dir is not None):
             raise ValueError(f"{self.category} is built from its vendored items: --source and --data-dir do not apply")
@@ -269,6 +265,15 @@ class TrainSettings(ModelSettings, SourceSettings):
                              "stage of --method lora; give one")
         if self.dpo_category and not recipe.has_dpo:
             raise ValueError("--dpo-category is DPO's data set: it goes with --objective dpo or a recipe with DPO")
+        for config in (c for stage in recipe.stages for c in stage.data.configs):  # a recipe file's own data
+            self._check_config(config_name(config))
+
+    def _check_config(self, config: str) -> None:
+        """A training config the prompt variant can ask (its vocabulary, or the kind's fixed question)."""
+        if is_vocalgrad(config):
+            get_variant(self.prompt).vocabulary(config)
+        else:
+            task_kind(config).accepts(get_variant(self.prompt).name, config)
 
     def _check_pclm(self) -> None:
         if self.method != "pclm" and (self.pclm_taps or self.pclm_stage1_steps is not None or self.prompt_encoder

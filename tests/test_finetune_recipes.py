@@ -261,3 +261,12 @@ def test_a_recipe_interrupted_in_its_dpo_stage_resumes_to_the_same_model(tmp_pat
         a, b = (load_file(str(tmp_path / d / "adapter" / name)) for d in ("whole", "cut"))
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
     assert _log(tmp_path / "cut") == _log(tmp_path / "whole")
+
+
+def test_a_recipe_files_own_configs_are_checked_before_training(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    recipe = tmp_path / "typo.yaml"
+    recipe.write_text("method: lora\nstages: [{name: a, trains: [llm], lr: 1.0e-3, data: {configs: [volumee]}}]\n")
+    assert main([*TINY, "--category", "volume", "--scope", "lm_head", "--recipe", str(recipe),
+                 "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown config 'volumee'" in err and err.count("\n") == 1 and not (tmp_path / "x").exists()
