@@ -182,7 +182,9 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
                  base["family"], base["dtype"], f"{base['params']:,}"]]),
         "## Recipe",
         markdown_table(["setting", "value"], [
-            ["LoRA", f"r {s['lora_r']}, alpha {s['lora_alpha']}, dropout {s['lora_dropout']}"],
+            ["LoRA", f"r {s['lora_r']}, alpha {s['lora_alpha']}, dropout {s['lora_dropout']}" + (
+                "; attached but not trained: the LLM stages fine-tune every LLM weight, the LM head included"
+                if (info.get("llm_training") or {}).get("mode") == "full" else "")],
             ["scope", f"`{scope}`" + (" + audio encoder/projector" if lora.get("include_audio_tower") else "")
              + f" ({lora['n_target_modules']} linear modules, {lora['trainable_params']:,} trainable parameters)"],
             ["optimizer", f"AdamW, lr {_rates(info)}, weight decay {s['weight_decay']:g}, {s['lr_scheduler']} schedule"
