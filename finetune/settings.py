@@ -35,14 +35,11 @@ from vocalgrad_dataset.generate import resolve_source
 from vocalgrad_dataset.tasks import is_vocalgrad
 
 SCOPES = ("lm_head", "all_linear")
-METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then LoRA (finetune/pclm.py)
+METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then the LLM (finetune/pclm.py)
 OBJECTIVES = ("ce", "dpo")
-# built-in recipes (finetune/recipes/*.yaml); --recipe also takes a recipe YAML file
-RECIPES = {"pclm+dpo": {"method": "pclm", "objective": "dpo"}, "pclm": {"method": "pclm", "objective": "ce"}}
+# --recipe: a built-in name (finetune/recipes/*.yaml, with the paper's rates) or a recipe YAML file (finetune.recipe)
 LR_FLAGS = ("lr", "pclm_lr", "dpo_lr")
 DPO_REJECTED = ("random", "adversarial", "claim")
-# VoxParadox's learning rates: 5e-5 for both PCLM stages, 5e-7 for DPO (--lr stays SPEC §6's, for --method lora)
-PAPER_PCLM_LR, PAPER_DPO_LR = 5e-5, 5e-7
 SCHEDULES = ("constant", "linear", "cosine")
 EVAL_MODES = ("generate", "choices")
 # The run directory: OUT/adapter (PEFT files + card), OUT/training.json (the record), OUT/train_log.jsonl,
