@@ -270,3 +270,24 @@ def test_a_recipe_files_own_configs_are_checked_before_training(tmp_path: Path, 
                  "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "unknown config 'volumee'" in err and err.count("\n") == 1 and not (tmp_path / "x").exists()
+
+
+def test_full_finetuning_without_pclm_saves_and_reloads_the_llm(tmp_path: Path) -> None:
+    """The paper's "SFT w/o PCLM" trains the full LLM: --method lora --full-finetune, head included."""
+    from safetensors.torch import load_file
+
+    from harness.models.registry import get_model
+
+    out = tmp_path / "sft"
+    assert main([*LORA, "--full-finetune", "--lr", "1e-2", "--out", str(out)]) == 0
+    info = _record(out)
+    names = info["stages"][0]["trainable_params"]
+    assert info["llm_training"]["mode"] == "full" and "lm_head.weight" in names
+    assert not any("lora_" in n for n in names) and info["not_paper_protocol"] == []
+    files = {p.name for p in (out / "adapter").iterdir()}
+    assert "lm_weights.safetensors" in files and "pclm_config.json" not in files
+    saved = load_file(str(out / "adapter" / "lm_weights.safetensors"))
+    reloaded = get_model("tiny-qwen2-audio", adapter=str(out)).model.state_dict()
+    base = get_model("tiny-qwen2-audio").model.state_dict()
+    assert all(torch.equal(reloaded[k], v) for k, v in saved.items())
+    assert any(not torch.equal(base[k], v) for k, v in saved.items() if k in base)
