@@ -66,7 +66,7 @@ def _num(x: Any, fmt: str = "{:.4f}") -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
-def _method_words(info: Mapping[str, Any]) -> str:
+def method_words(info: Mapping[str, Any]) -> str:
     """"LoRA", "PCLM + LoRA" or "PCLM + DPO (LoRA)": what the adapter is, for the title."""
     pclm, objective = info.get("pclm"), info.get("objective", "ce")
     llm = "full LLM" if (info.get("llm_training") or {}).get("mode") == "full" else "LoRA"
@@ -167,7 +167,7 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
         meta["base_model"] = base["model_id"]
     meta.update({"library_name": "peft", "pipeline_tag": "audio-text-to-text",
                  "tags": ["vocalgrad", "lora", "peft", "audio", *(f"vocalgrad-{c}" for c in category.split(","))], "datasets": [dataset_repo]})
-    method = _method_words(info)
+    method = method_words(info)
     title = f"{base['registry_name']} + {method} ({scope}) for VocalGrad `{category}`"
     aug = info.get("augmentation", {"enabled": False})
     parts = [

@@ -132,7 +132,9 @@ def _write_matrix_and_card(settings: TrainSettings, out: Path, info: dict[str, A
     rows = {f"{settings.category} ({settings.scope})": out / EVAL_DIR}
     if settings.eval_base:
         rows = {"base": out / EVAL_BASE_DIR, **rows}
-    method = "LoRA" if settings.method == "lora" else "PCLM + LoRA"
+    from finetune.card import method_words
+
+    method = method_words(info)  # e.g. "LoRA", "PCLM + DPO (full LLM)"
     if any(c in CONFIGS for c in settings.eval_configs or []):  # the matrix has the nine categories' columns
         info["eval"] = write_matrix(rows, out, title=f"{settings.model}: {method} {settings.scope} on {settings.category}")
     else:
