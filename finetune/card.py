@@ -98,6 +98,8 @@ def _what_it_learns(data: Mapping[str, Any]) -> str:
     """What the adapter is trained to tell, from the training data's config(s)."""
     if "mixture" in data:
         return "to answer the configs " + ", ".join(f"`{p['config']}`" for p in data["mixture"]) + " from the audio"
+    if "kind" in data:
+        return f"to answer `{data['config']}` items of `{data['source']}` ({data['kind']}) from the audio"
     if "builder_version" in data:  # multiple-choice items (VoxParadox-lite)
         return (f"to answer VoxParadox-lite `{data['config']}` items from the audio, not from what the words "
                 "claim (multiple choice, lettered options)")
@@ -114,6 +116,10 @@ def _data_text(data: Mapping[str, Any], seed: int) -> str:
             f"- weight {p['weight']:g} ({p['per_epoch']:,} per epoch): " + _data_text({**shared, **p}, seed)
             for p in data["mixture"])
     category = data["config"]
+    if "kind" in data:  # a foreign dataset mapped onto a task kind (--dataset --kind --columns)
+        return (f"Task `{category}` of `{data['source']}`, its `{data['split']}` split mapped onto the task kind "
+                f"`{data['kind']}`: {data['n_train']:,} training items, {data['n_val']:,} held out for validation "
+                f"(each with probability {data['val_fraction']:g}, by a hash of seed {seed} and its id).")
     if "builder_version" in data:
         return (f"VoxParadox-lite config `{category}`, `{data['split']}` split built from the vendored base "
                 f"utterances by builder version {data['builder_version']}: {data['n_train']:,} training items, "

@@ -316,7 +316,8 @@ def _prepare(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator, ou
     lm.model.train()
     configs = dict.fromkeys(c for d in plan.data for c in d.renderer.config.split(","))  # every stage's
     stepper = Stepper(settings, lm, acc, out, peft_model, ddp_model, opt, plan.steps, state,
-                      AnswerTask.of(settings.prompt, ",".join(configs)), keep_logits, mixer, phases, reference, plan)
+                      AnswerTask.of(settings.prompt, ",".join(configs), settings.kind), keep_logits, mixer, phases,
+                      reference, plan)
     return Prepared(stepper, targets, checkpointed, trainable, full_reason,
                     deviations(settings, plan.recipe, phases, mixer))
 
@@ -354,7 +355,7 @@ def run_training(settings: TrainSettings, lm: TrainableAudioLM, acc: Accelerator
     val_data = data.sets.get(VALIDATION, data)  # --val-category's held-out shares, else the training configs'
     val_ids = val_data.split.val[: settings.val_limit] if settings.val_limit is not None else val_data.split.val
     validation = evaluate_clips(lm, val_data.renderer, val_ids, settings.prompt, batch_size=settings.eval_batch_size,
-                                end_of_turn=settings.end_of_turn, accelerator=acc) if val_ids else {}
+                                end_of_turn=settings.end_of_turn, accelerator=acc, kind=settings.kind) if val_ids else {}
     base_params = base_parameter_count(lm.model)
     info = training_record(settings, lm, data, stepper.steps, base_params=base_params, targets=prep.targets,
                            trainable_params=sum(p.numel() for p in stepper.opt.trainable), log=stepper.state["log"],

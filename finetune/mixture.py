@@ -58,12 +58,22 @@ def weighted(ids: Sequence[str], weight: float, *, seed: int) -> tuple[str, ...]
     return tuple(i for j, i in enumerate(ids) for _ in range(whole + (j in keep)))
 
 
+def _config_data(settings: TrainSettings, config: str) -> TrainingData:
+    """One config's (or, with --kind, one task of the mapped --dataset's) training data."""
+    if settings.kind:
+        from finetune.mapped import mapped_training_data
+
+        return mapped_training_data(settings, config)
+    return run_training_data(settings, config)
+
+
 def mixed_data(settings: TrainSettings, configs: Sequence[str], weights: Sequence[float]) -> TrainingData:
     """The training data of configs mixed by weights (one config at weight 1: that config's data itself)."""
-    configs = [config_name(c) for c in configs]  # as its rows name it (RowTasks answers each row by it)
+    if not settings.kind:  # a mapped dataset's tasks are named by its own column
+        configs = [config_name(c) for c in configs]  # as its rows name it (RowTasks answers each row by it)
     if len(configs) == 1 and weights[0] == 1.0:
-        return run_training_data(settings, configs[0])
-    parts = {c: run_training_data(settings, c) for c in configs}
+        return _config_data(settings, configs[0])
+    parts = {c: _config_data(settings, c) for c in configs}
 
     def prefixed(config: str, ids: Sequence[str]) -> tuple[str, ...]:
         return tuple(f"{config}{SEP}{i}" for i in ids)

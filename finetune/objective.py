@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from finetune.lora import adapters_disabled
 from harness.data import BenchRow
 from harness.kinds import AnswerOptions as KindAnswers
-from harness.kinds import row_kind, task_kind
+from harness.kinds import get_kind, row_kind, task_kind
 from harness.kinds.base import word_answers
 from harness.models.pclm import prompt_without_answer
 from harness.models.protocol import Prompt, TrainableAudioLM
@@ -42,13 +42,20 @@ class AnswerTask:
     vocabulary: Vocabulary | None
 
     @classmethod
-    def of(cls, prompt: str, category: str) -> AnswerTask:
+    def of(cls, prompt: str, category: str, kind: str | None = None) -> AnswerTask:
         """The task of `category`'s rows asked with prompt variant `prompt` (several comma-separated configs: each
-        row answered as its own config's, RowTasks)."""
+        row answered as its own config's, RowTasks); `kind`: the tasks of a mapped dataset (--kind), whose rows
+        carry their own question and options."""
         configs = [c.strip() for c in category.split(",") if c.strip()]
         if len(configs) > 1:
-            return RowTasks(get_variant(prompt), None, {c: cls.of(prompt, c) for c in configs})
+            return RowTasks(get_variant(prompt), None, {c: cls.of(prompt, c, kind) for c in configs})
         variant = get_variant(prompt)
+        if kind is not None:
+            mapped = get_kind(kind)
+            if mapped.prompt is None:
+                raise ValueError(f"--kind {kind}: its rows do not carry their own question and options")
+            mapped.accepts(variant.name, category)
+            return cls(variant, None)
         kind = task_kind(category)
         if kind.prompt is not None:  # answers per row (MCQ): only check the kind takes the variant
             kind.accepts(variant.name, category)

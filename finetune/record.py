@@ -38,6 +38,9 @@ def _one_set(data: TrainingData) -> dict[str, Any]:
         "n_val": len(split.val), "train_ids_sha256": grid.ids_sha256(train_ids),
         "val_ids_sha256": grid.ids_sha256(split.val),
     }  # fmt: skip
+    if getattr(data.renderer, "kind", None):  # a dataset mapped onto a kind (finetune.mapped)
+        return {**shared, "source": data.renderer.source_name, "kind": data.renderer.kind,
+                "held_out_by": "sha256(seed, id) < val_fraction, per item"}
     if data.renderer.source_name == SOURCE_NAME:  # multiple-choice items (finetune.items)
         from vocalgrad_dataset.voxparadox import BUILDER_VERSION
 

@@ -78,6 +78,10 @@ class TrainSettings(ModelSettings, SourceSettings):
     dpo_category: str | None = _defines(None)  # DPO's own data set (default: the training configs)
     val_category: str | None = _defines(None)  # validation: these configs' held-out share (default: the training's)
     init_adapter: str | None = _defines(None)  # start from this trained adapter (DPO's reference, too)
+    # a foreign dataset (folder, file or Hub id) read as --kind's rows, its columns mapped by --columns (harness')
+    dataset: str | None = _defines(None)
+    kind: str | None = _defines(None)
+    columns: str | None = _defines(None)
     scope: str = _defines()
     out: str = ""
     include_audio_tower: bool = _defines(False)
@@ -170,13 +174,11 @@ class TrainSettings(ModelSettings, SourceSettings):
 
     def check(self) -> None:
         """Raise ValueError for settings that cannot work, before any model is loaded."""
-        self.category = ",".join(config_name(c) for c in self.categories)
-        self.dpo_category = ",".join(config_name(c) for c in self.dpo_categories) if self.dpo_category else None
-        self.val_category = ",".join(config_name(c) for c in parse_configs(self.val_category)) if self.val_category else None
         if self.augment and len(self.categories) > 1:
             raise ValueError("--augment takes one --category config (its transforms depend on the attribute)")
-        self._check_data()
-        self.dpo_rejected = self.dpo_rejected or default_rejected(self.dpo_categories)
+        check_sets = self._check_mapped if self.kind or self.dataset or self.columns else self._check_data
+        check_sets()  # a mapped --dataset's tasks, or the declared configs
+        self.dpo_rejected = self.dpo_rejected or default_rejected(self.dpo_categories, self.kind)
         if not self.scope:  # the paper's stage 2 and DPO fine-tune the LLM: every linear layer
             if self.recipe is None:
                 raise ValueError("--scope is required (lm_head or all_linear) unless --recipe is given")
@@ -202,10 +204,24 @@ class TrainSettings(ModelSettings, SourceSettings):
         if self.init_adapter is not None:
             self.init_adapter = str(init_adapter_dir(self.init_adapter))
 
+    def _check_mapped(self) -> None:
+        """A foreign --dataset read as --kind's rows (--columns): --category (and the DPO and validation sets) name
+        its tasks, checked against it when it is read; it is evaluated on its own test split."""
+        if not (self.kind and self.dataset):
+            raise ValueError("a mapped training set needs --dataset PATH_OR_REPO and --kind K (and --columns "
+                             "field=col,... unless the layout needs none)")
+        if self.source is not None or self.data_dir is not None or self.augment:
+            raise ValueError(f"--dataset {self.dataset} is read as --kind {self.kind}: --source, --data-dir and "
+                             "--augment do not apply")
+        self.eval_configs = self.eval_configs or self.categories
+
     def _check_data(self) -> None:
         """The training, DPO and eval configs (resolved; the source too for one generator config: recorded and
         fingerprinted so). A multiple-choice item config (voxparadox-<task>) is built from its vendored items: no
         --source, and its evaluation builds its test items too, so it is not mixed with the generator's configs."""
+        self.category = ",".join(config_name(c) for c in self.categories)
+        self.dpo_category = ",".join(config_name(c) for c in self.dpo_categories) if self.dpo_category else None
+        self.val_category = ",".join(map(config_name, parse_configs(self.val_category))) if self.val_category else None
         configs = self.categories
         every = list(dict.fromkeys([*configs, *self.dpo_categories, *parse_configs(self.val_category or self.category)]))
         for config in every:
@@ -262,7 +278,7 @@ class TrainSettings(ModelSettings, SourceSettings):
                              "stage of --method lora; give one")
         if self.dpo_category and not recipe.has_dpo:
             raise ValueError("--dpo-category is DPO's data set: it goes with --objective dpo or a recipe with DPO")
-        for config in (c for stage in recipe.stages for c in stage.data.configs):  # a recipe file's own data
+        for config in (c for stage in recipe.stages for c in stage.data.configs if not self.kind):  # a file's own
             self._check_config(config_name(config))
 
     def _check_config(self, config: str) -> None:
@@ -308,10 +324,11 @@ def init_adapter_dir(path: str) -> Path:
     raise ValueError(f"--init-adapter {path}: no adapter_config.json there (nor in its {ADAPTER_DIR}/ folder)")
 
 
-def default_rejected(configs: Sequence[str]) -> str:
-    """The paper's DPO rejected answer: a random wrong option of an MCQ item (not its adversarial label); on
-    VocalGrad configs the transcript's claim of an incongruent conflict row, else the opposite direction."""
-    return "claim" if all(is_vocalgrad(c) for c in configs) else "random"
+def default_rejected(configs: Sequence[str], kind: str | None = None) -> str:
+    """The paper's DPO rejected answer: a random wrong option of an MCQ item (not its adversarial label) or of a
+    mapped dataset's row; on VocalGrad configs the transcript's claim of an incongruent conflict row, else the
+    opposite direction."""
+    return "claim" if kind is None and all(is_vocalgrad(c) for c in configs) else "random"
 
 
 def check_resumable(saved: dict[str, Any], settings: TrainSettings, where: Path) -> None:
@@ -374,6 +391,13 @@ def _add_run_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     p.add_argument("--val-category", default=None,
                    help="validate on the held-out share (--val-fraction) of these configs' train splits, configs as "
                         "--category (default: the training configs', never trained on)")
+    p.add_argument("--dataset", default=None, metavar="PATH_OR_REPO",
+                   help="train on a foreign dataset (folder, file or Hub id; its train split, evaluated on its test "
+                        "split) read as --kind's rows, --category naming its tasks (default: the generator's configs)")
+    p.add_argument("--kind", default=None, metavar="KIND",
+                   help="the task kind --dataset is read as (as `harness eval --kind`), e.g. mcq (default: none)")
+    p.add_argument("--columns", default=None, metavar="FIELD=COLUMN,...",
+                   help="which --dataset column holds each of the kind's fields (as `harness eval --columns`)")
     p.add_argument("--init-adapter", default=None, metavar="DIR",
                    help="start from this trained adapter (a run folder or its adapter/; LoRA, PCLM and fine-tuned "
                         "LM weights), which is also DPO's reference (default: the base model)")

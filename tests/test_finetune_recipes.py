@@ -291,3 +291,59 @@ def test_full_finetuning_without_pclm_saves_and_reloads_the_llm(tmp_path: Path) 
     base = get_model("tiny-qwen2-audio").model.state_dict()
     assert all(torch.equal(reloaded[k], v) for k, v in saved.items())
     assert any(not torch.equal(base[k], v) for k, v in saved.items() if k in base)
+
+
+# ---- a foreign dataset mapped onto a task kind (harness' own --kind / --columns) ----------------------------
+def _mapped_dataset(root: Path) -> Path:
+    """Two tasks of lettered multiple-choice items, train and test splits, in a layout of its own columns."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import soundfile as sf
+
+    def wav(seed: int) -> bytes:
+        buf = io.BytesIO()
+        sf.write(buf, 0.1 * np.random.default_rng(seed).standard_normal(16000).astype(np.float32), 16000,
+                 format="WAV", subtype="PCM_16")
+        return buf.getvalue()
+
+    root.mkdir()
+    for split, n in (("train", 8), ("test", 4)):
+        rows = [{"key": f"{split}{i}", "clip": {"bytes": wav(i), "path": None}, "task": ("loud", "fast")[i % 2],
+                 "q": "Is the speaker loud or soft?" if i % 2 == 0 else "Is the speech fast or slow?",
+                 "opts": ["loud", "soft"] if i % 2 == 0 else ["fast", "slow"],
+                 "gold": ("loud", "fast", "soft", "slow")[i % 4]} for i in range(n)]
+        pq.write_table(pa.Table.from_pylist(rows), root / f"{split}-00000.parquet")
+    return root
+
+
+def test_a_dataset_mapped_onto_a_kind_trains_by_dpo_and_evaluates(tmp_path: Path) -> None:
+    data = _mapped_dataset(tmp_path / "mine")
+    out = tmp_path / "run"
+    assert main(["--model", "tiny-qwen2-audio", "--dataset", str(data), "--kind", "mcq", "--columns",
+                 "audio=clip,question=q,options=opts,answer=gold,task=task,id=key", "--category", "loud,fast",
+                 "--scope", "lm_head", "--objective", "dpo", "--max-steps", "2", "--grad-accum", "2",
+                 "--val-fraction", "0.25", "--num-workers", "0", "--no-progress", "--eval-mode", "choices",
+                 "--out", str(out)]) == 0
+    info = _record(out)
+    parts = {p["config"]: p for p in info["data"]["mixture"]}
+    assert set(parts) == {"loud", "fast"} and all(p["kind"] == "mcq" for p in parts.values())
+    assert sum(p["n_train"] + p["n_val"] for p in parts.values()) == 8
+    assert info["dpo"]["first_dpo_loss"] == pytest.approx(math.log(2), abs=1e-4) and info["dpo"]["rejected"] == "random"
+    results = json.loads((out / "eval" / "results.json").read_text())
+    assert {c: m["n"] for c, m in results["metrics"].items()} == {"loud": 2, "fast": 2}  # its own test split
+    assert set(info["eval"]["kind_metrics"]["loud,fast (lm_head)"]) == {"loud", "fast"}
+    assert "mapped onto the task kind `mcq`" in (out / "adapter" / "README.md").read_text()
+
+
+def test_a_mapped_dataset_needs_its_kind_and_names_its_tasks(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    data = _mapped_dataset(tmp_path / "mine")
+    base = ["--model", "tiny-qwen2-audio", "--dataset", str(data), "--scope", "lm_head", "--out", str(tmp_path / "x"),
+            "--num-workers", "0", "--skip-eval"]
+    assert main([*base, "--category", "loud"]) == 2
+    assert "needs --dataset PATH_OR_REPO and --kind K" in capsys.readouterr().err
+    columns = "audio=clip,question=q,options=opts,answer=gold,task=task,id=key"
+    assert main([*base, "--kind", "mcq", "--columns", columns, "--category", "lowd"]) == 2
+    err = capsys.readouterr().err
+    assert "no task 'lowd'; did you mean 'loud'?" in err and err.count("\n") == 1
