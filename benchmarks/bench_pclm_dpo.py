@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated: lora, pclm, dpo, pclm+dpo (default: all four)")
     p.add_argument("--configs", type=_names, default=["volume", "voxparadox-pitch"],
                    help="comma-separated configs trained and tested (default: volume,voxparadox-pitch)")
-    p.add_argument("--max-steps", type=int, default=30, help="optimizer steps per method (all stages together)")
+    p.add_argument("--max-steps", type=int, default=30, help="optimizer steps per stage of a method (at most)")
     p.add_argument("--grad-accum", type=int, default=4, help="clips per optimizer step")
     p.add_argument("--train-limit", type=int, default=None, help="a balanced subset of the training clips")
     p.add_argument("--eval-limit", type=int, default=None, help="held-out rows per config (default: the whole test split)")
@@ -93,9 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ce-lr", type=float, default=5e-3, help="cross-entropy lr (LoRA and both PCLM stages)")
     p.add_argument("--dpo-lr", type=float, default=5e-3, help="DPO lr")
     p.add_argument("--pclm-stage1-steps", type=int, default=None,
-                   help="PCLM stage-1 steps (default: the recipe's, half of the steps; a third under pclm+dpo)")
+                   help="PCLM stage-1 steps (default: the recipe's, an epoch of the data, at most --max-steps)")
     p.add_argument("--seed", type=int, default=1234, help="seed of init, order and rejected options")
     return p
+
+
+def _rates(ns: argparse.Namespace, method: str) -> dict[str, float]:
+    """The learning-rate flags a method's stages read (finetune refuses the others)."""
+    return {"lora": {"lr": ns.ce_lr}, "pclm": {"pclm_lr": ns.ce_lr}, "dpo": {"dpo_lr": ns.dpo_lr},
+            "pclm+dpo": {"pclm_lr": ns.ce_lr, "dpo_lr": ns.dpo_lr}}[method]
 
 
 def method_settings(ns: argparse.Namespace, config: str, method: str, out: Path, eval_base: bool) -> TrainSettings:
@@ -104,7 +110,7 @@ def method_settings(ns: argparse.Namespace, config: str, method: str, out: Path,
     return TrainSettings(
         model="tiny-qwen2-audio", category=config, source=source, scope="all_linear", out=str(out),
         **METHODS[method], max_steps=ns.max_steps, grad_accum=ns.grad_accum, train_limit=ns.train_limit,
-        lr=ns.dpo_lr if method == "dpo" else ns.ce_lr, pclm_lr=ns.ce_lr, dpo_lr=ns.dpo_lr, seed=ns.seed,
+        **_rates(ns, method), seed=ns.seed,
         pclm_stage1_steps=ns.pclm_stage1_steps if method in ("pclm", "pclm+dpo") else None,
         num_workers=0, progress=True, val_fraction=0.0, save_every=10_000, eval_configs=[config],
         eval_mode=ns.eval_mode, eval_base=eval_base, eval_limit=ns.eval_limit, eval_batch_size=8)

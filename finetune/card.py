@@ -66,12 +66,13 @@ def _num(x: Any, fmt: str = "{:.4f}") -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
-def _method_words(info: Mapping[str, Any]) -> str:
+def method_words(info: Mapping[str, Any]) -> str:
     """"LoRA", "PCLM + LoRA" or "PCLM + DPO (LoRA)": what the adapter is, for the title."""
     pclm, objective = info.get("pclm"), info.get("objective", "ce")
+    llm = "full LLM" if (info.get("llm_training") or {}).get("mode") == "full" else "LoRA"
     if objective == "dpo":
-        return "PCLM + DPO (LoRA)" if pclm else "DPO (LoRA)"
-    return "PCLM + LoRA" if pclm else "LoRA"
+        return f"PCLM + DPO ({llm})" if pclm else f"DPO ({llm})"
+    return f"PCLM + {llm}" if pclm else llm
 
 
 def _kind_metric_tables(info: Mapping[str, Any]) -> list[str]:
@@ -94,7 +95,11 @@ def _kind_metric_tables(info: Mapping[str, Any]) -> list[str]:
 
 
 def _what_it_learns(data: Mapping[str, Any]) -> str:
-    """What the adapter is trained to tell, from the training data's config."""
+    """What the adapter is trained to tell, from the training data's config(s)."""
+    if "mixture" in data:
+        return "to answer the configs " + ", ".join(f"`{p['config']}`" for p in data["mixture"]) + " from the audio"
+    if "kind" in data:
+        return f"to answer `{data['config']}` items of `{data['source']}` ({data['kind']}) from the audio"
     if "builder_version" in data:  # multiple-choice items (VoxParadox-lite)
         return (f"to answer VoxParadox-lite `{data['config']}` items from the audio, not from what the words "
                 "claim (multiple choice, lettered options)")
@@ -103,8 +108,18 @@ def _what_it_learns(data: Mapping[str, Any]) -> str:
 
 
 def _data_text(data: Mapping[str, Any], seed: int) -> str:
-    """The data paragraph: which split and source, how many clips trained and were held out."""
+    """The data paragraph: which split and source, how many clips trained and were held out (per config of a
+    mixture, with its weight)."""
+    if "mixture" in data:
+        shared = {k: data[k] for k in ("split", "val_fraction") if k in data}
+        return "A mixture of configs, each with its weight (its share of an epoch):\n\n" + "\n\n".join(
+            f"- weight {p['weight']:g} ({p['per_epoch']:,} per epoch): " + _data_text({**shared, **p}, seed)
+            for p in data["mixture"])
     category = data["config"]
+    if "kind" in data:  # a foreign dataset mapped onto a task kind (--dataset --kind --columns)
+        return (f"Task `{category}` of `{data['source']}`, its `{data['split']}` split mapped onto the task kind "
+                f"`{data['kind']}`: {data['n_train']:,} training items, {data['n_val']:,} held out for validation "
+                f"(each with probability {data['val_fraction']:g}, by a hash of seed {seed} and its id).")
     if "builder_version" in data:
         return (f"VoxParadox-lite config `{category}`, `{data['split']}` split built from the vendored base "
                 f"utterances by builder version {data['builder_version']}: {data['n_train']:,} training items, "
@@ -129,7 +144,23 @@ def _repair_rows(info: Mapping[str, Any]) -> list[list[str]]:
     if (dpo := info.get("dpo")) is not None:
         rows.append(["DPO", f"beta {dpo['beta']:g}, rejected answer: {dpo['rejected']}; reference: {dpo['reference']}; "
                      f"first DPO step loss {_num(dpo.get('first_dpo_loss'))}"])
+    for stage in info.get("stages") or []:
+        trains = " + ".join(stage.get("trains") or []) or "?"
+        rows.append([f"stage `{stage['name']}`", f"{stage['objective']}, trains {trains} "
+                     f"({stage.get('n_trainable_params', '?')} tensors), lr {stage['lr']:g}, {stage['steps']} steps "
+                     f"on {stage.get('data', {}).get('config', '?')}"])
+    if info.get("not_paper_protocol"):
+        rows.append(["‡ not the paper's protocol", "; ".join(info["not_paper_protocol"])])
     return rows
+
+
+def _rates(info: Mapping[str, Any]) -> str:
+    """The learning rate, or each stage's ("5e-05 / 5e-05 / 5e-07")."""
+    stages = info.get("stages") or []
+    if stages:
+        return " / ".join(f"{s['lr']:g}" for s in stages)
+    lr = info["settings"].get("lr")
+    return f"{lr:g}" if lr is not None else "?"
 
 
 def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, dataset_repo: str,
@@ -141,8 +172,8 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
     if "/" in str(base["model_id"]):  # only a Hub id can be linked as the base model
         meta["base_model"] = base["model_id"]
     meta.update({"library_name": "peft", "pipeline_tag": "audio-text-to-text",
-                 "tags": ["vocalgrad", "lora", "peft", "audio", f"vocalgrad-{category}"], "datasets": [dataset_repo]})
-    method = _method_words(info)
+                 "tags": ["vocalgrad", "lora", "peft", "audio", *(f"vocalgrad-{c}" for c in category.split(","))], "datasets": [dataset_repo]})
+    method = method_words(info)
     title = f"{base['registry_name']} + {method} ({scope}) for VocalGrad `{category}`"
     aug = info.get("augmentation", {"enabled": False})
     parts = [
@@ -157,10 +188,12 @@ def model_card(info: Mapping[str, Any], results: Mapping[str, Any] | None, *, da
                  base["family"], base["dtype"], f"{base['params']:,}"]]),
         "## Recipe",
         markdown_table(["setting", "value"], [
-            ["LoRA", f"r {s['lora_r']}, alpha {s['lora_alpha']}, dropout {s['lora_dropout']}"],
+            ["LoRA", f"r {s['lora_r']}, alpha {s['lora_alpha']}, dropout {s['lora_dropout']}" + (
+                "; attached but not trained: the LLM stages fine-tune every LLM weight, the LM head included"
+                if (info.get("llm_training") or {}).get("mode") == "full" else "")],
             ["scope", f"`{scope}`" + (" + audio encoder/projector" if lora.get("include_audio_tower") else "")
              + f" ({lora['n_target_modules']} linear modules, {lora['trainable_params']:,} trainable parameters)"],
-            ["optimizer", f"AdamW, lr {s['lr']:g}, weight decay {s['weight_decay']:g}, {s['lr_scheduler']} schedule"
+            ["optimizer", f"AdamW, lr {_rates(info)}, weight decay {s['weight_decay']:g}, {s['lr_scheduler']} schedule"
              + (f", {s['warmup_steps']} warm-up steps" if s["warmup_steps"] else "")],
             ["batch", f"{s['batch_size']} x {s['grad_accum']} accumulation = {info['examples_per_step']} clips per step"],
             ["epochs / steps", f"{s['epochs']} / {info['steps']} optimizer steps ({info['world_size']} process(es))"],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -130,11 +130,12 @@ class RowRenderer:
 class MicroBatch:
     """The clips one process feeds in one forward/backward of an optimizer step."""
 
-    step: int  # 0-based optimizer step
-    epoch: int
+    step: int  # 0-based optimizer step (over the whole run: a later stage's first step follows the last stage's)
+    epoch: int  # within its stage
     ids: tuple[str, ...]
     weight: float  # 0.0: a stand-in so every process joins the step's gradient all-reduce
     last: bool  # the step's last micro-batch on this process: gradients are synchronised after it
+    stage: int = 0  # which stage's data its ids are (StepRows renders them with that stage's renderer)
 
 
 def plan_steps(train_ids: Sequence[str], *, seed: int, examples_per_step: int, micro_batch: int, rank: int,
@@ -202,35 +203,43 @@ class TrainingData:
     renderer: Renderer
     split: Split
     train_ids: tuple[str, ...]  # split.train, or a balanced --train-limit subset of it
+    # a mixture (finetune.mixture): each config's own data, by config, and its weight
+    parts: tuple[tuple[str, float, TrainingData], ...] = ()
+    # the other data sets the run's stages read (e.g. DPO's), by their recipe name (DataDecl.describe)
+    sets: dict[str, TrainingData] = field(default_factory=dict, compare=False)
 
 
-def training_data(settings: TrainSettings) -> TrainingData:
-    """The run's clips from the generator's clip ids alone (no audio decoded yet). A multiple-choice item
-    config's are built items instead: finetune.items.run_training_data chooses."""
-    renderer = RowRenderer(settings.category, "train", settings.source, settings.data_dir)
+def training_data(settings: TrainSettings, config: str | None = None) -> TrainingData:
+    """A config's clips (default: the run's --category) from the generator's clip ids alone (no audio decoded
+    yet). A multiple-choice item config's are built items instead: finetune.items.run_training_data chooses."""
+    config = config or settings.category
+    renderer = RowRenderer(config, "train", settings.source, settings.data_dir)
     split = split_ids(renderer.ids(), val_fraction=settings.val_fraction, seed=settings.seed,
                       recipe=renderer.spec.recipe)
     train_ids = split.train
     if settings.train_limit is not None:
         train_ids = balanced_subset(split.train, settings.train_limit, seed=settings.seed)
     if not train_ids:
-        raise ValueError(f"no training clips for {settings.category} from source {settings.source!r}")
+        raise ValueError(f"no training clips for {config} from source {settings.source!r}")
     return TrainingData(renderer, split, train_ids)
 
 
 class StepRows:
-    """A map-style dataset over a plan: item i is micro-batch i's rows, rendered (and augmented) on demand."""
+    """A map-style dataset over a plan: item i is micro-batch i's rows, rendered (and augmented) on demand by the
+    renderer of its stage (one renderer: every stage's)."""
 
-    def __init__(self, renderer: Renderer, plan: Sequence[MicroBatch],
+    def __init__(self, renderer: Renderer | Sequence[Renderer], plan: Sequence[MicroBatch],
                  augment: Callable[[BenchRow, int], BenchRow] | None = None) -> None:
-        self.renderer, self.plan, self.augment = renderer, list(plan), augment
+        self.renderers = list(renderer) if isinstance(renderer, Sequence) else [renderer]
+        self.plan, self.augment = list(plan), augment
 
     def __len__(self) -> int:
         return len(self.plan)
 
     def __getitem__(self, i: int) -> tuple[MicroBatch, list[BenchRow]]:
         mb = self.plan[i]
-        rows = [self.renderer.row(cid) for cid in mb.ids]
+        renderer = self.renderers[mb.stage] if len(self.renderers) > 1 else self.renderers[0]
+        rows = [renderer.row(cid) for cid in mb.ids]
         if self.augment is not None:
             rows = [self.augment(r, mb.epoch) for r in rows]
         return mb, rows

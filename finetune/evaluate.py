@@ -12,7 +12,7 @@ import torch
 from finetune.data import Renderer
 from finetune.items import is_item_config
 from finetune.lora import adapters_disabled
-from finetune.objective import AnswerTask, answer_losses, answer_options, keeps_logits
+from finetune.objective import AnswerTask, answer_losses, keeps_logits
 from finetune.record import write_training_record
 from finetune.runtimes import runtime_losses
 from finetune.settings import ADAPTER_DIR, EVAL_BASE_DIR, EVAL_DIR, EVAL_ITEMS_DIR, TrainSettings
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 @torch.no_grad()
 def evaluate_clips(lm: TrainableAudioLM, renderer: Renderer, ids: Sequence[str], prompt: str, *,
                    batch_size: int = 8, end_of_turn: bool = True,
-                   accelerator: Accelerator | None = None) -> dict[str, float]:
-    """Answer loss and choice accuracy (the harness' `choices` scoring) over clips, shared across processes."""
-    task = AnswerTask.of(prompt, renderer.config)
+                   accelerator: Accelerator | None = None, kind: str | None = None) -> dict[str, float]:
+    """Answer loss and choice accuracy (the harness' `choices` scoring) over clips, shared across processes
+    (`kind`: rows of a dataset mapped onto that kind)."""
+    task = AnswerTask.of(prompt, renderer.config, kind)
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
     mine = list(ids)[rank::world]
     was_training = lm.model.training
@@ -60,7 +61,7 @@ def _correct_choices(lm: TrainableAudioLM, task: AnswerTask, prompts: list[Any],
         return sum((s[0] > s[1]) == (r["label"] == "increase") for s, r in zip(scores, rows, strict=True))
     correct = 0
     for p, r in zip(prompts, rows, strict=True):
-        opts = answer_options(r, task.vocabulary)
+        opts = task.options(r)
         choices = (opts.answer, *opts.wrong)
         correct += int(lm.score_choices([p], choices)[0].argmax() == 0)
     return correct
@@ -84,7 +85,7 @@ def build_eval_items(settings: TrainSettings, out: Path) -> str | None:
     shuffle, so a random sample, built without the rest). None for the generator's configs, which the
     harness generates itself."""
     configs = settings.eval_configs or []
-    if not any(is_item_config(c) for c in configs):
+    if settings.kind or not any(is_item_config(c) for c in configs):  # a mapped --dataset has its own test split
         return None
     from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
@@ -101,24 +102,28 @@ def _harness_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, dir_n
     where = ({"dataset": dataset, "source": None, "data_dir": None, "limit": None} if dataset is not None else
              {"source": settings.eval_source or settings.source, "data_dir": settings.eval_data_dir or settings.data_dir,
               "limit": settings.eval_limit})
+    if settings.kind:  # the mapped --dataset's test split, read by the same mapping
+        where = {"dataset": settings.dataset, "kind": settings.kind, "columns": settings.columns, "source": None,
+                 "data_dir": None, "limit": settings.eval_limit}
     run_eval(derive(
         EvalSettings, settings.model_settings(), configs=settings.eval_configs, out=str(out / dir_name),
         split="test", mode=settings.eval_mode, prompt=settings.prompt, adapter=adapter, **where,
     ), model=lm)
 
 
-def kind_metrics(run_dir: Path) -> dict[str, dict[str, Any]]:
+def kind_metrics(run_dir: Path, kind: str | None = None) -> dict[str, dict[str, Any]]:
     """Per config of a harness run whose kind has metrics of its own (MCQ: acc, ala, ala_gap; conflict:
-    claim-following, ...): each metric with its 95 % interval, and the number of items."""
+    claim-following, ...): each metric with its 95 % interval, and the number of items (`kind`: every config's,
+    the tasks of a mapped dataset)."""
     import json
 
-    from harness.kinds import task_kind
+    from harness.kinds import get_kind, task_kind
     from harness.results import task_metrics
 
     results = task_metrics(json.loads((run_dir / "results.json").read_text(encoding="utf-8")))
     out: dict[str, dict[str, Any]] = {}
     for config, summary in results.items():
-        names = task_kind(config).lm_eval_metrics
+        names = (get_kind(kind) if kind else task_kind(config)).lm_eval_metrics
         if names:
             out[config] = {"n": summary.get("n"), **{f"{m}{suffix}": summary.get(f"{m}{suffix}") for m in names
                                                      for suffix in ("", "_ci_low", "_ci_high")}}
@@ -132,12 +137,14 @@ def _write_matrix_and_card(settings: TrainSettings, out: Path, info: dict[str, A
     rows = {f"{settings.category} ({settings.scope})": out / EVAL_DIR}
     if settings.eval_base:
         rows = {"base": out / EVAL_BASE_DIR, **rows}
-    method = "LoRA" if settings.method == "lora" else "PCLM + LoRA"
-    if any(c in CONFIGS for c in settings.eval_configs or []):  # the matrix has the nine categories' columns
+    from finetune.card import method_words
+
+    method = method_words(info)  # e.g. "LoRA", "PCLM + DPO (full LLM)"
+    if not settings.kind and any(c in CONFIGS for c in settings.eval_configs or []):  # the nine categories' columns
         info["eval"] = write_matrix(rows, out, title=f"{settings.model}: {method} {settings.scope} on {settings.category}")
     else:
         info["eval"] = {"columns": [], "rows": {}}
-    by_kind = {label: kind_metrics(d) for label, d in rows.items()}
+    by_kind = {label: kind_metrics(d, settings.kind) for label, d in rows.items()}
     if any(by_kind.values()):  # GT accuracy and ALA (MCQ), claim-following (conflict), per config
         info["eval"]["kind_metrics"] = by_kind
     if settings.eval_base:  # A = base, B = adapter: `harness compare OUT/eval_base OUT/eval` prints the same
@@ -153,7 +160,7 @@ def evaluate_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, info:
     lm.model.eval()
     dataset = build_eval_items(settings, out) if acc.is_main_process else None
     acc.wait_for_everyone()
-    if not acc.is_main_process and any(is_item_config(c) for c in settings.eval_configs or []):
+    if not acc.is_main_process and not settings.kind and any(is_item_config(c) for c in settings.eval_configs or []):
         dataset = str(out / EVAL_ITEMS_DIR)  # the main process built them
     _harness_run(settings, lm, out, EVAL_DIR, str((out / ADAPTER_DIR).resolve()), dataset)
     if settings.eval_base:

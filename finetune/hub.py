@@ -26,11 +26,11 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from finetune.card import EVAL_RESULTS_FILE, write_card
 from finetune.settings import ADAPTER_DIR, EVAL_DIR, TRAINING_JSON
 from harness.data import CONFIGS
-from harness.models.pclm import LM_WEIGHTS, PCLM_CONFIG, PCLM_WEIGHTS
+from harness.models.pclm import LM_WEIGHTS, PCLM_CONFIG, PCLM_WEIGHTS, PROTOCOL_FILE
 from harness.results import atomic_write_text, samples_path
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
-PCLM_FILES = (PCLM_CONFIG, PCLM_WEIGHTS, LM_WEIGHTS)
+PCLM_FILES = (PCLM_CONFIG, PCLM_WEIGHTS, LM_WEIGHTS, PROTOCOL_FILE)
 EXTRA_FILES = ("cross_category.png", "cross_category.md", "cross_category.csv", "training.json", "train_log.jsonl")
 
 

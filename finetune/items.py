@@ -81,10 +81,11 @@ def item_split(ids: list[str], *, val_fraction: float, seed: int) -> Split:
     return Split(tuple(i for i in ids if i not in val), tuple(i for i in ids if i in val))
 
 
-def item_training_data(settings: TrainSettings) -> TrainingData:
-    """The run's items: the whole train split, or (`--train-limit N`) the first N training items in build
-    order with the validation items built among them."""
-    renderer = ItemRenderer(settings.category, "train")
+def item_training_data(settings: TrainSettings, config: str | None = None) -> TrainingData:
+    """A config's items (default: the run's --category): the whole train split, or (`--train-limit N`) the first N
+    training items in build order with the validation items built among them."""
+    config = config or settings.category
+    renderer = ItemRenderer(config, "train")
     limit = settings.train_limit
     if limit is None:
         split = item_split(renderer.load(), val_fraction=settings.val_fraction, seed=settings.seed)
@@ -104,10 +105,12 @@ def item_training_data(settings: TrainSettings) -> TrainingData:
         split = Split(split.train[:limit], tuple(i for i in split.val if i in built))
         train_ids = split.train
     if not train_ids:
-        raise ValueError(f"no training items for {settings.category}")
+        raise ValueError(f"no training items for {config}")
     return TrainingData(renderer, split, train_ids)
 
 
-def run_training_data(settings: TrainSettings) -> TrainingData:
-    """A run's training data: the built items of a multiple-choice item config, else the generator's clips."""
-    return item_training_data(settings) if is_item_config(settings.category) else training_data(settings)
+def run_training_data(settings: TrainSettings, config: str | None = None) -> TrainingData:
+    """One config's training data (default: the run's single --category): the built items of a multiple-choice
+    item config, else the generator's clips. A run's whole data (mixtures, DPO's set): finetune.mixture.run_data."""
+    config = config or settings.category
+    return item_training_data(settings, config) if is_item_config(config) else training_data(settings, config)

@@ -16,7 +16,7 @@ import inspect
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from finetune.lora import adapters_disabled
 from harness.data import BenchRow
 from harness.kinds import AnswerOptions as KindAnswers
-from harness.kinds import row_kind, task_kind
+from harness.kinds import get_kind, row_kind, task_kind
 from harness.kinds.base import word_answers
 from harness.models.pclm import prompt_without_answer
 from harness.models.protocol import Prompt, TrainableAudioLM
@@ -42,14 +42,29 @@ class AnswerTask:
     vocabulary: Vocabulary | None
 
     @classmethod
-    def of(cls, prompt: str, category: str) -> AnswerTask:
-        """The task of `category`'s rows asked with prompt variant `prompt`."""
+    def of(cls, prompt: str, category: str, kind: str | None = None) -> AnswerTask:
+        """The task of `category`'s rows asked with prompt variant `prompt` (several comma-separated configs: each
+        row answered as its own config's, RowTasks); `kind`: the tasks of a mapped dataset (--kind), whose rows
+        carry their own question and options."""
+        configs = [c.strip() for c in category.split(",") if c.strip()]
+        if len(configs) > 1:
+            return RowTasks(get_variant(prompt), None, {c: cls.of(prompt, c, kind) for c in configs})
         variant = get_variant(prompt)
+        if kind is not None:
+            mapped = get_kind(kind)
+            if mapped.prompt is None:
+                raise ValueError(f"--kind {kind}: its rows do not carry their own question and options")
+            mapped.accepts(variant.name, category)
+            return cls(variant, None)
         kind = task_kind(category)
         if kind.prompt is not None:  # answers per row (MCQ): only check the kind takes the variant
             kind.accepts(variant.name, category)
             return cls(variant, None)
         return cls(variant, variant.vocabulary(category))
+
+    def options(self, row: Mapping[str, Any]) -> AnswerOptions:
+        """The row's answer options under this task."""
+        return answer_options(row, self.vocabulary)
 
     def prompts(self, rows: Sequence[BenchRow]) -> list[Prompt]:
         """The rows' prompts under this variant."""
@@ -59,17 +74,30 @@ class AnswerTask:
                end_of_turn: bool) -> tuple[list[Prompt], dict[str, Any]]:
         """(the rows' prompts, model inputs for prompt + answer with labels on the answer's tokens only)."""
         prompts = self.prompts(rows)
-        answers = [answer_options(r, self.vocabulary).answer for r in rows]
+        answers = [self.options(r).answer for r in rows]
         return prompts, lm.training_inputs(prompts, answers, end_of_turn=end_of_turn)
 
     def pair_inputs(self, lm: TrainableAudioLM, rows: Sequence[BenchRow], *, end_of_turn: bool, rejected: str,
                     seed: int) -> dict[str, Any]:
         """Model inputs of 2B rows: every prompt with its chosen answer, then every prompt with its rejected one."""
         prompts = self.prompts(rows)
-        pairs = [answer_options(r, self.vocabulary).pair(rejected, seed=seed, key=r["benchmark_clip_id"])
-                 for r in rows]
+        pairs = [self.options(r).pair(rejected, seed=seed, key=r["benchmark_clip_id"]) for r in rows]
         answers = [c for c, _ in pairs] + [r for _, r in pairs]
         return lm.training_inputs(prompts + prompts, answers, end_of_turn=end_of_turn)
+
+
+@dataclass(frozen=True)
+class RowTasks(AnswerTask):
+    """Rows of several configs (a mixture): each row answered as its own config's task (by its `category`)."""
+
+    tasks: Mapping[str, AnswerTask] = field(default_factory=dict)
+
+    def options(self, row: Mapping[str, Any]) -> AnswerOptions:
+        task = self.tasks.get(str(row.get("category")))
+        if task is None:
+            raise ValueError(f"{row.get('benchmark_clip_id', '?')}: config {row.get('category')!r} is not one of "
+                             f"{sorted(self.tasks)}")
+        return task.options(row)
 
 
 REJECTED = ("random", "adversarial", "claim")
@@ -147,10 +175,12 @@ def pair_dpo_losses(train_model: torch.nn.Module, reference_model: torch.nn.Modu
     """(B,) DPO losses of B (chosen, rejected) pairs laid out as 2B rows (chosen first). The reference is the same
     model with its LoRA switched off (no second copy in memory), or inside `reference_context()` (PCLM's stage-2
     snapshot swapped in), under no_grad."""
-    policy = sequence_logps(train_model, inputs, keep_logits)
+    # The reference first: a snapshot swapped into the trained tensors in place must not touch tensors the
+    # policy's graph has saved for its backward pass.
     context = reference_context() if reference_context is not None else adapters_disabled(reference_model)
     with torch.no_grad(), context:
         reference = sequence_logps(reference_model, inputs, keep_logits)
+    policy = sequence_logps(train_model, inputs, keep_logits)
     b = policy.shape[0] // 2
     return dpo_losses(policy[:b], policy[b:], reference[:b], reference[b:], beta)
 

@@ -1,20 +1,18 @@
 """Training VoxParadox's prompt-conditioned layer mixer (PCLM; the module itself is harness.models.pclm, shared
 with evaluation) in stages, and which parameters each optimizer step trains.
 
-    --method pclm --objective ce   stage 1 (steps < S1): the mixer only (tapped layers' projectors + alpha MLP),
-                                   LM frozen; stage 2 (steps >= S1): the mixer and LoRA on the LM (--scope), or
-                                   the whole LM (--full-finetune).
-    --method pclm --objective dpo  (= --recipe pclm+dpo, VoxParadox's pipeline) stage 1 as above (steps < S1),
-                                   stage 2 as above by cross-entropy (S1 <= steps < S2), then DPO (steps >= S2)
-                                   on the stage-2 LM (LoRA or the whole LM), the mixer frozen, against the
-                                   stage-2 model as it was when DPO began.
-    --method lora                  every step trains LoRA (by --objective).
+A run's stages come from its recipe (finetune.recipe: finetune/recipes/*.yaml), made concrete by
+finetune.stages; Phases maps each optimizer step to its Stage (objective, rate, whether it trains the mixer
+and/or the LLM). VoxParadox's (--recipe pclm+dpo):
 
-The encoder and the final layer's pretrained projector stay frozen throughout. S1 is --pclm-stage1-steps
-(default: half of the steps; a third under DPO), S2 - S1 --pclm-stage2-steps (default: a third). One optimizer
-holds every parameter that ever trains; a phase freezes the others (requires_grad off, so they get no gradient
-and AdamW leaves them alone). Learning rates per stage: --pclm-lr for both PCLM stages, --dpo-lr for DPO (the
-paper's 5e-5 and 5e-7).
+    pclm-stage1   the mixer only (tapped layers' projectors + alpha MLP), LLM frozen, cross-entropy
+    pclm-stage2   the LLM (LoRA on --scope, or every LLM weight and the head under full fine-tuning), the mixer
+                  frozen (the paper's Fig. 5), cross-entropy
+    dpo           the LLM, the mixer frozen, DPO against the stage-2 model as it was when DPO began
+
+The encoder and the final layer's pretrained projector stay frozen throughout. One optimizer holds every
+parameter that ever trains; a stage freezes the others (requires_grad off, so they get no gradient and AdamW
+leaves them alone).
 
 DPO's reference is an *adapter snapshot*, not a frozen copy of the model: at the first DPO step the trainable
 tensors (LoRA, or the fully fine-tuned LM weights) are copied, and each reference pass swaps that copy in under
@@ -40,6 +38,7 @@ from harness.models.protocol import TrainableAudioLM
 if TYPE_CHECKING:
     from peft import PeftModel
 
+    from finetune.recipe import Recipe
     from finetune.settings import TrainSettings
 
 PCLM_PREFIX = "pclm."  # the mixer's tensors in a checkpoint's adapter file, beside the LoRA tensors
@@ -64,70 +63,108 @@ def attach_for_training(lm: TrainableAudioLM, settings: TrainSettings) -> pclm.L
 
 
 def lm_parameters(lm: TrainableAudioLM) -> dict[str, torch.nn.Parameter]:
-    """The LM weights full fine-tuning trains: every decoder parameter but the LoRA matrices and the input
-    embeddings (frozen: they are the mixer's prompt embedding, and the head when tied), by state_dict name."""
+    """The LM weights full fine-tuning trains: every decoder parameter and the LM head (the paper fine-tunes the
+    full LLM), but the LoRA matrices and the input embeddings (frozen: they are the mixer's default prompt
+    embedding; so is a head tied to them), by state_dict name."""
     embeddings = lm.model.get_input_embeddings().weight
-    prefix = lm.decoder_path + "."
+    prefixes = (lm.decoder_path + ".", lm.lm_head_path + ".")
     return {n: p for n, p in lm.model.named_parameters()
-            if n.startswith(prefix) and "lora_" not in n and p is not embeddings}
+            if n.startswith(prefixes) and "lora_" not in n and p is not embeddings}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a run as planned: its optimizer steps [start, end), objective, rate, what it trains, its data."""
+
+    name: str
+    objective: str
+    start: int
+    end: int
+    lr: float
+    mixer: bool  # trains the mixer
+    llm: bool  # trains the LLM (LoRA, or every weight when the run is full)
+    data: str  # the recipe's name of its data set (DataDecl.describe)
+
+    @property
+    def steps(self) -> int:
+        return self.end - self.start
 
 
 @dataclass(frozen=True)
 class Phases:
-    """Which phase each optimizer step is in, and what it trains with which objective."""
+    """Which stage each optimizer step is in, and what it trains with which objective at which rate."""
 
     method: str
     objective: str
-    stage1_steps: int  # 0 for --method lora
-    full: bool = False  # stage 2 trains the whole LM instead of LoRA
-    stage2_end: int | None = None  # --objective dpo: the first DPO step
-    lrs: tuple[float, float, float] | None = None  # --method pclm: stage 1's, stage 2's and DPO's rates
+    stages: tuple[Stage, ...]
+    full: bool = False  # the LLM stages train every LLM weight instead of LoRA
 
     @classmethod
-    def of(cls, settings: TrainSettings, total_steps: int) -> Phases:
-        """The phases of a run of total_steps steps."""
-        if settings.method != "pclm":
-            return cls(settings.method, settings.objective, 0)
-        s1, s2 = settings.pclm_stage1_steps, settings.pclm_stage2_steps
-        lrs = (settings.pclm_lr, settings.pclm_lr, settings.dpo_lr)
-        if settings.objective != "dpo":
-            return cls(settings.method, settings.objective, max(1, total_steps // 2) if s1 is None else s1,
-                       settings.full_finetune, lrs=lrs)
-        third = max(1, total_steps // 3)
-        s1 = third if s1 is None else s1
-        return cls(settings.method, settings.objective, s1, settings.full_finetune,
-                   s1 + (third if s2 is None else s2), lrs)
+    def build(cls, recipe: Recipe, lengths: list[int], full: bool) -> Phases:
+        """The stages of a recipe with the given lengths in optimizer steps (a 0-step stage is left out)."""
+        stages, start = [], 0
+        for decl, n in zip(recipe.stages, lengths, strict=True):
+            if n > 0:
+                stages.append(Stage(decl.name, decl.objective, start, start + n, decl.lr, decl.trains_mixer,
+                                    decl.trains_llm, decl.data.describe()))
+                start += n
+        return cls(recipe.method, "dpo" if recipe.has_dpo else "ce", tuple(stages), full)
+
+    @property
+    def total(self) -> int:
+        return self.stages[-1].end if self.stages else 0
+
+    def stage_at(self, step: int) -> Stage:
+        """The stage step `step` belongs to (the last one past the end)."""
+        return next((s for s in self.stages if step < s.end), self.stages[-1])
 
     def phase(self, step: int) -> str:
-        """STAGE1 (mixer, CE), STAGE2 (mixer + LM, CE), DPO (the LM against the stage-2 model), or LORA."""
-        if self.method != "pclm":
-            return LORA
-        if step < self.stage1_steps:
-            return STAGE1
-        return DPO if self.stage2_end is not None and step >= self.stage2_end else STAGE2
+        """The stage's name: pclm-stage1 (mixer, CE), pclm-stage2 (LLM, CE), dpo, lora, or a recipe's own."""
+        return self.stage_at(step).name
 
     def objective_at(self, step: int) -> str:
-        """Both PCLM stages learn by cross-entropy; DPO (and --method lora) by the run's objective."""
-        return "ce" if self.phase(step) in (STAGE1, STAGE2) else self.objective
+        return self.stage_at(step).objective
 
-    def lr_at(self, step: int, base: float) -> float:
-        """The learning rate of step `step`'s stage (`base`, --lr, for --method lora)."""
-        if self.lrs is None:
-            return base
-        return self.lrs[(STAGE1, STAGE2, DPO).index(self.phase(step))]
+    def lr_at(self, step: int) -> float:
+        """The learning rate of step `step`'s stage."""
+        return self.stage_at(step).lr
+
+    @property
+    def stage1_steps(self) -> int:
+        """Steps before the first stage that trains the LLM (0 for --method lora)."""
+        return next((s.start for s in self.stages if s.llm), self.total)
+
+    @property
+    def dpo_start(self) -> int | None:
+        """The first DPO step, None without DPO."""
+        return next((s.start for s in self.stages if s.objective == "dpo"), None)
+
+    @property
+    def stage2_end(self) -> int | None:
+        """The first DPO step after a cross-entropy stage (DPO against the model those stages left), else None."""
+        start = self.dpo_start
+        return start if start is not None and start > 0 else None
+
+    @property
+    def lrs(self) -> tuple[float, ...]:
+        return tuple(s.lr for s in self.stages)
 
     def set_trainable(self, step: int, lm: TrainableAudioLM, mixer: pclm.LayerMixer | None) -> None:
-        """Freeze what step `step` does not train: LoRA (or the full LM) in stage 1, the mixer under DPO."""
-        phase = self.phase(step)
-        lm_on = phase != STAGE1
+        """Freeze what step `step`'s stage does not train: the LLM (LoRA or every weight) and the mixer."""
+        stage = self.stage_at(step)
         params = dict(lm.model.named_parameters())
         for name in our_lora_names(lm.model):  # a built-in adapter (Phi-4's, Granite's) never trains
-            params[name].requires_grad_(lm_on and not self.full)
+            params[name].requires_grad_(stage.llm and not self.full)
         if self.full:
             for p in lm_parameters(lm).values():
-                p.requires_grad_(lm_on)
+                p.requires_grad_(stage.llm)
         if mixer is not None:
-            mixer.requires_grad_(phase in (STAGE1, STAGE2))
+            mixer.requires_grad_(stage.mixer)
+
+    def trainable_names(self, step: int, lm: TrainableAudioLM, mixer: pclm.LayerMixer | None) -> list[str]:
+        """The parameter names step `step`'s stage trains (training.json's per-stage record)."""
+        self.set_trainable(step, lm, mixer)
+        return [n for n, p in lm.model.named_parameters() if p.requires_grad]
 
 
 class ReferenceSnapshot:
@@ -167,27 +204,16 @@ class ReferenceSnapshot:
                     self.params[n].copy_(current[n])
 
 
-def reference_snapshot(lm: TrainableAudioLM, phases: Phases) -> ReferenceSnapshot | None:
-    """The snapshot a three-stage run's DPO compares against (None without a DPO stage after PCLM): the LoRA
-    tensors and, under --full-finetune, the LM's (the mixer is frozen under DPO, so it is the reference's)."""
-    if phases.stage2_end is None:
+def reference_snapshot(lm: TrainableAudioLM, phases: Phases, initialised: bool = False) -> ReferenceSnapshot | None:
+    """The snapshot DPO compares against, the model as DPO begins: after earlier stages (the stage-2 model), from
+    an --init-adapter, or under full fine-tuning; the LoRA tensors, or the LM's (the mixer is frozen under DPO, so
+    it is the reference's). None where the LoRA-off model is that model (DPO from a fresh LoRA), or no DPO."""
+    if phases.dpo_start is None or not (phases.stage2_end is not None or initialised or phases.full):
         return None
     names = [] if phases.full else our_lora_names(lm.model)  # ours only: a built-in adapter never trains
     if phases.full:
         names = [n for n in lm_parameters(lm)]
     return ReferenceSnapshot(lm.model, names)
-
-
-def stage_records(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """training.json's "stages": each phase's name, objective, learning rate, steps, first and last loss."""
-    stages: list[dict[str, Any]] = []
-    for entry in log:
-        if not stages or stages[-1]["name"] != entry["phase"]:
-            stages.append({"name": entry["phase"], "objective": entry["objective"], "lr": entry["lr"], "steps": 0,
-                           "first_loss": entry["loss"]})
-        stages[-1]["steps"] += 1
-        stages[-1]["last_loss"] = entry["loss"]
-    return stages
 
 
 def _full_lm_state(lm: TrainableAudioLM, phases: Phases) -> dict[str, torch.Tensor]:
@@ -224,14 +250,15 @@ def load_trainable_state(peft_model: PeftModel, mixer: pclm.LayerMixer | None, l
 
 
 def saver(mixer: pclm.LayerMixer | None, lm: TrainableAudioLM, phases: Phases) -> Any:
-    """What save_adapter writes beside the LoRA files: the mixer (and the fully fine-tuned LM); None for LoRA."""
-    if mixer is None:
+    """What save_adapter writes beside the LoRA files: the mixer and the fully fine-tuned LM; None for LoRA."""
+    if mixer is None and not phases.full:
         return None
 
     def write(folder: Path) -> None:
         from safetensors.torch import save_file
 
-        pclm.save(mixer, Path(folder))
+        if mixer is not None:
+            pclm.save(mixer, Path(folder))
         if full := _full_lm_state(lm, phases):
             save_file({k: v.contiguous().cpu() for k, v in full.items()}, str(Path(folder) / pclm.LM_WEIGHTS),
                       metadata={"format": "pt"})
@@ -248,11 +275,14 @@ def pclm_info(mixer: pclm.LayerMixer | None, phases: Phases, base_params: int) -
     added = pclm.added_parameters(mixer)
     return {**asdict(mixer.config), "added_params": added, "added_share": added / base_params,
             "stage1_steps": phases.stage1_steps, "stage2_lm": "full" if phases.full else "lora",
-            "stage2_end": phases.stage2_end, "stage_lrs": list(phases.lrs or ()),
-            "dpo_reference": None if phases.stage2_end is None else (
-                "the stage-2 model: a snapshot of its trained tensors taken at the first DPO step, swapped in "
-                "for each reference pass (no second model in memory; built-in adapters stay active)"),
+            "stage2_end": phases.stage2_end, "stage_lrs": list(phases.lrs),
+            "dpo_reference": None if phases.stage2_end is None else SNAPSHOT_REFERENCE.format("the stage-2 model"),
             "prompt_embedding": (
-                "the frozen LM's input-token embeddings, mean-pooled over the prompt's text tokens"
+                "the frozen LM's input-token embeddings, mean-pooled over the prompt's text tokens of the whole "
+                "chat template (not the paper's protocol: a BERT over the user's prompt)"
                 if mixer.config.prompt_encoder == pclm.LM_EMBEDDINGS else
-                f"sentence encoder {mixer.config.prompt_encoder}, mean-pooled")}
+                f"BERT-style encoder {mixer.config.prompt_encoder} over the user's prompt text only, mean-pooled")}
+
+
+SNAPSHOT_REFERENCE = ("{}: a snapshot of its trained tensors taken at the first DPO step, swapped in for each "
+                      "reference pass (no second model in memory; built-in adapters stay active)")

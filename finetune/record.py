@@ -28,24 +28,44 @@ def write_training_record(out: Path, info: Mapping[str, Any]) -> None:
     atomic_write_text(out / TRAINING_JSON, json.dumps(info, indent=2, allow_nan=True) + "\n")
 
 
-def data_info(settings: TrainSettings, data: TrainingData) -> dict[str, Any]:
-    """Which clips trained and validated (counts and SPEC §2 id-set hashes)."""
+def _one_set(data: TrainingData) -> dict[str, Any]:
+    """One config's clips (counts and SPEC §2 id-set hashes) and where they come from."""
     from vocalgrad_dataset.generate import GENERATOR_VERSION
 
     split, train_ids = data.split, data.train_ids
     shared = {
-        "config": settings.category, "split": "train", "prompt_variant": settings.prompt,
-        "n_split": len(split.train) + len(split.val), "n_train": len(train_ids), "n_val": len(split.val),
-        "val_fraction": settings.val_fraction,
-        "train_ids_sha256": grid.ids_sha256(train_ids), "val_ids_sha256": grid.ids_sha256(split.val),
+        "config": data.renderer.config, "n_split": len(split.train) + len(split.val), "n_train": len(train_ids),
+        "n_val": len(split.val), "train_ids_sha256": grid.ids_sha256(train_ids),
+        "val_ids_sha256": grid.ids_sha256(split.val),
     }  # fmt: skip
+    if getattr(data.renderer, "kind", None):  # a dataset mapped onto a kind (finetune.mapped)
+        return {**shared, "source": data.renderer.source_name, "kind": data.renderer.kind,
+                "held_out_by": "sha256(seed, id) < val_fraction, per item"}
     if data.renderer.source_name == SOURCE_NAME:  # multiple-choice items (finetune.items)
         from vocalgrad_dataset.voxparadox import BUILDER_VERSION
 
         return {**shared, "source": SOURCE_NAME, "builder_version": BUILDER_VERSION,
                 "held_out_by": "sha256(seed, id) < val_fraction, per item"}
-    return {**shared, "source": settings.source, "generator_version": GENERATOR_VERSION,
-            "n_train_increase": sum(label_of(i, data.renderer.spec.recipe) == "increase" for i in train_ids), "stratified_by": "label"}
+    return {**shared, "source": data.renderer.source_name, "generator_version": GENERATOR_VERSION,
+            "n_train_increase": sum(label_of(i, data.renderer.spec.recipe) == "increase" for i in train_ids),
+            "stratified_by": "label"}
+
+
+def set_info(data: TrainingData) -> dict[str, Any]:
+    """A data set's record: one config's (_one_set), or a mixture's configs, each with its weight and clips
+    per epoch (validation: every config's held-out share)."""
+    if not data.parts:
+        return _one_set(data)
+    return {"config": data.renderer.config, "n_train": len(data.train_ids), "n_val": len(data.split.val),
+            "mixture": [{**_one_set(part), "weight": weight,
+                         "per_epoch": sum(i.startswith(config + "::") for i in data.train_ids)}
+                        for config, weight, part in data.parts]}
+
+
+def data_info(settings: TrainSettings, data: TrainingData) -> dict[str, Any]:
+    """Which clips trained and validated (counts and SPEC §2 id-set hashes; a mixture's per config)."""
+    return {**set_info(data), "split": "train", "prompt_variant": settings.prompt,
+            "val_fraction": settings.val_fraction}
 
 
 def augment_info(settings: TrainSettings) -> dict[str, Any]:

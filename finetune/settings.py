@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from harness.settings import (
     add_source_arguments,
     configs_type,
     derive,
+    parse_configs,
     settings_from_args,
 )
 from vocalgrad_dataset.cli.info import add_version_argument
@@ -33,12 +35,11 @@ from vocalgrad_dataset.generate import resolve_source
 from vocalgrad_dataset.tasks import is_vocalgrad
 
 SCOPES = ("lm_head", "all_linear")
-METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then LoRA (finetune/pclm.py)
+METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then the LLM (finetune/pclm.py)
 OBJECTIVES = ("ce", "dpo")
-RECIPES = {"pclm+dpo": {"method": "pclm", "objective": "dpo"}}  # the paper's three stages (finetune/pclm.py)
+# --recipe: a built-in name (finetune/recipes/*.yaml, with the paper's rates) or a recipe YAML file (finetune.recipe)
+LR_FLAGS = ("lr", "pclm_lr", "dpo_lr")
 DPO_REJECTED = ("random", "adversarial", "claim")
-# VoxParadox's learning rates: 5e-5 for both PCLM stages, 5e-7 for DPO (--lr stays SPEC §6's, for --method lora)
-PAPER_PCLM_LR, PAPER_DPO_LR = 5e-5, 5e-7
 SCHEDULES = ("constant", "linear", "cosine")
 EVAL_MODES = ("generate", "choices")
 # The run directory: OUT/adapter (PEFT files + card), OUT/training.json (the record), OUT/train_log.jsonl,
@@ -50,6 +51,7 @@ EVAL_DIR = "eval"  # the adapter's harness run
 EVAL_BASE_DIR = "eval_base"  # the base model's (--eval-base)
 EVAL_ITEMS_DIR = "eval_items"  # the test items of multiple-choice item configs (voxparadox-<task>), built once
 POSITIVE = ("batch_size", "grad_accum", "epochs", "save_every", "keep_checkpoints", "lora_r")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # a Hub repo id (org/name), for --prompt-encoder
 
 
 def _defines(default: Any = dataclasses.MISSING, **kw: Any) -> Any:
@@ -71,7 +73,15 @@ class TrainSettings(ModelSettings, SourceSettings):
     dtype: str | None = _defines(None)
     source: str | None = _defines(None)  # None: the config's own (claims for -conflict configs), else vctk
     data_dir: str | None = _defines(None)
-    category: str = _defines()
+    category: str = _defines()  # one config or several, comma-separated ("volume,pitch")
+    mix_weights: list[float] | None = _defines(None)  # one per --category config: its share of an epoch
+    dpo_category: str | None = _defines(None)  # DPO's own data set (default: the training configs)
+    val_category: str | None = _defines(None)  # validation: these configs' held-out share (default: the training's)
+    init_adapter: str | None = _defines(None)  # start from this trained adapter (DPO's reference, too)
+    # a foreign dataset (folder, file or Hub id) read as --kind's rows, its columns mapped by --columns (harness')
+    dataset: str | None = _defines(None)
+    kind: str | None = _defines(None)
+    columns: str | None = _defines(None)
     scope: str = _defines()
     out: str = ""
     include_audio_tower: bool = _defines(False)
@@ -80,7 +90,7 @@ class TrainSettings(ModelSettings, SourceSettings):
     lora_r: int = _defines(8)
     lora_alpha: int = _defines(16)
     lora_dropout: float = _defines(0.05)
-    lr: float = _defines(2e-4)
+    lr: float | None = _defines(None)  # None: SPEC §6's 2e-4 under --method lora; refused where no stage reads it
     weight_decay: float = _defines(0.0)
     batch_size: int = _defines(1)
     grad_accum: int = _defines(16)
@@ -102,12 +112,14 @@ class TrainSettings(ModelSettings, SourceSettings):
     dpo_rejected: str | None = _defines(None)  # None: the paper's (random wrong option; claim on conflict rows)
     pclm_taps: list[int] | None = _defines(None)  # default: the paper's {5, 15, 25, 30} mapped onto the encoder
     pclm_hidden: int = _defines(256)
-    pclm_stage1_steps: int | None = _defines(None)  # default: half of the steps (a third under --objective dpo)
-    pclm_stage2_steps: int | None = _defines(None)  # --objective dpo: default a third of the steps
-    pclm_lr: float = _defines(PAPER_PCLM_LR)  # both PCLM stages (cross-entropy)
-    dpo_lr: float = _defines(PAPER_DPO_LR)  # the DPO stage of --method pclm --objective dpo
-    prompt_encoder: str | None = _defines(None)  # default: the frozen LM's mean-pooled token embeddings
-    full_finetune: bool = _defines(False)  # PCLM stage 2 trains the whole LM (but its input embeddings), not LoRA
+    pclm_stage1_steps: int | None = _defines(None)  # default: the recipe's stage length (an epoch of its data)
+    pclm_stage2_steps: int | None = _defines(None)
+    pclm_lr: float | None = _defines(None)  # both PCLM stages (None: the recipe's, the paper's 5e-5)
+    dpo_lr: float | None = _defines(None)  # every DPO stage (None: the recipe's, the paper's 5e-7; --lr for LoRA)
+    prompt_encoder: str | None = _defines(None)  # a BERT-style encoder (dir or Hub id); None: the LM's embeddings
+    # the LLM stages train every LLM weight (the LM head included) instead of LoRA; None: the recipe's (pclm+dpo:
+    # full when the device holds it)
+    full_finetune: bool | None = _defines(None)
     # mechanics (do not change the result)
     save_every: int = 50
     keep_checkpoints: int = 2
@@ -136,6 +148,16 @@ class TrainSettings(ModelSettings, SourceSettings):
         return self.batch_size * self.grad_accum
 
     @property
+    def categories(self) -> list[str]:
+        """The training configs (--category, comma-separated)."""
+        return parse_configs(self.category)
+
+    @property
+    def dpo_categories(self) -> list[str]:
+        """DPO's configs: --dpo-category, else the training configs."""
+        return parse_configs(self.dpo_category) if self.dpo_category else self.categories
+
+    @property
     def publishes(self) -> bool:
         """Whether the run ends with a Hub push (of the adapter, the evaluation run, or both)."""
         return bool(self.push_to_hub or self.results_repo)
@@ -152,9 +174,11 @@ class TrainSettings(ModelSettings, SourceSettings):
 
     def check(self) -> None:
         """Raise ValueError for settings that cannot work, before any model is loaded."""
-        self.category = config_name(self.category)
-        self._check_data()
-        self.dpo_rejected = self.dpo_rejected or default_rejected(self.category)
+        if self.augment and len(self.categories) > 1:
+            raise ValueError("--augment takes one --category config (its transforms depend on the attribute)")
+        check_sets = self._check_mapped if self.kind or self.dataset or self.columns else self._check_data
+        check_sets()  # a mapped --dataset's tasks, or the declared configs
+        self.dpo_rejected = self.dpo_rejected or default_rejected(self.dpo_categories, self.kind)
         if not self.scope:  # the paper's stage 2 and DPO fine-tune the LLM: every linear layer
             if self.recipe is None:
                 raise ValueError("--scope is required (lm_head or all_linear) unless --recipe is given")
@@ -170,33 +194,48 @@ class TrainSettings(ModelSettings, SourceSettings):
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max-steps must be >= 1, got {self.max_steps}")
         self._check_run()
-        if is_vocalgrad(self.category):
-            get_variant(self.prompt).vocabulary(self.category)
 
     def _check_run(self) -> None:
         if not self.out:
             raise ValueError("--out is required")
         if "adapter" in self.model_args or self.adapter is not None:
-            raise ValueError("training starts from the base model; an adapter (--adapter, --model-arg adapter=) "
-                             "is for evaluation")
+            raise ValueError("training starts from the base model or --init-adapter DIR; an adapter (--adapter, "
+                             "--model-arg adapter=) is for evaluation")
+        if self.init_adapter is not None:
+            self.init_adapter = str(init_adapter_dir(self.init_adapter))
+
+    def _check_mapped(self) -> None:
+        """A foreign --dataset read as --kind's rows (--columns): --category (and the DPO and validation sets) name
+        its tasks, checked against it when it is read; it is evaluated on its own test split."""
+        if not (self.kind and self.dataset):
+            raise ValueError("a mapped training set needs --dataset PATH_OR_REPO and --kind K (and --columns "
+                             "field=col,... unless the layout needs none)")
+        if self.source is not None or self.data_dir is not None or self.augment:
+            raise ValueError(f"--dataset {self.dataset} is read as --kind {self.kind}: --source, --data-dir and "
+                             "--augment do not apply")
+        self.eval_configs = self.eval_configs or self.categories
 
     def _check_data(self) -> None:
-        """The training source (resolved: recorded and fingerprinted so) and the eval configs (resolved). A
-        multiple-choice item config (voxparadox-<task>) is built from its vendored items: no --source, and its
-        evaluation builds its test items too, so it is not mixed with the generator's configs."""
-        if not is_vocalgrad(self.category):
-            if self.source is not None or self.data_dir is not None:
-                raise ValueError(f"{self.category} is built from its vendored items: --source and --data-dir do "
-                                 "not apply")
-            task_kind(self.category).accepts(get_variant(self.prompt).name, self.category)
-        else:
-            self.source = resolve_source(self.category, self.source)  # recorded and fingerprinted resolved
-        default = list(CONFIGS)  # the nine; a lexical-conflict config adds itself (its CF/ALA), an item config alone
-        if not is_vocalgrad(self.category):
-            default = [self.category]
-        elif task_kind(self.category).claims:  # words that claim a direction: its CF / ALA too
-            default = [*CONFIGS, self.category]
-        self.eval_configs = [config_name(c) for c in (self.eval_configs or default)]
+        """The training, DPO and eval configs (resolved; the source too for one generator config: recorded and
+        fingerprinted so). A multiple-choice item config (voxparadox-<task>) is built from its vendored items: no
+        --source, and its evaluation builds its test items too, so it is not mixed with the generator's configs."""
+        self.category = ",".join(config_name(c) for c in self.categories)
+        self.dpo_category = ",".join(config_name(c) for c in self.dpo_categories) if self.dpo_category else None
+        self.val_category = ",".join(map(config_name, parse_configs(self.val_category))) if self.val_category else None
+        configs = self.categories
+        every = list(dict.fromkeys([*configs, *self.dpo_categories, *parse_configs(self.val_category or self.category)]))
+        for config in every:
+            self._check_config(config)
+        generated = [c for c in every if is_vocalgrad(c)]
+        if not generated and (self.source is not None or self.data_dir is not None):
+            raise ValueError(f"{self.category} is built from its vendored items: --source and --data-dir do not apply")
+        if len(generated) == 1:
+            self.source = resolve_source(generated[0], self.source)  # recorded and fingerprinted resolved
+        if self.mix_weights is not None and (len(self.mix_weights) != len(configs)
+                                             or not all(w > 0 for w in self.mix_weights)):
+            raise ValueError(f"--mix-weights needs one positive weight per --category config ({len(configs)}), "
+                             f"got {self.mix_weights}")
+        self.eval_configs = [config_name(c) for c in (self.eval_configs or default_eval_configs(configs))]
         items = [c for c in self.eval_configs if not is_vocalgrad(c)]
         if items and len(items) != len(self.eval_configs):
             raise ValueError(f"--eval-configs mixes built-item configs ({', '.join(items)}) with the generator's: "
@@ -205,10 +244,10 @@ class TrainSettings(ModelSettings, SourceSettings):
     def _check_method(self) -> None:
         """--recipe resolves to its method and objective; the method's knobs must fit it."""
         if self.recipe is not None:
-            if self.recipe not in RECIPES:
-                raise ValueError(f"unknown recipe {self.recipe!r}; expected one of {tuple(RECIPES)}")
-            for name, value in RECIPES[self.recipe].items():
-                setattr(self, name, value)
+            from finetune.recipe import load_recipe
+
+            recipe = load_recipe(self.recipe)  # a built-in name or a file (ValueError naming it)
+            self.method, self.objective = recipe.method, "dpo" if recipe.has_dpo else "ce"
         for name, value, allowed in (("method", self.method, METHODS), ("objective", self.objective, OBJECTIVES),
                                      ("dpo-rejected", self.dpo_rejected, DPO_REJECTED)):
             if value not in allowed:
@@ -216,33 +255,80 @@ class TrainSettings(ModelSettings, SourceSettings):
         if not self.dpo_beta > 0:
             raise ValueError(f"dpo-beta must be > 0, got {self.dpo_beta}")
         self._check_pclm()
+        self._check_lrs()
+
+    def _check_lrs(self) -> None:
+        """Every learning-rate flag is read by some stage of the run, or refused (never silently unused)."""
+        from finetune.recipe import flags_read, run_recipe
+
+        recipe = run_recipe(self)
+        read = flags_read(recipe)
+        for name in LR_FLAGS:
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            if value is None:
+                continue
+            if name not in read:
+                used = ", ".join(f"{s.name} at {s.lr:g}" + (f" (--{s.lr_flag.replace('_', '-')})" if s.lr_flag else "")
+                                 for s in recipe.stages)
+                raise ValueError(f"{flag} is read by no stage of this run (recipe {recipe.name}: {used})")
+            if not value > 0:
+                raise ValueError(f"{flag.lstrip('-')} must be > 0, got {value}")
+        if self.method == "lora" and None not in (self.lr, self.dpo_lr) and self.lr != self.dpo_lr:
+            raise ValueError(f"--lr {self.lr:g} and --dpo-lr {self.dpo_lr:g} both name the rate of the one DPO "
+                             "stage of --method lora; give one")
+        if self.dpo_category and not recipe.has_dpo:
+            raise ValueError("--dpo-category is DPO's data set: it goes with --objective dpo or a recipe with DPO")
+        for config in (c for stage in recipe.stages for c in stage.data.configs if not self.kind):  # a file's own
+            self._check_config(config_name(config))
+
+    def _check_config(self, config: str) -> None:
+        """A training config the prompt variant can ask (its vocabulary, or the kind's fixed question)."""
+        if is_vocalgrad(config):
+            get_variant(self.prompt).vocabulary(config)
+        else:
+            task_kind(config).accepts(get_variant(self.prompt).name, config)
 
     def _check_pclm(self) -> None:
         if self.method != "pclm" and (self.pclm_taps or self.pclm_stage1_steps is not None or self.prompt_encoder
-                                      or self.full_finetune or self.pclm_stage2_steps is not None):
-            raise ValueError("--pclm-taps, --pclm-stage1-steps, --pclm-stage2-steps, --prompt-encoder and "
-                             "--full-finetune go with --method pclm")
-        if self.pclm_stage2_steps is not None and (self.objective != "dpo" or self.pclm_stage2_steps < 0):
-            raise ValueError(f"pclm-stage2-steps must be >= 0 and goes with --objective dpo (the supervised stage "
-                             f"before DPO), got {self.pclm_stage2_steps}")
-        for name in ("pclm_lr", "dpo_lr"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+                                      or self.pclm_stage2_steps is not None):
+            raise ValueError("--pclm-taps, --pclm-stage1-steps, --pclm-stage2-steps and --prompt-encoder go with "
+                             "--method pclm")
+        for name in ("pclm_stage1_steps", "pclm_stage2_steps"):
+            if (value := getattr(self, name)) is not None and value < 0:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 0, got {value}")
         if self.method == "pclm" and self.include_audio_tower:
             raise ValueError("--include-audio-tower does not go with --method pclm: the encoder and the final "
                              "projector stay frozen (the mixer copies the projector)")
-        if self.pclm_stage1_steps is not None and self.pclm_stage1_steps < 0:
-            raise ValueError(f"pclm-stage1-steps must be >= 0, got {self.pclm_stage1_steps}")
         if self.pclm_hidden < 1:
             raise ValueError(f"pclm-hidden must be >= 1, got {self.pclm_hidden}")
-        if self.prompt_encoder and not Path(self.prompt_encoder).expanduser().is_dir():
-            raise ValueError(f"--prompt-encoder {self.prompt_encoder}: no such checkpoint directory")
+        encoder = self.prompt_encoder
+        if encoder and not (Path(encoder).expanduser().is_dir() or HUB_ID.fullmatch(encoder)):
+            raise ValueError(f"--prompt-encoder {encoder}: neither a checkpoint directory nor a Hub id (org/name)")
 
 
-def default_rejected(category: str) -> str:
-    """The paper's DPO rejected answer: a random wrong option of an MCQ item (not its adversarial label); on
-    VocalGrad configs the transcript's claim of an incongruent conflict row, else the opposite direction."""
-    return "claim" if is_vocalgrad(category) else "random"
+def default_eval_configs(configs: Sequence[str]) -> list[str]:
+    """The nine categories plus the lexical-conflict configs trained on; only the item configs when every
+    training config is one (their evaluation builds their own test items)."""
+    generated = [c for c in configs if is_vocalgrad(c)]
+    if not generated:
+        return list(configs)
+    return [*CONFIGS, *(c for c in generated if task_kind(c).claims)]  # words that claim a direction: CF / ALA
+
+
+def init_adapter_dir(path: str) -> Path:
+    """The adapter folder of --init-adapter (a vocalgrad-finetune run folder or its adapter/ folder)."""
+    folder = Path(path).expanduser()
+    for candidate in (folder, folder / ADAPTER_DIR):
+        if (candidate / "adapter_config.json").is_file():
+            return candidate
+    raise ValueError(f"--init-adapter {path}: no adapter_config.json there (nor in its {ADAPTER_DIR}/ folder)")
+
+
+def default_rejected(configs: Sequence[str], kind: str | None = None) -> str:
+    """The paper's DPO rejected answer: a random wrong option of an MCQ item (not its adversarial label) or of a
+    mapped dataset's row; on VocalGrad configs the transcript's claim of an incongruent conflict row, else the
+    opposite direction."""
+    return "claim" if kind is None and all(is_vocalgrad(c) for c in configs) else "random"
 
 
 def check_resumable(saved: dict[str, Any], settings: TrainSettings, where: Path) -> None:
@@ -283,7 +369,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 RECIPE_FLAGS = (
     ("lora_r", int, "LoRA rank"), ("lora_alpha", int, "LoRA alpha"), ("lora_dropout", float, "LoRA dropout"),
-    ("lr", float, "AdamW learning rate"), ("weight_decay", float, "AdamW weight decay"),
+    ("lr", float, "AdamW learning rate of --method lora, SPEC §6's; refused where no stage reads it "
+                  "(default: 0.0002)"),
+    ("weight_decay", float, "AdamW weight decay"),
     ("batch_size", int, "clips per forward"), ("grad_accum", int, "forwards per optimizer step"),
     ("epochs", int, "passes over the training clips"), ("max_grad_norm", float, "gradient-norm clip"),
     ("seed", int, "seed of LoRA init, split, order and dropout"),
@@ -293,8 +381,26 @@ RECIPE_FLAGS = (
 
 def _add_run_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     p.add_argument("--category", required=True,
-                   help="the config to train on, e.g. volume, volume-conflict or voxparadox-pitch (VoxParadox-lite "
-                        "items, multiple choice)")
+                   help="the config(s) to train on, comma-separated as --configs takes them, e.g. volume, "
+                        "volume,pitch, volume-conflict or voxparadox-pitch (VoxParadox-lite items, multiple choice)")
+    p.add_argument("--mix-weights", type=_floats_type, default=None,
+                   help="one weight per --category config: each epoch takes round(weight x its training clips) of "
+                        "it (repeated or subsampled, seeded; default: 1 each)")
+    p.add_argument("--dpo-category", default=None,
+                   help="DPO's own data set, config(s) as --category (default: the training configs)")
+    p.add_argument("--val-category", default=None,
+                   help="validate on the held-out share (--val-fraction) of these configs' train splits, configs as "
+                        "--category (default: the training configs', never trained on)")
+    p.add_argument("--dataset", default=None, metavar="PATH_OR_REPO",
+                   help="train on a foreign dataset (folder, file or Hub id; its train split, evaluated on its test "
+                        "split) read as --kind's rows, --category naming its tasks (default: the generator's configs)")
+    p.add_argument("--kind", default=None, metavar="KIND",
+                   help="the task kind --dataset is read as (as `harness eval --kind`), e.g. mcq (default: none)")
+    p.add_argument("--columns", default=None, metavar="FIELD=COLUMN,...",
+                   help="which --dataset column holds each of the kind's fields (as `harness eval --columns`)")
+    p.add_argument("--init-adapter", default=None, metavar="DIR",
+                   help="start from this trained adapter (a run folder or its adapter/; LoRA, PCLM and fine-tuned "
+                        "LM weights), which is also DPO's reference (default: the base model)")
     p.add_argument("--scope", default=None, choices=SCOPES,
                    help="lm_head: the text head only; all_linear: every linear layer of the language model "
                         "(required, but with --recipe, whose LLM stages fine-tune all_linear)")
@@ -318,6 +424,14 @@ def _add_recipe_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
                    help="train the answer word only, not the token closing the turn")
 
 
+def _floats_type(text: str) -> list[float]:
+    """--mix-weights 2,1: comma-separated numbers."""
+    try:
+        return [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
 def _taps_type(text: str) -> list[int]:
     """--pclm-taps 5,15,25,30: encoder layers (1-based) tapped besides the final one."""
     try:
@@ -329,15 +443,17 @@ def _taps_type(text: str) -> list[int]:
 def _add_method_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
     g = p.add_argument_group("repair method and objective (README \"Repair methods\")")
     g.add_argument("--method", choices=METHODS, default=d.method,
-                   help="lora: LoRA on the --scope; pclm: VoxParadox's prompt-conditioned layer mixer (stage 1), "
-                        "then the mixer + LoRA (stage 2)")
+                   help="lora: LoRA on the --scope; pclm: VoxParadox's prompt-conditioned layer mixer (stage 1, the "
+                        "mixer only), then the LLM with the mixer frozen (stage 2; finetune/recipes/pclm.yaml)")
     g.add_argument("--objective", choices=OBJECTIVES, default=d.objective,
                    help="ce: cross-entropy on the true answer; dpo: prefer the true answer to a wrong one "
-                        "(reference: the same model with its LoRA off; under --method pclm: the stage-2 model)")
-    g.add_argument("--recipe", choices=tuple(RECIPES), default=None,
-                   help="pclm+dpo: --method pclm --objective dpo, VoxParadox's three stages: stage 1 the mixer "
-                        "(LM frozen), stage 2 the mixer + LM (LoRA or --full-finetune) by cross-entropy, then DPO "
-                        "against the stage-2 model (default: none)")
+                        "(reference: the model as DPO begins: the base model, the --init-adapter, or under "
+                        "--method pclm the stage-2 model)")
+    g.add_argument("--recipe", default=None, metavar="NAME|FILE",
+                   help="pclm+dpo (= --method pclm --objective dpo): VoxParadox's three stages as declared in "
+                        "finetune/recipes/pclm_dpo.yaml -- stage 1 the mixer (LLM frozen), stage 2 the LLM (full "
+                        "fine-tuning, the LM head included, when the device holds it), then DPO on --dpo-category "
+                        "against the stage-2 model; or a recipe YAML file of the same shape (default: none)")
     g.add_argument("--dpo-beta", type=float, default=d.dpo_beta, help="DPO's beta")
     g.add_argument("--rejected", "--dpo-rejected", dest="dpo_rejected", choices=DPO_REJECTED, default=None,
                    help="DPO's rejected answer: random (a wrong option drawn per row), adversarial (a "
@@ -351,20 +467,24 @@ def _add_method_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:
                         "{5, 15, 25, 30} of 32 layers mapped proportionally onto the model's encoder)")
     g.add_argument("--pclm-hidden", type=int, default=d.pclm_hidden, help="hidden width of the mixer's MLP")
     g.add_argument("--pclm-stage1-steps", type=int, default=None,
-                   help="optimizer steps of stage 1 (mixer only, LM frozen) before stage 2 "
-                        "(default: half of the steps, a third under --objective dpo; at least one)")
+                   help="optimizer steps of PCLM stage 1 (mixer only, LLM frozen; default: the recipe's, one epoch "
+                        "of its data, at most --max-steps)")
     g.add_argument("--pclm-stage2-steps", type=int, default=None,
-                   help="--objective dpo: optimizer steps of the supervised stage 2 before DPO (default: a third "
-                        "of the steps)")
-    g.add_argument("--pclm-lr", type=float, default=d.pclm_lr,
-                   help="learning rate of both PCLM stages (VoxParadox's; --lr is --method lora's)")
-    g.add_argument("--dpo-lr", type=float, default=d.dpo_lr,
-                   help="learning rate of the DPO stage after PCLM stage 2 (VoxParadox's)")
-    g.add_argument("--full-finetune", action="store_true",
-                   help="PCLM stage 2 fine-tunes every LM weight (but the input embeddings) instead of LoRA")
-    g.add_argument("--prompt-encoder", default=None, metavar="DIR",
-                   help="local sentence-encoder checkpoint for the mixer's prompt embedding (default: the "
-                        "frozen LM's mean-pooled token embeddings of the prompt)")
+                   help="optimizer steps of PCLM stage 2 (the LLM by cross-entropy; default: the recipe's, one "
+                        "epoch of its data, at most --max-steps)")
+    g.add_argument("--pclm-lr", type=float, default=None,
+                   help="learning rate of both PCLM stages (default: the recipe's, VoxParadox's 5e-5)")
+    g.add_argument("--dpo-lr", type=float, default=None,
+                   help="learning rate of every DPO stage (default: the recipe's, VoxParadox's 5e-7; under "
+                        "--method lora --objective dpo: --lr's)")
+    g.add_argument("--full-finetune", action=argparse.BooleanOptionalAction, default=None,
+                   help="the LLM stages fine-tune every LLM weight, the LM head included (not the input "
+                        "embeddings), instead of LoRA (default: the recipe's; pclm+dpo: full when the device "
+                        "holds it, else LoRA recorded as not the paper's protocol)")
+    g.add_argument("--prompt-encoder", default=None, metavar="DIR|HUB_ID",
+                   help="a BERT-style encoder (checkpoint directory or Hub id) reading the user's prompt text "
+                        "only, mean-pooled, for the mixer's weights, as the paper does (default: the frozen LM's "
+                        "input embeddings mean-pooled over the prompt's text tokens; not the paper's protocol)")
 
 
 def _add_mechanics_arguments(p: argparse.ArgumentParser, d: TrainSettings) -> None:

@@ -86,7 +86,7 @@ def train(settings: TrainSettings, lm: TrainableAudioLM | None = None) -> dict[s
     """Train (or resume, or skip when done), then evaluate, write the card and push; returns training.json."""
     from finetune import hub
     from finetune.evaluate import evaluate_run
-    from finetune.items import run_training_data
+    from finetune.mixture import run_data
     from vocalgrad_dataset.progress import quiet_third_party
 
     quiet_third_party(settings.verbose)
@@ -97,7 +97,7 @@ def train(settings: TrainSettings, lm: TrainableAudioLM | None = None) -> dict[s
         hub.require_token()  # fail now, not after hours of training
     finished = _finished_record(settings, out)
     # The data before the model: a bad source fails before minutes of loading.
-    todo = finished if finished is not None else run_training_data(settings)
+    todo = finished if finished is not None else run_data(settings)
     if lm is None:
         lm = load_base(settings)
     info = _train_or_reload(settings, lm, acc, out, todo)

@@ -362,8 +362,12 @@ SKIP: dict[str, str] = {
     "vocalgrad-finetune --model tiny-qwen2-audio --category volume --source demo --scope all_linear --method pclm "
     "--max-steps 2 --skip-eval --out runs/pclm": "training, minutes on CPU (tests/test_pclm.py)",
     "vocalgrad-finetune --model tiny-qwen2-audio --category volume --source demo --scope all_linear --objective dpo "
-    "--max-steps 2 --skip-eval --out runs/dpo": "training, minutes on CPU (tests/test_dpo.py)",
-    "vocalgrad-finetune ... --recipe pclm+dpo --out runs/pclm-dpo": "training, minutes on CPU",
+    "--dpo-lr 5e-7 --max-steps 2 --skip-eval --out runs/dpo": "training, minutes on CPU (tests/test_finetune_recipes.py)",
+    "vocalgrad-finetune --model tiny-qwen2-audio --source demo --recipe pclm+dpo --category volume,pitch "
+    "--dpo-category speed --val-category noise --max-steps 2 --skip-eval --out runs/pclm-dpo":
+        "training, minutes on CPU (tests/test_finetune_recipes.py runs a shorter one)",
+    "vocalgrad-finetune ... --objective dpo --init-adapter runs/sft --out runs/sft-dpo":
+        "needs a trained run (tests/test_finetune_recipes.py)",
     "vocalgrad-finetune --model tiny-qwen2-audio --category voxparadox-pitch --scope all_linear --objective dpo "
     "--train-limit 8 --max-steps 2 --eval-base --eval-limit 20 --eval-mode choices --out runs/dpo-pitch":
         "training and two evaluations (tests/test_finetune_items.py runs a shorter one)",

@@ -664,11 +664,13 @@ class HFAudioLM(BaseAudioLM):
 
     def _attach_saved_pclm(self, path: str) -> None:
         """The prompt-conditioned layer mixer saved beside the LoRA (finetune --method pclm), if there is one."""
-        from .pclm import attach_saved, saved_folder
+        from .pclm import attach_saved, protocol_deviations, saved_folder
 
         folder = saved_folder(path)
         if folder is not None:
             attach_saved(self, folder)
+            # a repair trained off the paper's protocol (LoRA for its full-LLM stages, ...): flagged like --dtype
+            self.deviations = [*self.deviations, *protocol_deviations(folder)]
 
     # ---- forward passes -------------------------------------------------------------------------------
     def _fast_embeds(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -7,10 +7,12 @@ the time average-pool and the layer norm) and through their own projector, initi
 pretrained final-layer projector. Weights alpha = softmax(MLP(e(prompt))) mix the projected layers and the
 final layer's (pretrained projector, untouched); the mixture replaces the audio tokens the LM receives.
 
-The prompt embedding e: the paper uses a small BERT. No weights can be fetched here, so by default e is the
-frozen LM's own input-token embeddings, mean-pooled over the prompt's text tokens (audio placeholders, padding
-and, in training, the answer left out); a local sentence-encoder checkpoint (any transformers encoder, mean
-pooled over the prompt text decoded from the LM's tokens) can be given instead.
+The prompt embedding e: the paper's is a small BERT over the prompt. `prompt_encoder` (a checkpoint directory
+or a Hub id of any BERT-style transformers encoder) gives exactly that: the encoder reads each row's user prompt
+text only (its text segments, recorded as the model's _encode sees the batch), mean-pooled. Without one
+(LM_EMBEDDINGS, the default: nothing to fetch) e is the frozen LM's own input-token embeddings, mean-pooled over
+the prompt's text tokens (audio placeholders, padding and, in training, the answer left out; the chat template's
+tokens included), recorded as not the paper's protocol.
 
 Families: those whose FamilySpec names an `audio_stack` -- Qwen2-Audio and Audio Flamingo 3 (a Whisper-style
 encoder, then a separate `multi_modal_projector`). Not the others: Qwen2.5-Omni's projector (`proj`) sits
@@ -44,7 +46,8 @@ log = logging.getLogger(__name__)
 
 PCLM_CONFIG = "pclm_config.json"
 PCLM_WEIGHTS = "pclm.safetensors"
-LM_WEIGHTS = "lm_weights.safetensors"  # PCLM stage 2 with --full-finetune: the LM's fine-tuned weights
+LM_WEIGHTS = "lm_weights.safetensors"  # --full-finetune: the LM's fine-tuned weights
+PROTOCOL_FILE = "protocol.json"  # {"not_paper_protocol": [...]}: how the adapter's training departs from the paper
 # VoxParadox taps AF3's 32-layer AF-Whisper encoder at layers 5, 15, 25, 30 (plus the final layer).
 PAPER_TAPS = (5, 15, 25, 30)
 PAPER_DEPTH = 32
@@ -92,15 +95,17 @@ class PCLMConfig:
 
 
 class SentenceEncoder:
-    """A frozen local transformers encoder, mean-pooled over the prompt text (the paper's BERT, if you have one)."""
+    """A frozen BERT-style transformers encoder (a checkpoint directory or a Hub id), mean-pooled over the user's
+    prompt text: the paper's prompt encoder."""
 
     def __init__(self, path: str, device: torch.device) -> None:
         from transformers import AutoModel, AutoTokenizer
 
-        if not Path(path).expanduser().is_dir():
-            raise ValueError(f"prompt encoder {path!r}: not a local checkpoint directory")
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).to(device).eval().requires_grad_(False)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModel.from_pretrained(path).to(device).eval().requires_grad_(False)
+        except (OSError, ValueError) as err:  # not a checkpoint, or a Hub id that cannot be fetched (offline)
+            raise ValueError(f"prompt encoder {path!r}: cannot load it ({str(err).splitlines()[0]})") from None
         self.dim = int(self.model.config.hidden_size)
 
     @torch.no_grad()
@@ -146,6 +151,7 @@ class _Site:
     tapped: dict[int, torch.Tensor]
     window_alpha: torch.Tensor | None = None
     answer_tokens: torch.Tensor | None = None  # (B,) trailing answer tokens left out of the prompt (training)
+    user_texts: list[str] | None = None  # the user prompts' text of the batch last encoded (the sentence encoder's)
 
 
 def window_rows(row_tokens: Sequence[int], window_tokens: Sequence[int]) -> list[int]:
@@ -173,13 +179,22 @@ def _prompt_mask(site: _Site, ids: torch.Tensor, mask: torch.Tensor) -> torch.Te
     return keep
 
 
+def user_text(prompt: Any) -> str:
+    """The user's prompt text: its text segments (no audio, no chat template, no answer)."""
+    return " ".join(s.strip() for s in prompt.segments if isinstance(s, str) and s.strip())
+
+
 def prompt_embedding(site: _Site, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, prompt_dim): the frozen LM's token embeddings mean-pooled over the prompt (or the sentence encoder's)."""
-    keep = _prompt_mask(site, ids, mask)
+    """(B, prompt_dim): the sentence encoder over each row's user prompt text (the paper's), or the frozen LM's
+    token embeddings mean-pooled over the prompt's text tokens (the template's included)."""
     with torch.no_grad():
         if site.sentence is not None:
-            texts = [site.tokenizer.decode(row[k].tolist(), skip_special_tokens=True) for row, k in zip(ids, keep, strict=True)]
+            texts = site.user_texts
+            if texts is None or len(texts) != ids.shape[0]:
+                raise ModelError(f"PCLM: the prompt encoder needs the user prompts of this batch of {ids.shape[0]} "
+                                 "(the model was called without the wrapper's _encode)")
             return site.sentence(texts).float()
+        keep = _prompt_mask(site, ids, mask)
         embeds = site.model.get_input_embeddings()(ids).float()
         w = keep[..., None].float()
         return (embeds * w).sum(1) / w.sum(1).clamp(min=1.0)
@@ -273,7 +288,12 @@ def new_config(lm: Any, *, taps: Sequence[int] | None = None, hidden: int = 256,
     if encoder == LM_EMBEDDINGS:
         dim = int(lm.model.get_input_embeddings().weight.shape[1])
     else:
-        dim = SentenceEncoder(encoder, torch.device("cpu")).dim
+        from transformers import AutoConfig
+
+        try:
+            dim = int(AutoConfig.from_pretrained(encoder).hidden_size)
+        except (OSError, ValueError) as err:  # not a checkpoint (no config.json, no model_type), or offline
+            raise ValueError(f"prompt encoder {encoder!r}: cannot load it ({str(err).splitlines()[0]})") from None
     return PCLMConfig(taps=tuple(taps) if taps else paper_taps(depth), n_layers=depth, prompt_dim=dim,
                       hidden=hidden, prompt_encoder=encoder)
 
@@ -300,8 +320,26 @@ def attach(lm: Any, config: PCLMConfig) -> LayerMixer:
                  feature_mask_key=lm.spec.feature_mask_key, tokenizer=lm.tokenizer, sentence=sentence, tapped={})
     mixer._site = site  # type: ignore[attr-defined]  # plain attribute: not a submodule, not in state_dict
     mixer._handles = _install_hooks(site)  # type: ignore[attr-defined]
+    if sentence is not None:
+        _record_user_texts(lm, site)
+    # Both fast paths call the projector without the prompt: choices (lm.fast) and generate (lm.fast_generate,
+    # which reads lm.fast and would call None) go back to the stock forward.
     lm.fast = None
+    if hasattr(lm, "fast_generate"):
+        lm.fast_generate = False
     return mixer
+
+
+def _record_user_texts(lm: Any, site: _Site) -> None:
+    """Wrap the model's _encode (every prompt batch goes through it before the forward) so that the sentence
+    encoder reads each row's user prompt text, which the token ids alone no longer separate from the template."""
+    encode = lm._encode
+
+    def encode_and_record(prompts: list[Any], *args: Any, **kwargs: Any) -> Any:
+        site.user_texts = [user_text(p) for p in prompts]
+        return encode(prompts, *args, **kwargs)
+
+    lm._encode = encode_and_record
 
 
 def mixer_of(model: nn.Module) -> LayerMixer | None:
@@ -374,6 +412,8 @@ def saved_folder(adapter: str) -> Path | None:
     hf_hub_download(adapter, PCLM_WEIGHTS)
     with contextlib.suppress(EntryNotFoundError):  # absent when stage 2 trained LoRA, not the whole LM
         hf_hub_download(adapter, LM_WEIGHTS)
+    with contextlib.suppress(EntryNotFoundError):  # absent for a run of the paper's protocol
+        hf_hub_download(adapter, PROTOCOL_FILE)
     return Path(config).parent
 
 
@@ -384,6 +424,8 @@ def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
 
     folder = Path(folder)
     if not (folder / PCLM_CONFIG).is_file():
+        if (folder / LM_WEIGHTS).is_file():  # a fully fine-tuned LLM without a mixer (--method lora --full-finetune)
+            load_lm_weights(lm.model, folder / LM_WEIGHTS)
         return None
     mixer = attach(lm, PCLMConfig.read(folder))
     try:
@@ -391,11 +433,22 @@ def attach_saved(lm: Any, folder: str | Path) -> LayerMixer | None:
     except (OSError, RuntimeError, SafetensorError) as err:  # missing, truncated, or another mixer's tensors
         raise ValueError(f"{folder / PCLM_WEIGHTS}: cannot load the PCLM weights ({err})") from None
     if (folder / LM_WEIGHTS).is_file():
-        _load_lm_weights(lm.model, folder / LM_WEIGHTS)
+        load_lm_weights(lm.model, folder / LM_WEIGHTS)
     return mixer
 
 
-def _load_lm_weights(model: nn.Module, path: Path) -> None:
+def protocol_deviations(folder: str | Path) -> list[str]:
+    """What an adapter's training did that the paper does not (its protocol.json), [] when it says nothing."""
+    path = Path(folder) / PROTOCOL_FILE
+    if not path.is_file():
+        return []
+    try:
+        return [str(x) for x in json.loads(path.read_text(encoding="utf-8")).get("not_paper_protocol") or []]
+    except (ValueError, AttributeError) as err:
+        raise ValueError(f"{path}: not a protocol record ({err})") from None
+
+
+def load_lm_weights(model: nn.Module, path: Path) -> None:
     """The fully fine-tuned LM weights saved beside the mixer, by their names in the (LoRA-wrapped) model."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
