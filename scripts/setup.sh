@@ -23,3 +23,14 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,listen,tiny-models]'
   touch "$stamp"
 fi
+# Installed apart from .venv, each into its own folder, for the one test that needs it: lmms-eval pulls CUDA-only
+# torchvision (tests/test_export_lmms.py loads our exported task folder with its own task loader) and wandb
+# brings protobuf 7, which must not load beside transformers (tests/test_tracking.py runs it in its own process).
+apart() {  # apart FOLDER PACKAGE==VERSION...: pip install --no-deps into .extras/FOLDER when missing
+  local dir=".extras/$1"; shift
+  [ -f "$dir/.installed" ] && return 0
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --target "$dir" "$@" && touch "$dir/.installed"
+}
+apart lmms-eval lmms-eval==0.7.3 loguru==0.7.3 portalocker==4.4.2 pytz==2026.6 sacrebleu==2.6.0 tabulate==0.10.0 \
+  tenacity==9.2.1 lxml==6.2.1
+apart wandb wandb==0.31.0 protobuf==7.36.2 sentry-sdk==3.0.0 gitpython==3.2.1 gitdb==4.0.12 smmap==5.0.3

@@ -1,10 +1,10 @@
 """`harness export lmms-eval`: the task folder scores fixed answers (one unparsable, one ambiguous) exactly as
 `harness report` does, and lmms-eval's own task loader reads it.
 
-lmms-eval pulls CUDA torchvision and cannot live in .venv: with VOCALGRAD_LMMS_EVAL_PATH naming a folder where
-it was installed on its own (e.g. `pip install --no-deps --target DIR lmms-eval loguru pytz tenacity sacrebleu
-portalocker tabulate lxml`), the folder is loaded by lmms-eval's TaskManager and scored through its
-ConfigurableTask; without it, that test is skipped and the rest load the YAML and utils.py as lmms-eval does
+lmms-eval pulls CUDA torchvision and cannot live in .venv: scripts/setup.sh installs it on its own into
+.extras/lmms-eval (`pip install --no-deps --target`, with loguru, pytz, tenacity, sacrebleu, portalocker, tabulate
+and lxml; VOCALGRAD_LMMS_EVAL_PATH names another such folder), and the exported folder is loaded by lmms-eval's
+TaskManager and scored through its ConfigurableTask; without it, that test is skipped and the rest load the YAML and utils.py as lmms-eval does
 (PyYAML with its `!function` tag, utils.py imported from the folder).
 """
 
@@ -29,6 +29,7 @@ from harness.report import compute
 from harness.runner import EvalSettings, run_eval
 from tests.helpers.folder_source import fbuild, tiny_folder
 
+ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = ("increase", "It clearly decreases? No: decrease.", "I cannot tell from this clip.",
            "increase or decrease", "Decrease")
 
@@ -121,9 +122,10 @@ def test_row_level_kinds_are_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_lmms_evals_task_loader_runs_the_folder(exported: Path, run: Path) -> None:
-    where = os.environ.get("VOCALGRAD_LMMS_EVAL_PATH")
-    if not where or not (Path(where) / "lmms_eval").is_dir():
-        pytest.skip("set VOCALGRAD_LMMS_EVAL_PATH to a folder holding lmms-eval installed apart from .venv")
+    # scripts/setup.sh installs lmms-eval apart from .venv into .extras/ (its CUDA torchvision never loads here)
+    where = os.environ.get("VOCALGRAD_LMMS_EVAL_PATH") or str(ROOT / ".extras" / "lmms-eval")
+    if not (Path(where) / "lmms_eval").is_dir():
+        pytest.skip(f"no lmms-eval installed apart at {where} (scripts/setup.sh installs it)")
     sys.path.insert(0, where)
     try:
         from lmms_eval.tasks import TaskManager, get_task_dict
