@@ -67,17 +67,18 @@ def _read_samples(file: Path) -> list[dict[str, Any]]:
 
 
 def checked_samples(config: str, rows: list[dict[str, Any]], file: Path) -> list[dict[str, Any]]:
-    """A samples file's rows, each clip once: a line repeated verbatim is dropped with a one-line warning; two
-    different rows of a clip, or a gold label that contradicts the condition its clip id encodes, refuse
-    the file (counted over every row, `harness leaderboard submit` refuses the same)."""
+    """A samples file's rows, each clip once (once per annotator in a listening test's export): a line repeated
+    verbatim is dropped with a one-line warning; two different rows of a clip, or a gold label that contradicts
+    the condition its clip id encodes, refuse the file (counted over every row, `harness leaderboard submit`
+    refuses the same)."""
     from harness.kinds import rows_kind
 
     first: dict[Any, dict[str, Any]] = {}
     for r in rows:
-        cid = r.get("benchmark_clip_id")
-        if cid in first and first[cid] != r:
-            raise ValueError(f"{file}: clip {cid} has two different rows; the file was edited or merged by hand")
-        first.setdefault(cid, r)
+        key = (r.get("benchmark_clip_id"), r.get("annotator"))  # listening exports: one row per annotator
+        if key in first and first[key] != r:
+            raise ValueError(f"{file}: clip {key[0]} has two different rows; the file was edited or merged by hand")
+        first.setdefault(key, r)
     if len(first) < len(rows):
         print(f"warning: {file}: {len(rows) - len(first)} repeated line(s) counted once", file=sys.stderr)
     kept = list(first.values())
