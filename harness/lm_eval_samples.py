@@ -32,8 +32,9 @@ from harness.results import LM_EVAL_FILTER, dumps_row
 
 ROW_METRIC = "accuracy"
 # What a run produces (never part of the document, whose hash must not depend on the model or the prompt).
+# A listening test's answers carry who answered and how fast (listening/export.py): the run's too.
 RUN_FIELDS = frozenset({"pred", "raw", "parsed", "margin", "prompt", "prompt_variant", "answer_words", "parser",
-                        "error", "retried", "model", "mode"})
+                        "error", "retried", "model", "mode", "annotator", "rt_ms"})
 LM_EVAL_KEYS = ("doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics", "doc_hash",
                 "prompt_hash", "target_hash", ROW_METRIC)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness import results as res
 from harness.data import published_name
+from harness.lm_eval_samples import with_lm_eval_fields
 from listening.items import is_mcq, samples_row
 from listening.store import Store
 from listening.study import PROMPT_VARIANT, answer_options, item_record, source_description
@@ -138,8 +139,10 @@ def export_run(store: Store, out_dir: str | Path, exclude: Collection[str] = (),
                       "excluded": sorted(exclude), "protocol": study.get("protocol"),
                       **({"design": status} if status is not None else {})},
     }
-    for config, config_rows in rows.items():
-        res.write_jsonl(res.samples_path(out, config), config_rows)
+    for config, config_rows in rows.items():  # lm-eval's per-sample keys too: doc_id is the item's study position
+        order = {it["benchmark_clip_id"]: i for i, it in enumerate(it for it in items if it["config"] == config)}
+        res.write_jsonl(res.samples_path(out, config),
+                        [with_lm_eval_fields(r, order[r["benchmark_clip_id"]], (0, 0)) for r in config_rows])
     results = res.build_results(rows, run_config=run_config, task_configs=tasks,
                                 n_original={c: t["n_original"] for c, t in tasks.items()})
     res.write_results(out / "results.json", results)

@@ -102,6 +102,13 @@ def test_export_reaches_report_and_leaderboard(study: Store, tmp_path: Path, cap
     answers = {(a["annotator"], a["benchmark_clip_id"]): a["answer"] for a in study.answers()}
     assert {(r["annotator"], r["benchmark_clip_id"]): r["pred"] for r in rows} == answers and len(rows) == 72
     assert {r["model"] for r in rows} == {"human"} and {r["raw"] for r in rows} == {"increase", "decrease"}
+    # lm-eval's per-sample keys: the document (and its sha256, as lm-eval hashes it) is the clip's, whoever answered
+    hashes: dict[str, set[str]] = {}
+    for r in rows:
+        hashes.setdefault(r["benchmark_clip_id"], set()).add(r["doc_hash"])
+        assert r["doc_hash"] == hashlib.sha256(json.dumps(r["doc"], indent=2, ensure_ascii=False).encode()).hexdigest()
+        assert r["resps"] == [[r["raw"]]] and r["target"] == r["gold"] and "annotator" not in r["doc"]
+    assert all(len(h) == 1 for h in hashes.values()) and len(hashes) == 72 // len({r["annotator"] for r in rows})
     results = compute(run)  # `harness report` recomputes from the samples alone
     assert results["metrics"]["volume"]["accuracy"] == pytest.approx(52 / 72)
     assert harness(["report", str(run), "--no-figures"]) == 0
