@@ -127,6 +127,12 @@ class MappedClassifySource(MappedMCQSource):
                 "_where": f"{place} ({ident})"}
 
 
+    def _sound_file(self, file: Any) -> bool:
+        """A video file's audio is read through FFmpeg, not probed by soundfile."""
+        from harness.meld import VIDEO_SUFFIXES
+
+        return file.suffix.lower() not in VIDEO_SUFFIXES
+
     def _audio(self, item: Mapping[str, Any]) -> Any:
         """A video file's audio through FFmpeg (harness.meld.video_audio); anything else as the MCQ source reads it."""
         value = item["audio"]

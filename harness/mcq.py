@@ -7,6 +7,7 @@ prompt letters them A-D and the parser (harness.parsing.OptionParser) reads a le
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,18 @@ from harness.parsing import LETTERS, Vocabulary, mcq_vocabulary
 
 MCQ_FIELDS: tuple[str, ...] = ("question", "options", "answer", "adversarial", "task")
 ANSWER_INSTRUCTION = "Answer with the letter of the correct option."
+# An option's own letter, as benchmarks print them: "A. text", "A) text", "A: text", "(A) text".
+LETTER_PREFIX = re.compile(r"\s*(?:\(([A-D])\)|([A-D])[.):])\s*")
+LETTER_ONLY = re.compile(r"\s*\(?([A-Da-d])[.):]?\s*")
+
+
+def strip_letters(options: Sequence[str]) -> list[str]:
+    """The options without their printed letters, when every option carries its own letter in order ("A. x",
+    "(B) y"); else unchanged (an option that merely starts with a capital letter keeps it)."""
+    matches = [LETTER_PREFIX.match(o) for o in options]
+    if options and all(m and (m[1] or m[2]) == LETTERS[i] for i, m in enumerate(matches)):
+        return [o[m.end():].strip() for o, m in zip(options, matches, strict=True) if m]
+    return list(options)
 
 
 def option_list(value: Any, where: str) -> list[str]:
@@ -37,7 +50,7 @@ def option_list(value: Any, where: str) -> list[str]:
         value = value.tolist()
     if not isinstance(value, (list, tuple)) or not all(isinstance(o, str) and o.strip() for o in value):
         raise ValueError(f"{where}: options must be a list of 2-{len(LETTERS)} texts, got {value!r}")
-    options = [o.strip() for o in value]
+    options = strip_letters([o.strip() for o in value])
     if not 2 <= len(options) <= len(LETTERS):
         raise ValueError(f"{where}: {len(options)} options; an item has 2 to {len(LETTERS)}")
     if len({o.lower() for o in options}) != len(options):
@@ -58,8 +71,9 @@ def option_answer(value: Any, options: Sequence[str], where: str, field: str) ->
     text = str(value).strip() if value is not None else ""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= int(value) < len(options):
         return options[int(value)]
-    if len(text) == 1 and text.upper() in LETTERS[: len(options)]:
-        return options[LETTERS.index(text.upper())]
+    letter = LETTER_ONLY.fullmatch(text)
+    if letter and letter[1].upper() in LETTERS[: len(options)]:  # "B", "(B)", "b."
+        return options[LETTERS.index(letter[1].upper())]
     raise ValueError(f"{where}: {field} {value!r} is not one of its options {options}")
 
 
@@ -68,9 +82,35 @@ def _answer_texts(value: Any) -> list[str]:
     if value is None or isinstance(value, bool):
         return [] if value is None else [str(value)]
     texts = [str(value).strip()]
+    prefixed = LETTER_PREFIX.match(texts[0])
+    if prefixed and prefixed.end() < len(texts[0]):  # "(B) text": the option's text without its letter
+        texts.append(texts[0][prefixed.end():].strip())
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         texts.append(str(int(value)))
     return texts
+
+
+def adversarial_labels(value: Any, options: Sequence[str], where: str) -> list[str]:
+    """The adversarial labels of an item as option texts: none, one, or a set (a list, or a text such as
+    "high-medium-low, high-low-medium" split on commas only when every part is an option); ALA counts any."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        parts = [v for v in value if v is not None and str(v).strip()]
+    elif value is None or not str(value).strip():
+        parts = []
+    else:
+        parts = _label_parts(str(value), options)
+    return list(dict.fromkeys(option_answer(p, options, where, "adversarial") for p in parts))
+
+
+def _label_parts(text: str, options: Sequence[str]) -> list[str]:
+    """One label, or its comma-separated parts when the whole is no option and every part is one."""
+    known = {o.lower() for o in options}
+    parts = [p.strip() for p in text.split(",")]
+    if text.strip().lower() not in known and len(parts) > 1 and all(p.lower() in known for p in parts):
+        return parts
+    return [text]
 
 
 def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str, *, kind: str) -> dict[str, Any]:
@@ -83,17 +123,14 @@ def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str, *, kind: 
         raise ValueError(f"{where}: empty question")
     options = option_list(row.get("options"), where)
     answer = option_answer(row.get("answer"), options, where, "answer")
-    adversarial = row.get("adversarial")
-    if adversarial is not None and str(adversarial).strip():
-        adversarial = option_answer(adversarial, options, where, "adversarial")
-        if adversarial == answer:
-            raise ValueError(f"{where}: adversarial label equals the answer {answer!r}")
-    else:
-        adversarial = None
+    labels = adversarial_labels(row.get("adversarial"), options, where)
+    if answer in labels:
+        raise ValueError(f"{where}: adversarial label equals the answer {answer!r}")
     duration = row.get("duration_sec")
     return {
         "audio": row["audio"], "benchmark_clip_id": cid, "category": config, "kind": kind,
-        "question": question.strip(), "options": options, "answer": answer, "adversarial": adversarial,
+        "question": question.strip(), "options": options, "answer": answer,
+        "adversarial": labels[0] if labels else None, "adversarial_labels": labels if len(labels) > 1 else None,
         "task": str(row.get("task") or config), "label": answer,
         "source_clip_id": str(row.get("source_clip_id") or cid),
         "duration_sec": float(duration) if duration not in (None, "") else float("nan"),

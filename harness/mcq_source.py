@@ -2,11 +2,16 @@
 
 `--dataset PATH_OR_REPO --kind mcq --columns audio=...,question=...,options=...,answer=...,adversarial=...,task=...`
 names, for each MCQ field, the column that holds it (`id=` optionally names the item id column; default:
-`benchmark_clip_id` or `id` when present, else the task and row number). PATH is a folder of Parquet files
+`benchmark_clip_id` or `id` when present, else the task and row number). `options=choice_a+choice_b+...` takes
+one option per column (empty ones dropped); `groups=category+sub-category` names the columns whose breakdown
+results.json and the report show. An adversarial cell may hold a set of labels (a list, or option texts
+separated by commas); ALA counts an answer equal to any of them. PATH is a folder of Parquet files
 (those of the split when files or folders are named after it), one Parquet / JSON Lines / CSV file, or a Hub
-dataset id (read with `datasets.load_dataset`). Every item is checked when the source opens: a missing
-column, fewer than 2 or more than 4 options, an answer or adversarial label that is not one of the options,
-or a repeated id is one line naming the file, the row and the field.
+dataset id (read with `datasets.load_dataset`). Every item is checked when the source opens: a missing column
+or a repeated id is one line naming the file, the row and the field; an item that cannot be asked (an answer
+or adversarial label that is not one of its options, fewer than 2 or more than 4 options, a missing or
+unreadable audio file) is skipped and listed (`skipped`: id and reason; results.json `skipped_items`), never
+guessed, and counts against --max-error-rate. A source whose every item is skipped is an error.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from harness.mcq import normalize_mcq_row
 from vocalgrad_dataset.fileio import safe_join
 
 REQUIRED = ("audio", "question", "options", "answer")
-OPTIONAL = ("adversarial", "task", "id")
+OPTIONAL = ("adversarial", "task", "id", "groups")
+JOIN = "+"  # options=choice_a+choice_b+...: one option per column (empty ones dropped); groups=a+b: group columns
 
 
 def parse_mcq_columns(text: str) -> dict[str, str]:
@@ -124,15 +130,34 @@ def _read_table(file: Path) -> list[dict[str, Any]]:
 
 
 
+def column_value(row: Mapping[str, Any], field: str, column: str, where: str) -> Any:
+    """A mapped field's value: its column's cell; for `a+b+...`, options' non-empty cells as a list and groups'
+    {column: cell}. A missing column is one line naming the field, the column and the columns there are."""
+    names = [column] if column in row or JOIN not in column else [c.strip() for c in column.split(JOIN)]
+    for name in names:
+        if name not in row:
+            raise ValueError(f"{where}: --columns {field}={column}: no column {name!r} "
+                             f"(columns: {', '.join(map(str, row))})")
+    if field == "groups":
+        return {name: row[name] for name in names}
+    if len(names) == 1:
+        return row[names[0]]
+    return [row[n] for n in names if row[n] is not None and str(row[n]).strip()]
+
+
 class MappedMCQSource:
     """MCQ rows of a benchmark whose columns are named by a mapping (module docstring)."""
 
-    def __init__(self, dataset: str | Path, split: str, columns: str | Mapping[str, str], *, kind: Any) -> None:
+    def __init__(self, dataset: str | Path, split: str, columns: str | Mapping[str, str], *, kind: Any,
+                 hub_config: str | None = None, where: Mapping[str, Any] | None = None) -> None:
         self.kind = kind  # the harness.kinds.Kind its rows are (it carries this source's factory)
         self.split = split
         self.mapping = parse_mcq_columns(columns) if isinstance(columns, str) else dict(columns)
         self.root = Path(dataset)
+        self.hub_config = hub_config  # the Hub dataset's configuration (datasets' `name`)
+        self.where = dict(where or {})  # row filter: column -> a value or a list of accepted values
         self.description = f"{kind.name}:{self.root}"
+        self.skipped: list[dict[str, str]] = []  # items that cannot be asked: id, where and reason
         self._items = self._load(str(dataset))
         self.fingerprint = items_fingerprint(self._items)
         self._by_task: dict[str, list[dict[str, Any]]] = {}
@@ -140,9 +165,60 @@ class MappedMCQSource:
             self._by_task.setdefault(item["task"], []).append(item)
 
     def _load(self, dataset: str) -> list[dict[str, Any]]:
-        raw = self._raw_rows(dataset)
+        raw = [(w, i, r) for w, i, r in self._raw_rows(dataset) if self._wanted(r)]
         self._prepare(raw)
-        return unique_ids([self._item(where, i, r) for where, i, r in raw])
+        items = [item for where, i, r in raw if (item := self._checked(where, i, r)) is not None]
+        if raw and not items:
+            first = self.skipped[0]
+            raise ValueError(f"{dataset}: every item is skipped; first: {first['where']}: {first['reason']}")
+        return unique_ids(items)
+
+    def _wanted(self, row: Mapping[str, Any]) -> bool:
+        """True when the row passes the filter (every named column holds one of its accepted values)."""
+        for column, accepted in self.where.items():
+            if column not in row:
+                raise ValueError(f"{self.root}: filter column {column!r} is not a column "
+                                 f"(columns: {', '.join(map(str, row))})")
+            values = accepted if isinstance(accepted, list) else [accepted]
+            if str(row[column]) not in {str(v) for v in values}:
+                return False
+        return True
+
+    def _checked(self, where: str, index: int, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        """One item, or None when it cannot be asked (listed in `skipped` with its id and the reason)."""
+        place, _get, _task, ident = self._fields(where, index, row)  # a missing column stops the run here
+        try:
+            item = self._item(where, index, row)
+            self._check_audio(item)
+        except ValueError as err:
+            reason = str(err).removeprefix(f"{place}: ")
+            self.skipped.append({"id": ident, "where": place, "reason": reason})
+            return None
+        return item
+
+    def _check_audio(self, item: Mapping[str, Any]) -> None:
+        """A local audio file that is missing or whose header is unreadable: the item cannot be asked."""
+        value = item["audio"]
+        path = value.get("path") if isinstance(value, Mapping) and not value.get("bytes") else value
+        if not isinstance(path, str) or not path or (isinstance(value, Mapping) and value.get("array") is not None):
+            return
+        if not self.root.exists():  # a Hub copy: datasets resolved its files
+            return
+        import soundfile as sf
+
+        file = safe_join(self.root if self.root.is_dir() else self.root.parent, path, where=item["_where"], hint="")
+        if not file.is_file():
+            raise ValueError(f"audio file {path!r} is missing")
+        if not self._sound_file(file):
+            return
+        try:
+            sf.info(str(file))
+        except (sf.LibsndfileError, RuntimeError, OSError) as err:
+            raise ValueError(f"audio file {path!r} is unreadable ({' '.join(str(err).split())[:120]})") from None
+
+    def _sound_file(self, file: Path) -> bool:
+        """True when soundfile reads the file (its header is probed when the source opens)."""
+        return True
 
     def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
         """(where, index, row) of every row: local files, else a Hub copy."""
@@ -159,11 +235,7 @@ class MappedMCQSource:
     def _fields(self, where: str, index: int, row: Mapping[str, Any]) -> tuple[str, dict[str, Any], str, str]:
         """(place, {field: value}, task, id) of one row, its mapped columns checked (one line naming them)."""
         place = f"{where}: row {index}"
-        for field, column in self.mapping.items():
-            if column not in row:
-                raise ValueError(f"{where}: --columns {field}={column}: no column {column!r} "
-                                 f"(columns: {', '.join(map(str, row))})")
-        get = {f: row[c] for f, c in self.mapping.items()}
+        get = {f: column_value(row, f, c, where) for f, c in self.mapping.items()}
         task = str(get.get("task") or self.kind.name)  # a benchmark without a task column: one config
         ident = get.get("id", row.get("benchmark_clip_id", row.get("id")))
         return place, get, task, str(ident) if ident not in (None, "") else f"{task}-{index:05d}"
@@ -172,7 +244,7 @@ class MappedMCQSource:
         try:
             import datasets
 
-            table = datasets.load_dataset(dataset, split=self.split)
+            table = datasets.load_dataset(dataset, self.hub_config, split=self.split)
             table = table.cast_column(self.mapping["audio"], datasets.Audio(decode=False))
         except Exception as err:  # the Hub and datasets raise many types; one line either way
             raise ValueError(f"{dataset}: not a local folder or file, and not loadable from the Hub "
@@ -186,7 +258,8 @@ class MappedMCQSource:
                   "source_clip_id": row.get("source_clip_id"),
                   **{f: get.get(f) for f in ("question", "options", "answer", "adversarial")}}
         checked = normalize_mcq_row(fields, task, place, kind=self.kind.name)
-        return {**checked, "audio": get["audio"], "_where": f"{place} ({ident})"}
+        groups = {k: None if v is None else str(v) for k, v in (get.get("groups") or {}).items()}
+        return {**checked, "audio": get["audio"], "groups": groups or None, "_where": f"{place} ({ident})"}
 
     def config_names(self, names: Sequence[str] | None) -> list[str]:
         """The tasks asked for (None: every task, in first-seen order); "did you mean" for an unknown one."""

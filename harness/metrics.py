@@ -419,13 +419,28 @@ def mcq_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     SE and 95 % interval; ALA and its gap over the rows that have an adversarial label."""
     correct = [_correct(r) for r in rows]
     adv_rows = [(r, c) for r, c in zip(rows, correct, strict=True) if r.get("adversarial") is not None]
-    ala = [_pred(r) is not None and _pred(r) == r["adversarial"] for r, _ in adv_rows]
+    ala = [_pred(r) is not None and _pred(r) in (r.get("adversarial_labels") or [r["adversarial"]])
+           for r, _ in adv_rows]  # a set of adversarial labels: an answer equal to any of them
     gap = _paired_gap(ala, [c for _, c in adv_rows])
     out = dict(summarize(rows))
     for name, parts in (("acc", _share(correct)), ("ala", _share(ala)), ("ala_gap", gap)):
         out.update({f"{name}{suffix}": value for suffix, value in parts.items()})
     out["n_adversarial"] = len(adv_rows)
-    return finite_or_none(out)
+    out = finite_or_none(out)
+    by_group = mcq_groups(rows)
+    return {**out, "by_group": by_group} if by_group else out
+
+
+def mcq_groups(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """acc, ala and ala_gap per value of each group column the rows carry (`groups`: MMSU's category,
+    sub-category, ...), values in first-seen order; {} for rows without groups."""
+    by: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    for r in rows:
+        for column, value in (r.get("groups") or {}).items():
+            by.setdefault(str(column), {}).setdefault(str(value), []).append(r)
+    keep = ("n", "acc", "acc_ci_low", "acc_ci_high", "ala", "ala_ci_low", "ala_ci_high", "ala_gap", "n_adversarial")
+    return {column: {value: {k: v for k, v in mcq_summary([{**r, "groups": None} for r in members]).items()
+                             if k in keep} for value, members in values.items()} for column, values in by.items()}
 
 
 def single_task_interval(summaries: Sequence[Mapping[str, Any]], names: Iterable[str]) -> dict[str, Any]:
@@ -452,7 +467,8 @@ def mcq_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict
     out.update(single_task_interval(summaries, MCQ_METRICS))
     out.update(accuracy=out["acc"], accuracy_stderr=out["acc_stderr"], accuracy_ci_low=out["acc_ci_low"],
                accuracy_ci_high=out["acc_ci_high"])
-    return finite_or_none(out)
+    by_group = mcq_groups([r for rows in rows_by_config.values() for r in rows])  # pooled over the tasks
+    return {**finite_or_none(out), **({"by_group": by_group} if by_group else {})}
 # ---- lexical conflict: the carrier's words claim a direction (claims source) -----------------------------
 CONFLICT_METRICS: dict[str, bool | None] = {  # lm-eval "<metric>,none" keys -> higher is better
     "acc_congruent": True, "acc_incongruent": True, "acc_neutral": True, "claim_following": None, "claim_gap": None,
