@@ -97,13 +97,17 @@ def _audio_bytes(value: Any) -> bytes:
 
 
 def _local_files(path: Path, split: str) -> list[Path]:
-    """Data files of a folder (Parquet), those of the split when names say which split they are."""
+    """A file, or a folder's data files of `split` (named after it, or in a folder named after it), else all
+    of them: Parquet first, else JSON Lines, JSON or CSV (a metadata file beside its audio)."""
     if path.is_file():
         return [path]
-    files = sorted(path.rglob("*.parquet"))
-    of_split = [f for f in files if f.name.startswith(f"{split}-") or f.name.startswith(f"{split}.")
-                or split in f.relative_to(path).parts[:-1]]
-    return of_split or files
+    for pattern in ("*.parquet", "*.jsonl", "*.json", "*.csv"):
+        files = sorted(p for p in path.rglob(pattern) if not p.name.startswith("."))
+        of_split = [f for f in files if f.name.startswith((f"{split}-", f"{split}."))
+                    or split in f.relative_to(path).parts[:-1]]
+        if files:
+            return of_split or files
+    return []
 
 
 def _read_table(file: Path) -> list[dict[str, Any]]:
@@ -115,6 +119,8 @@ def _read_table(file: Path) -> list[dict[str, Any]]:
             import pyarrow.parquet as pq
 
             return pq.read_table(file).to_pylist()
+        if file.suffix == ".json" and _json_array(file):
+            return _json_rows(file)
         if file.suffix in (".jsonl", ".json"):
             import pyarrow.json as pj
 
@@ -125,7 +131,27 @@ def _read_table(file: Path) -> list[dict[str, Any]]:
             return pc.read_csv(file).to_pylist()
     except (pa.ArrowException, OSError) as err:
         raise ValueError(f"{file}: not readable ({' '.join(str(err).split())})") from None
-    raise ValueError(f"{file}: expected a .parquet, .jsonl or .csv file")
+    raise ValueError(f"{file}: expected a .parquet, .jsonl, .json or .csv file")
+
+
+def _json_array(file: Path) -> bool:
+    """True when a .json file holds one JSON array (MMAR-meta.json), not JSON Lines."""
+    with open(file, encoding="utf-8") as f:
+        head = f.read(4096).lstrip()
+    return head.startswith("[")
+
+
+def _json_rows(file: Path) -> list[dict[str, Any]]:
+    """The objects of a JSON array file, each a row."""
+    import json
+
+    try:
+        rows = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{file}: not valid JSON ({err})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{file}: expected a JSON array of objects (one per item)")
+    return rows
 
 
 
@@ -226,7 +252,8 @@ class MappedMCQSource:
             return self._hub_rows(dataset)
         files = _local_files(self.root, self.split)
         if not files:
-            raise ValueError(f"{self.root}: no Parquet files (give a folder of .parquet files or one data file)")
+            raise ValueError(f"{self.root}: no data files (give a folder of .parquet, .jsonl, .json or .csv files, "
+                             "or one such file)")
         return [(str(f), i, r) for f in files for i, r in enumerate(_read_table(f))]
 
     def _prepare(self, raw: list[tuple[str, int, dict[str, Any]]]) -> None:

@@ -24,6 +24,7 @@ from harness.results import (
     atomic_write_text,
     build_results,
     component_versions,
+    config_group,
     group_metrics,
     read_jsonl,
     task_metrics,
@@ -200,10 +201,29 @@ def kind_sections(results: Mapping[str, Any], *, grid: bool) -> list[str]:
     summaries = task_metrics(results)
     by_section: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
     for kind, configs in configs_by_kind(results, list(summaries)).items():
-        if kind.section is not None and kind.grid == grid:
-            mine, _ = by_section.setdefault(kind.section, ({}, group_metrics(results, kind.group)))
-            mine.update({c: summaries[c] for c in configs})
-    return [line for section, (res, group) in by_section.items() for line in section(res, group)]
+        if kind.section is None or kind.grid != grid:
+            continue
+        for c in configs:  # reversed controls: the section again, with their own macro (results.config_group)
+            name = config_group(kind, c)
+            mine, _ = by_section.setdefault((kind.section, name), ({}, group_metrics(results, name)))
+            mine[c] = summaries[c]
+    lines = [line for (section, _), (res, group) in by_section.items() for line in section(res, group)]
+    return lines if grid else lines + skipped_section(results)
+
+
+SKIPPED_SHOWN = 20  # the report lists this many skipped items; results.json lists all
+
+
+def skipped_section(results: Mapping[str, Any]) -> list[str]:
+    """The items skipped as unaskable (never guessed), with their reasons."""
+    skipped = results.get("skipped_items") or []
+    if not skipped:
+        return []
+    body = [[str(s.get("id")), str(s.get("reason"))] for s in skipped[:SKIPPED_SHOWN]]
+    if len(skipped) > SKIPPED_SHOWN:
+        body.append([f"... {len(skipped) - SKIPPED_SHOWN} more", "results.json skipped_items"])
+    return [f"## Skipped items ({len(skipped)}: cannot be asked, never guessed; they count against "
+            "--max-error-rate)", markdown_table(["id", "reason"], body)]
 
 
 def format_report(results: Mapping[str, Any]) -> str:

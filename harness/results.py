@@ -12,7 +12,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import UnionType
 from typing import (
@@ -214,6 +214,7 @@ ResultsJSON = TypedDict(
         "dataset": NotRequired[DatasetInfo],
         "model_info": NotRequired[dict[str, Any]],  # model provenance: id, revision, weights sha, dtype, device
         "preflight": NotRequired[dict[str, Any]],  # the high-tier check before the run, or why it was skipped
+        "skipped_items": NotRequired[list[dict[str, str]]],  # items that cannot be asked: id, where, reason
         "sample_files": NotRequired[dict[str, str]],  # config -> its samples file (names mapped to safe ones)
     },
 )
@@ -308,15 +309,26 @@ def task_version(generator_version: str | None = None) -> str:
     return f"{v['generator']}+parser.{v['parser']}"
 
 
-def error_summary(rows_by_config: Mapping[str, list[Mapping[str, Any]]], max_rate: float) -> str | None:
-    """One line counting the error rows and showing the first, when their share exceeds `max_rate`; else None."""
+def error_summary(rows_by_config: Mapping[str, list[Mapping[str, Any]]], max_rate: float,
+                  skipped: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """One line counting the error rows and the skipped items (unaskable: results.json `skipped_items`) and
+    showing the first, when their share of all items exceeds `max_rate`; else None."""
     rows = [(c, r) for c, rs in rows_by_config.items() for r in rs]
     failed = [(c, r) for c, r in rows if r.get("error")]
-    if not rows or len(failed) / len(rows) <= max_rate:
+    failed += [("skipped", {"benchmark_clip_id": s.get("id"), "error": s.get("reason")}) for s in skipped]
+    total = len(rows) + len(skipped)
+    if not total or len(failed) / total <= max_rate:
         return None
     config, first = failed[0]
-    return (f"{len(failed)} of {len(rows)} rows are errors ({100 * len(failed) / len(rows):.1f} % > "
+    return (f"{len(failed)} of {total} rows are errors or skipped items ({100 * len(failed) / total:.1f} % > "
             f"{100 * max_rate:g} %); first: {config} {first.get('benchmark_clip_id')}: {first.get('error')}")
+
+
+def skipped_line(skipped: Sequence[Mapping[str, Any]]) -> str:
+    """One line saying how many items were skipped as unaskable and why the first was (results.json lists all)."""
+    first = skipped[0]
+    return (f"skipped {len(skipped)} item(s) that cannot be asked (first: {first.get('id')}: {first.get('reason')}); "
+            "results.json skipped_items lists each with its reason")
 
 
 def task_metrics(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -601,12 +613,22 @@ def dataset_info(source: Any) -> DatasetInfo:
     return {"source": description, "manifest": manifest, "manifest_sha256": digest}
 
 
+REVERSED = "-reversed"  # a time-reversed control's config suffix: its own group, never averaged with forward ones
+
+
+def config_group(kind: Any, config: str) -> str:
+    """The results.json group a config of `kind` is averaged in: the kind's, or "<group>-reversed" for a
+    time-reversed control (VoxParadox's `-reversed` configs)."""
+    return f"{kind.group}{REVERSED}" if str(config).endswith(REVERSED) else str(kind.group)
+
+
 def kind_groups(rows_by_config: Mapping[str, Any], kinds: Mapping[str, Any]) -> dict[str, tuple[dict[str, Any], Any]]:
     """Group name -> (macro summary, kind) for the kinds with a group of their own (MCQ: acc, ala, ala_gap over
-    its tasks; conflict: the congruence metrics)."""
+    its tasks; conflict: the congruence metrics); reversed controls make a second group of their own."""
+    own = {c: config_group(kinds[c], c) for c in rows_by_config if kinds[c].group_metrics is not None}
     out: dict[str, tuple[dict[str, Any], Any]] = {}
-    for name in dict.fromkeys(k.group for k in kinds.values() if k.group_metrics is not None):
-        members = {c: rows for c, rows in rows_by_config.items() if kinds[c].group == name}
+    for name in dict.fromkeys(own.values()):
+        members = {c: rows for c, rows in rows_by_config.items() if own.get(c) == name}
         kind = next(kinds[c] for c in members)
         out[name] = (kind.group_metrics(members), kind)
     return out
@@ -664,7 +686,8 @@ def build_results(
         # the run sampled its clips (--limit); samples missing from a full run make it incomplete, not limited
         "limited": any(bool(task_configs.get(c, {}).get("limited")) for c in rows_by_config)
         or run_config.get("limit") is not None and any(v["effective"] < v["original"] for v in n_samples.values()),
-        "incomplete": error_summary(rows_by_config, float(run_config.get("max_error_rate", DEFAULT_MAX_ERROR_RATE))),
+        "incomplete": error_summary(rows_by_config, float(run_config.get("max_error_rate", DEFAULT_MAX_ERROR_RATE)),
+                                    (extra or {}).get("skipped_items") or ()),
         "date": date or datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     out.update({k: v for k, v in (extra or {}).items() if k not in out})

@@ -583,11 +583,14 @@ def _write_results(settings: EvalSettings, source: RowSource, variant: Variant, 
         "dataset": res.dataset_info(source),
         "model_info": scrub_row(model_info(model, settings), run_secrets(settings.model_args)),
         "preflight": preflight,
+        "skipped_items": list(getattr(source, "skipped", [])),  # unaskable items: id and reason, never guessed
     }
     out = res.build_results(rows, run_config=run_config_, task_configs=tasks,
                             n_original={c: t["n_original"] for c, t in tasks.items()}, extra=extra)
     res.write_results(out_dir / "results.json", out)
     print(f"wrote {out_dir / 'results.json'} ({time.time() - start:.1f} s)")
+    if extra["skipped_items"]:
+        print(res.skipped_line(extra["skipped_items"]))
     if settings.wandb_args is not None:
         from harness.tracking import log_run
 

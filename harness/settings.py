@@ -23,6 +23,7 @@ MODES: tuple[str, ...] = ("generate", "choices")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
 ATTN_IMPLEMENTATIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
+GENERATOR_SPLITS: tuple[str, ...] = ("train", "test")  # a mapped dataset may name any other
 AUTO_BATCH_START = 64  # `--batch-size auto` starts here; the model's OOM back-off halves it until it fits
 S = TypeVar("S")
 
@@ -66,7 +67,7 @@ class RowSettings(SourceSettings):
     """Where benchmark rows come from: the generator's split, or a Parquet build / published release."""
 
     source: str | None = None  # None: the configs' own (claims for -conflict configs, beep for beep-*), else vctk
-    split: str = "test"
+    split: str | None = "test"  # None (--split not given): a published benchmark's own split, else test
     dataset: str | None = None  # a Parquet build or published-release directory instead of generating
     kind: str | None = None  # a task kind: --dataset is a foreign dataset mapped onto its row fields
     columns: str | None = None  # "field=COL,..." of that --dataset (a kind's fields; MELD's layout needs none)
@@ -74,8 +75,21 @@ class RowSettings(SourceSettings):
     def open_rows(self, configs: Sequence[str] = ()) -> Any:
         """The harness.data.RowSource these settings name; with no --source, the one `configs` default to
         (recorded in `source`)."""
+        from harness.published import published_source
+
+        published = published_source(configs, self.dataset, self.split)
+        if published is not None:
+            if self.kind is not None or self.columns is not None:
+                raise ValueError(f"--configs {published.benchmark} declares its columns: drop --kind / --columns")
+            self.split = published.split
+            return published
+        self.split = self.split or "test"
         if self.kind is not None or self.columns is not None:
             return self._mapped_rows()
+        if self.split not in GENERATOR_SPLITS:
+            raise ValueError(f"--split {self.split}: VocalGrad's builds and generator have the splits "
+                             f"{' and '.join(GENERATOR_SPLITS)} (any split name is for --kind/--columns or a "
+                             "published benchmark's --configs)")
         from harness.data import open_source
         from vocalgrad_dataset.generate import default_source
 
@@ -270,7 +284,9 @@ def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = Fals
     if split_required:
         g.add_argument("--split", required=True, choices=("train", "test"), help="which split's clips")
     else:
-        g.add_argument("--split", default="test", choices=("train", "test"), help="(default: %(default)s)")
+        g.add_argument("--split", default=None,
+                       help="train or test (default: test); a mapped or published dataset: any split name "
+                            "(default: its declared split, else test)")
     g.add_argument("--dataset", default=None,
                    help="a Parquet build (vocalgrad-dataset build) or published-release folder instead of "
                         "generating; with --kind and --columns, any dataset of that kind (folder, file or Hub id)")

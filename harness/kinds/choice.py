@@ -29,9 +29,10 @@ from harness.mcq_source import REQUIRED as MCQ_REQUIRED
 from harness.mcq_source import MappedMCQSource
 from harness.metrics import mcq_macro, mcq_summary
 from harness.parsing import Vocabulary, mcq_parser_id, mcq_vocabulary
+from harness.results import REVERSED
 from harness.tables import markdown_table, pct
 
-SAMPLE_FIELDS = ("kind", "task", "options", "adversarial", "source_clip_id")
+SAMPLE_FIELDS = ("kind", "task", "options", "adversarial", "adversarial_labels", "groups", "source_clip_id")
 
 
 def _ci(s: Mapping[str, Any], name: str) -> str:
@@ -77,10 +78,25 @@ def mcq_section(res: Summaries, group: Mapping[str, Any]) -> list[str]:
     if group:
         body.append([f"**macro mean ({group['n_configs']} tasks)**", "", _ci(group, "acc"), _ci(group, "ala"),
                      _ci(group, "ala_gap"), "", ""])
-    return ["## Multiple choice: ground truth (GT), adversarial-label agreement (ALA) and Δ, %",
-            "GT: answers equal to the label the audio carries; ALA: answers equal to the label the transcript "
-            "asserts; unparsed answers count against both. Chance is 1/#options (VoxParadox Table 6 for context: "
-            "README).", markdown_table(head, body)]
+    title = "## Multiple choice: ground truth (GT), adversarial-label agreement (ALA) and Δ, %"
+    if any(str(c).endswith(REVERSED) for c in res):
+        title += " — time-reversed controls (their own macro, never averaged with forward tasks)"
+    return [title, "GT: answers equal to the label the audio carries; ALA: answers equal to the label the transcript "
+            "asserts (or any of its set); unparsed answers count against both. Chance is 1/#options (VoxParadox "
+            "Table 6 for context: README).", markdown_table(head, body), *group_breakdowns(res, group)]
+
+
+def group_breakdowns(res: Summaries, group: Mapping[str, Any]) -> list[str]:
+    """GT and ALA per value of each group column (MMSU's category, sub-category): per task, then over all."""
+    cells = [(c, s["by_group"]) for c, s in res.items() if s.get("by_group")]
+    if group.get("by_group"):
+        cells.append(("all tasks", group["by_group"]))
+    out: list[str] = []
+    for column in dict.fromkeys(col for _c, by in cells for col in by):
+        body = [[c, value, str(s.get("n")), _ci(s, "acc"), _ci(s, "ala")]
+                for c, by in cells for value, s in (by.get(column) or {}).items()]
+        out += [f"### By {column} (%)", markdown_table(["task", column, "n", "GT acc [95% CI]", "ALA [95% CI]"], body)]
+    return out
 
 
 def mcq_compare(runs: Sequence[tuple[str, Summaries, Mapping[str, Any]]]) -> list[str]:

@@ -131,11 +131,12 @@ class MCQSignalOracle(LabelBaseline):
     description = "measures a VoxParadox-lite task's label from the signal (upper bound)"  # harness list-models
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
-        from vocalgrad_dataset.voxparadox import TASKS  # lazy: the DSP stack loads only when used
+        from vocalgrad_dataset.voxparadox import RELEASE_TASKS, TASKS  # lazy: the DSP stack loads only when used
         from vocalgrad_dataset.voxparadox.items import measure
 
         task = str(prompt.meta.get("task") or prompt.meta.get("category") or "")
         name = task.removeprefix("voxparadox-").removesuffix("-reversed")
+        name = {v: k for k, v in RELEASE_TASKS.items()}.get(name, name)  # the release's name of the same task
         if name not in TASKS:
             raise ModelError(f"mcq-signal-oracle knows the VoxParadox-lite tasks ({', '.join(TASKS)}), not {task!r}",
                              prompt.clip_id)

@@ -53,6 +53,13 @@ BUILDER_VERSION = "3"  # 3: log2/log10/pow by the C library (the same bits with 
 TASKS: tuple[str, ...] = ("gender", "intonation", "counting", "identity", "pitch", "volume", "speed", "range")
 PATTERN_TASKS: tuple[str, ...] = ("pitch", "volume", "speed", "range")
 SIGNAL_TASKS: tuple[str, ...] = TASKS  # every offline task's label is measured from the signal
+# The VoxParadox release's task names (Hub IHP-Lab/VoxParadox, column task_name) of our eight tasks; the
+# release's age_prediction and emotion_recognition have no offline counterpart here.
+RELEASE_TASKS: dict[str, str] = {
+    "gender": "gender_prediction", "intonation": "intonation_perception", "counting": "total_speaker_counting",
+    "identity": "speaker_identity_recognition", "pitch": "pitch_comparison", "volume": "volume_comparison",
+    "speed": "speed_comparison", "range": "vocal_range_comparison",
+}
 SPLIT_SIZES = {"test": 100, "train": 400}  # items per task (issue: test >= 100, train >= 400)
 
 
