@@ -136,8 +136,8 @@ def compute(run_dir: str | Path) -> dict[str, Any]:
         "prompt_variant": first.get("prompt_variant", "?"), "split": "?", "batch_size": 0, "num_processes": 0,
     }
     n_orig = {c: v.get("original", len(rows[c])) for c, v in old.get("n-samples", {}).items() if c in rows}
-    extra = {k: old[k] for k in ("start_time", "end_time", "total_evaluation_time_seconds", "environment", "dataset", "preflight",
-                                 "model_info") if k in old}
+    extra = {k: old[k] for k in ("start_time", "end_time", "total_evaluation_time_seconds", "environment", "dataset",
+                                 "preflight", "skipped_items", "model_info") if k in old}
     return build_results(rows, run_config=run_config, task_configs=old.get("configs", {}), n_original=n_orig,
                          date=old.get("date"), extra=extra)
 

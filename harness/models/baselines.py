@@ -131,7 +131,8 @@ class MCQSignalOracle(LabelBaseline):
     description = "measures a VoxParadox-lite task's label from the signal (upper bound)"  # harness list-models
 
     def decide(self, prompt: Prompt) -> tuple[str, float]:
-        from vocalgrad_dataset.voxparadox import RELEASE_TASKS, TASKS  # lazy: the DSP stack loads only when used
+        # lazy: the DSP stack loads only when used
+        from vocalgrad_dataset.voxparadox import RELEASE_TASKS, TASKS
         from vocalgrad_dataset.voxparadox.items import measure
 
         task = str(prompt.meta.get("task") or prompt.meta.get("category") or "")
