@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.data import CONFIGS
 from harness.kinds import all_kinds, configs_by_kind, result_kind
+from harness.kinds.base import config_group
 from harness.metrics import MIN_CLUSTERS, Z95, breakdowns, mcnemar, too_few_clusters
 from harness.parsing import row_parser
 from harness.reference import HUMAN_TABLE2, MODEL_DISPLAY, published_stem, reference, table2
@@ -24,7 +25,6 @@ from harness.results import (
     atomic_write_text,
     build_results,
     component_versions,
-    config_group,
     group_metrics,
     read_jsonl,
     task_metrics,

@@ -613,18 +613,11 @@ def dataset_info(source: Any) -> DatasetInfo:
     return {"source": description, "manifest": manifest, "manifest_sha256": digest}
 
 
-REVERSED = "-reversed"  # a time-reversed control's config suffix: its own group, never averaged with forward ones
-
-
-def config_group(kind: Any, config: str) -> str:
-    """The results.json group a config of `kind` is averaged in: the kind's, or "<group>-reversed" for a
-    time-reversed control (VoxParadox's `-reversed` configs)."""
-    return f"{kind.group}{REVERSED}" if str(config).endswith(REVERSED) else str(kind.group)
-
-
 def kind_groups(rows_by_config: Mapping[str, Any], kinds: Mapping[str, Any]) -> dict[str, tuple[dict[str, Any], Any]]:
     """Group name -> (macro summary, kind) for the kinds with a group of their own (MCQ: acc, ala, ala_gap over
     its tasks; conflict: the congruence metrics); reversed controls make a second group of their own."""
+    from harness.kinds.base import config_group
+
     own = {c: config_group(kinds[c], c) for c in rows_by_config if kinds[c].group_metrics is not None}
     out: dict[str, tuple[dict[str, Any], Any]] = {}
     for name in dict.fromkeys(own.values()):

@@ -101,7 +101,7 @@ def test_eval_and_build_show_the_defaults_a_user_asks_about() -> None:
     """Mode, split, source and batch size: the defaults the issue names."""
     harness = dict(_commands(_parser("harness")))
     text = " ".join(harness[("eval",)].format_help().split())
-    for shown in ("score the answer words (default: generate)", "--split {train,test} (default: test)",
+    for shown in ("score the answer words (default: generate)", "--split SPLIT train or test (default: test)",
                   "package.module:Factory (default: the configs' own: claims for -conflict configs, beep for "
                   "beep-*, else vctk)", "halve on out-of-memory (default: 8)"):
         assert shown in text, shown

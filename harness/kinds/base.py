@@ -28,6 +28,7 @@ GRID_ROW_FIELDS: tuple[str, ...] = ("audio", "benchmark_clip_id", "category", "a
                                     "direction", "source_clip_id")
 GRID_SAMPLE_FIELDS: tuple[str, ...] = ("tier", "curve", "direction", "source_clip_id")
 GRID_GROUP = "vocalgrad"  # results.json's group of the nine categories' mean
+REVERSED = "-reversed"  # a time-reversed control's config suffix: its own group, never averaged with forward ones
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,12 @@ class Kind:
     def per_row(self) -> bool:
         """True when each row carries its own question and answer options (multiple choice)."""
         return self.prompt is not None
+
+
+def config_group(kind: Kind, config: str) -> str:
+    """The results.json group a config of `kind` is averaged in: the kind's, or "<group>-reversed" for a
+    time-reversed control (VoxParadox's `-reversed` configs)."""
+    return f"{kind.group}{REVERSED}" if str(config).endswith(REVERSED) else kind.group
 
 
 KINDS: dict[str, Kind] = {}

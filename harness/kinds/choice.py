@@ -22,14 +22,13 @@ from harness.classification import (
     classification_summary,
     classify_prompt,
 )
-from harness.kinds.base import AnswerOptions, Board, Kind, register_kind
+from harness.kinds.base import REVERSED, AnswerOptions, Board, Kind, register_kind
 from harness.mcq import MCQ_FIELDS, mcq_prompt
 from harness.mcq_source import OPTIONAL as MCQ_OPTIONAL
 from harness.mcq_source import REQUIRED as MCQ_REQUIRED
 from harness.mcq_source import MappedMCQSource
 from harness.metrics import mcq_macro, mcq_summary
 from harness.parsing import Vocabulary, mcq_parser_id, mcq_vocabulary
-from harness.results import REVERSED
 from harness.tables import markdown_table, pct
 
 SAMPLE_FIELDS = ("kind", "task", "options", "adversarial", "adversarial_labels", "groups", "source_clip_id")
