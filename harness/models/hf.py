@@ -173,7 +173,11 @@ def family_of_model_type(model_type: str | None, model_id: str) -> FamilySpec:
 def check_model_type(spec: FamilySpec, model_id: str, revision: str | None) -> None:
     """Refuse a checkpoint of another family before loading it (transformers would re-initialise the parts
     that do not match, with only a warning, and every answer would be noise)."""
+    from .released import refuse_released
+
+    refuse_released(model_id)  # by name first: a Hub id needs no download to be refused
     found, want = checkpoint_model_type(model_id, revision), family_model_type(spec)
+    refuse_released(model_id, found)
     if found is not None and found != want:
         raise ModelError(f"{model_id} is a {found!r} checkpoint (config.json model_type), but {spec.name} loads "
                          f"{want!r} checkpoints; use --model hf to pick the family from model_type")
@@ -181,7 +185,12 @@ def check_model_type(spec: FamilySpec, model_id: str, revision: str | None) -> N
 
 def auto_model(model_id: str, *, revision: str | None = None, **kwargs: Any) -> HFAudioLM:
     """`--model hf --model-arg pretrained=PATH_OR_ID`: the family picked from config.json `model_type`."""
-    spec = family_of_model_type(checkpoint_model_type(model_id, revision), model_id)
+    from .released import refuse_released
+
+    refuse_released(model_id)  # by name first: a Hub id needs no download to be refused
+    model_type = checkpoint_model_type(model_id, revision)
+    refuse_released(model_id, model_type)
+    spec = family_of_model_type(model_type, model_id)
     return HFAudioLM(model_id, spec, revision=revision, **kwargs)
 
 
@@ -268,6 +277,9 @@ class HFAudioLM(BaseAudioLM):
         super().__init__(name or model_id, batch_size=batch_size)
         import transformers
 
+        from .released import refuse_released
+
+        refuse_released(model_id)  # before any config or weight is read
         self.spec = get_family(family) if isinstance(family, str) else family
         if not self.spec.batch_invariant and batch_size > 1:
             log.info("%s: one prompt per forward (padding in a batch changes %s's audio features)",

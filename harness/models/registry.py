@@ -195,6 +195,9 @@ def get_entry(name: str) -> ModelEntry:
     entries = registry()
     if name in entries:
         return entries[name]
+    from .released import refuse_released
+
+    refuse_released(name)  # --model IHP-Lab/AF3_PCLM_DPO: what is supported, not "unknown model"
     close = difflib.get_close_matches(name, entries, n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise KeyError(f"unknown model {name!r}{hint} (see `harness list-models`)")
@@ -233,6 +236,9 @@ def resolve_adapter(adapter: str | None) -> str | None:
     (its `adapter/` inside), as an absolute path; anything else is taken as a Hub repo id ("org/name")."""
     if adapter is None:
         return None
+    from .released import refuse_released
+
+    refuse_released(adapter)  # a released repaired checkpoint is no LoRA adapter
     path = Path(adapter).expanduser()
     if not (path.exists() or adapter.startswith((".", "/", "~"))):
         return adapter
