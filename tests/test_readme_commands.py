@@ -392,6 +392,14 @@ SKIP: dict[str, str] = {
     "about an hour of a loaded 2-core CPU",
     "harness eval --model qwen2-audio-7b-instruct --dataset PATH_OR_REPO --out runs/vp --kind mcq --columns "
     "audio=audio,question=question,options=options,answer=answer,adversarial=adversarial,task=task": GPU_MODEL,
+    # docs/published-benchmarks.md: a 7B model and the benchmark from the Hub (tests/test_published_benchmarks.py
+    # runs each config with --model random on fixtures in the published layouts)
+    "harness eval --model qwen2-audio-7b-instruct --configs voxparadox --out runs/voxparadox": GPU_MODEL,
+    "harness eval --model qwen2-audio-7b-instruct --configs mmsu --out runs/mmsu": GPU_MODEL,
+    "harness eval --model qwen2-audio-7b-instruct --configs mmsu-paralinguistic --out runs/mmsu-para": GPU_MODEL,
+    "harness eval --model qwen2-audio-7b-instruct --configs mmau-test-mini --out runs/mmau": GPU_MODEL,
+    "harness eval --model qwen2-audio-7b-instruct --configs mmar --dataset MMAR/MMAR-meta.json --out runs/mmar":
+        GPU_MODEL,
     "python scripts/make_voxparadox_bases.py --verify": "needs espeak-ng; rewrites the vendored base utterances",
     "python scripts/freeze_voxparadox_ids.py --split test": "Whisper on ~1,000 items, an hour on 2 cores; "
     "rewrites the frozen lists",
