@@ -76,7 +76,8 @@ class MappedClassifySource(MappedMCQSource):
     """Classification items of a dataset whose audio and label columns are named by `--columns`; the
     MCQ source's reading (files, folders, Hub, audio decoding, id checks) with the task's labels as options."""
 
-    def __init__(self, dataset: str, split: str, columns: str | Mapping[str, str] | None, *, kind: Any) -> None:
+    def __init__(self, dataset: str, split: str, columns: str | Mapping[str, str] | None, *, kind: Any,
+                 **options: Any) -> None:
         from pathlib import Path
 
         from harness.meld import is_meld_layout, meld_items
@@ -91,7 +92,7 @@ class MappedClassifySource(MappedMCQSource):
             self._preloaded = None
         mapping = parse_columns(columns) if isinstance(columns, str) else dict(columns)
         self._labels: list[str] = []
-        super().__init__(dataset, split, mapping, kind=kind)
+        super().__init__(dataset, split, mapping, kind=kind, **options)  # options: hub_config, where
 
     def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
         """(where, index, row) of every row: the MELD layout's preloaded items, local files or a Hub copy."""

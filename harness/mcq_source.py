@@ -200,13 +200,14 @@ class MappedMCQSource:
         return unique_ids(items)
 
     def _wanted(self, row: Mapping[str, Any]) -> bool:
-        """True when the row passes the filter (every named column holds one of its accepted values)."""
+        """True when the row passes the filter: every named column holds one of its accepted values (any case,
+        surrounding spaces ignored: "Paralinguistics" is "paralinguistics")."""
         for column, accepted in self.where.items():
             if column not in row:
                 raise ValueError(f"{self.root}: filter column {column!r} is not a column "
                                  f"(columns: {', '.join(map(str, row))})")
             values = accepted if isinstance(accepted, list) else [accepted]
-            if str(row[column]) not in {str(v) for v in values}:
+            if str(row[column]).strip().lower() not in {str(v).strip().lower() for v in values}:
                 return False
         return True
 

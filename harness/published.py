@@ -69,21 +69,9 @@ class PublishedSource(MappedMCQSource):
         text = ",".join(f"{k}={v}" for k, v in params["columns"].items())
         columns = parse_column_map(text, f"{config.decl.file}: params: columns", REQUIRED, OPTIONAL)
         self.benchmark = str(config)
-        self.where_ci = {k: [str(v).lower() for v in (w if isinstance(w, list) else [w])]
-                         for k, w in (params.get("where") or {}).items()}
         super().__init__(dataset or params["hub"], split or params["split"], columns, kind=task_kind(config),
                          hub_config=params.get("hub_config"), where=params.get("where"))
         self.description = f"{self.benchmark}:{dataset or params['hub']} ({self.split})"
-
-    def _wanted(self, row: Mapping[str, Any]) -> bool:
-        """True when every filter column holds one of its accepted values (any case: "Paralinguistics")."""
-        for column, accepted in self.where_ci.items():
-            if column not in row:
-                raise ValueError(f"{self.root}: {self.benchmark}'s filter column {column!r} is not a column "
-                                 f"(columns: {', '.join(map(str, row))})")
-            if str(row[column]).strip().lower() not in accepted:
-                return False
-        return True
 
     def config_names(self, names: Sequence[str] | None) -> list[str]:
         """The benchmark's name stands for every task it has (its task column)."""

@@ -71,6 +71,8 @@ class RowSettings(SourceSettings):
     dataset: str | None = None  # a Parquet build or published-release directory instead of generating
     kind: str | None = None  # a task kind: --dataset is a foreign dataset mapped onto its row fields
     columns: str | None = None  # "field=COL,..." of that --dataset (a kind's fields; MELD's layout needs none)
+    hub_config: str | None = None  # the Hub dataset's configuration (datasets' `name`) of a mapped --dataset
+    where: str | None = None  # "COLUMN=V1|V2,...": only the mapped rows whose columns hold one of the values
 
     def open_rows(self, configs: Sequence[str] = ()) -> Any:
         """The harness.data.RowSource these settings name; with no --source, the one `configs` default to
@@ -79,13 +81,16 @@ class RowSettings(SourceSettings):
 
         published = published_source(configs, self.dataset, self.split)
         if published is not None:
-            if self.kind is not None or self.columns is not None:
-                raise ValueError(f"--configs {published.benchmark} declares its columns: drop --kind / --columns")
+            if any(v is not None for v in (self.kind, self.columns, self.hub_config, self.where)):
+                raise ValueError(f"--configs {published.benchmark} declares its columns, filter and Hub "
+                                 "configuration: drop --kind / --columns / --where / --hub-config")
             self.split = published.split
             return published
         self.split = self.split or "test"
         if self.kind is not None or self.columns is not None:
             return self._mapped_rows()
+        if self.where is not None or self.hub_config is not None:
+            raise ValueError("--where and --hub-config narrow a mapped --dataset: give --kind and --columns too")
         if self.split not in GENERATOR_SPLITS:
             raise ValueError(f"--split {self.split}: VocalGrad's builds and generator have the splits "
                              f"{' and '.join(GENERATOR_SPLITS)} (any split name is for --kind/--columns or a "
@@ -112,7 +117,22 @@ class RowSettings(SourceSettings):
                              f"{', '.join(k.name for k in _mapped_kinds())})")
         if self.dataset is None:
             raise ValueError(f"--kind {kind.name} maps the columns of --dataset PATH_OR_REPO: give --dataset too")
-        return kind.mapped_source(self.dataset, self.split, self.columns)
+        extra = {k: v for k, v in (("hub_config", self.hub_config), ("where", parse_where(self.where)))
+                 if v is not None}
+        return kind.mapped_source(self.dataset, self.split, self.columns, **extra)
+
+
+def parse_where(text: str | None) -> dict[str, list[str]] | None:
+    """--where "COLUMN=V1|V2,COLUMN2=V" as {column: accepted values}; None when not given."""
+    if text is None:
+        return None
+    out: dict[str, list[str]] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        column, sep, values = (x.strip() for x in part.partition("="))
+        if not sep or not column or not values:
+            raise ValueError(f"--where: expected COLUMN=VALUE[|VALUE...], got {part!r}")
+        out[column] = [v.strip() for v in values.split("|")]
+    return out
 
 
 def _mapped_kinds() -> list[Any]:
@@ -145,7 +165,7 @@ def settings_record(settings: Any) -> dict[str, Any]:
     from harness.redact import redact
 
     out = dataclasses.asdict(settings)
-    for name in ("kind", "columns"):  # only a run of a mapped dataset has these to record
+    for name in ("kind", "columns", "hub_config", "where"):  # only a run of a mapped dataset has these to record
         if out.get(name, "") is None:
             del out[name]
     if isinstance(out.get("model_args"), dict):
@@ -294,5 +314,9 @@ def add_row_arguments(p: argparse.ArgumentParser, *, split_required: bool = Fals
                    help="the task kind a foreign --dataset is read as: " + kind_fields_help())
     g.add_argument("--columns", default=None, metavar="FIELD=COLUMN,...",
                    help="which --dataset column holds each of the kind's fields (a MELD-layout folder needs none)")
+    g.add_argument("--where", default=None, metavar="COLUMN=VALUE[|VALUE...],...",
+                   help="a mapped --dataset: only the rows whose columns hold one of the values (a subset filter)")
+    g.add_argument("--hub-config", default=None, metavar="NAME",
+                   help="a mapped --dataset read from the Hub: its configuration (subset) name")
     g.add_argument("--mcq-columns", default=None, metavar="FIELD=COLUMN,...", help=argparse.SUPPRESS)
     g.add_argument("--task-kind", default=None, help=argparse.SUPPRESS)  # both: one release as aliases

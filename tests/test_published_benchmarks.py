@@ -199,3 +199,37 @@ def test_a_published_benchmark_runs_alone(tmp_path: Path, release: Path, capsys:
     assert harness(["eval", "--model", "random", "--configs", "voxparadox,mmar", "--dataset", str(release),
                     "--out", str(tmp_path / "r")]) != 0
     assert "runs alone" in capsys.readouterr().err
+
+
+def test_hub_copy_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lite: list[dict[str, Any]]) -> None:
+    import datasets
+
+    file = write_parquet(lite[:4], tmp_path / "hub.parquet")
+    asked: list[tuple[Any, ...]] = []
+
+    def load_dataset(path: str, name: str | None = None, *, split: str) -> Any:
+        asked.append((path, name, split))
+        return datasets.Dataset.from_parquet(str(file))
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    code, res = _eval(tmp_path, "--model", "random", "--configs", "voxparadox")
+    assert code == 0 and asked == [("IHP-Lab/VoxParadox", None, "test")]  # the declared id and split
+    assert sum(v["effective"] for v in res["n-samples"].values()) == 4
+
+
+def test_where_and_hub_config_narrow_a_mapped_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    file = write_parquet(mmsu_rows(2), tmp_path / "hub.parquet")
+    asked: list[tuple[Any, ...]] = []
+
+    def load_dataset(path: str, name: str | None = None, *, split: str) -> Any:
+        asked.append((path, name, split))
+        return datasets.Dataset.from_parquet(str(file))
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    columns = "audio=audio,question=question,options=choice_a+choice_b+choice_c+choice_d,answer=answer_gt,task=task_name"
+    code, res = _eval(tmp_path, "--model", "random", "--dataset", "org/some-benchmark", "--kind", "mcq", "--columns",
+                      columns, "--split", "validation", "--hub-config", "en", "--where", "category=Reasoning|other")
+    assert code == 0 and asked == [("org/some-benchmark", "en", "validation")]
+    assert list(res["results"]) == ["placeholder_semantics"] and res["config"]["split"] == "validation"

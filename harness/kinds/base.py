@@ -80,7 +80,7 @@ class Kind:
     probe_word: Callable[[Mapping[str, Any]], str | None] | None = None
     buttons: Callable[[Mapping[str, Any]], list[dict[str, str]]] | None = None  # {"label", "text"} per button
     columns: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # (required, optional) mapped fields
-    mapped_source: Callable[[str, str, Any], Any] | None = None
+    mapped_source: Callable[..., Any] | None = None  # (dataset, split, columns, *, hub_config=, where=)
     claims: bool = False  # rows carry a claim the words make (lexical conflict): DPO may reject it
     confusion: bool = False  # the report draws a confusion matrix over each config's label set
 

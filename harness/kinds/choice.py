@@ -141,12 +141,12 @@ def item_buttons(row: Mapping[str, Any]) -> list[dict[str, str]]:
     return [{"label": o, "text": f"{letter}. {o}"} for letter, o in zip(letters, row["options"], strict=True)]
 
 
-def _mcq_source(dataset: str, split: str, columns: Any) -> MappedMCQSource:
-    return MappedMCQSource(dataset, split, columns, kind=MCQ)
+def _mcq_source(dataset: str, split: str, columns: Any, **options: Any) -> MappedMCQSource:
+    return MappedMCQSource(dataset, split, columns, kind=MCQ, **options)  # options: hub_config, where
 
 
-def _classify_source(dataset: str, split: str, columns: Any) -> MappedClassifySource:
-    return MappedClassifySource(dataset, split, columns, kind=CLASSIFY)
+def _classify_source(dataset: str, split: str, columns: Any, **options: Any) -> MappedClassifySource:
+    return MappedClassifySource(dataset, split, columns, kind=CLASSIFY, **options)
 
 
 CHOICE_VARIANTS = ("default", "audio_first")
