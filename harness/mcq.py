@@ -28,7 +28,8 @@ def strip_letters(options: Sequence[str]) -> list[str]:
     """The options without their printed letters, when every option carries its own letter in order ("A. x",
     "(B) y"); else unchanged (an option that merely starts with a capital letter keeps it)."""
     matches = [LETTER_PREFIX.match(o) for o in options]
-    if options and all(m and (m[1] or m[2]) == LETTERS[i] for i, m in enumerate(matches)):
+    if options and all(m and (m[1] or m[2]) == LETTERS[i] and o[m.end():].strip()
+                       for i, (o, m) in enumerate(zip(options, matches, strict=True))):
         return [o[m.end():].strip() for o, m in zip(options, matches, strict=True) if m]
     return list(options)
 

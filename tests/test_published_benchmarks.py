@@ -108,6 +108,7 @@ def test_a_comma_inside_one_option_is_one_label() -> None:
     ('["two", "three"]', ["two", "three"]),  # MMAU: a JSON string list
     (["A cat", "B dog"], ["A cat", "B dog"]),  # a capital letter that is no printed letter stays
     (["B. one", "A. two"], ["B. one", "A. two"]),  # letters out of order: not the options' own
+    (["A.", "B."], ["A.", "B."]),  # nothing after the letters: kept as they are
 ])  # fmt: skip
 def test_printed_letters_are_stripped(options: Any, expected: list[str]) -> None:
     assert option_list(options, "fixture") == expected
@@ -180,10 +181,12 @@ def test_mmau_json_string_choices(tmp_path: Path) -> None:
     assert set(res["metrics"]["speech"]["by_group"]["difficulty"]) == {"easy", "medium"}
 
 
-def test_reversed_controls_have_their_own_macro(tmp_path: Path) -> None:
+def test_reversed_controls_have_their_own_macro(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, res = _eval(tmp_path, "--model", "random", "--configs", "voxparadox-gender,voxparadox-gender-reversed",
                       "--limit", "6")
     assert code == 0
+    out = capsys.readouterr().out
+    assert "macro mean: mcq (1 configs)" in out and "macro mean: mcq-reversed (1 configs)" in out
     assert res["group_metrics"]["mcq"]["configs"] == ["voxparadox-gender"]
     assert res["group_metrics"]["mcq-reversed"]["configs"] == ["voxparadox-gender-reversed"]
     harness(["report", str(tmp_path / "run"), "--no-figures"])
@@ -233,3 +236,13 @@ def test_where_and_hub_config_narrow_a_mapped_dataset(tmp_path: Path, monkeypatc
                       columns, "--split", "validation", "--hub-config", "en", "--where", "category=Reasoning|other")
     assert code == 0 and asked == [("org/some-benchmark", "en", "validation")]
     assert list(res["results"]) == ["placeholder_semantics"] and res["config"]["split"] == "validation"
+
+
+def test_the_issue_command_maps_the_release_layout(tmp_path: Path, release: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The command the issue tried, on a release-shaped folder (the deprecated alias included)."""
+    columns = ("audio=audio,question=question,options=choice_a+choice_b+choice_c+choice_d,answer=answer_gt,"
+               "adversarial=adversarial_labels,task=task_name,id=id")
+    code, res = _eval(tmp_path, "--model", "random", "--dataset", str(release), "--mcq-columns", columns)
+    assert code == 0 and len(res["results"]) == 10 and res["group_metrics"]["mcq"]["n_configs"] == 10
+    assert "macro mean: mcq (10 configs)" in capsys.readouterr().out
