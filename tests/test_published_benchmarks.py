@@ -246,3 +246,10 @@ def test_the_issue_command_maps_the_release_layout(tmp_path: Path, release: Path
     code, res = _eval(tmp_path, "--model", "random", "--dataset", str(release), "--mcq-columns", columns)
     assert code == 0 and len(res["results"]) == 10 and res["group_metrics"]["mcq"]["n_configs"] == 10
     assert "macro mean: mcq (10 configs)" in capsys.readouterr().out
+
+
+def test_a_published_config_is_not_built_here(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vocalgrad_dataset.cli import main as dataset_cli
+
+    assert dataset_cli(["build", "--config", "mmar", "--split", "test", "--out", str(tmp_path / "b")]) != 0
+    assert "'mmar' (published) is read from its own dataset, not built here" in capsys.readouterr().err

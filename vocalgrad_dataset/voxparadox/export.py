@@ -56,10 +56,20 @@ def item_row(item: Item, config: str) -> dict[str, Any]:
             "bases": list(item.bases), "duration_sec": len(item.audio) / SR}
 
 
+def lite_params(config: str) -> Any:
+    """A VoxParadox-lite config's params (its `task`); a declared config without one (a published benchmark
+    read from its own dataset) is one line saying so."""
+    resolved = task_config(config)
+    if "task" not in resolved.params:
+        raise ValueError(f"config {config!r} ({resolved.family}) is read from its own dataset, not built here: "
+                         f"harness eval --configs {config} [--dataset PATH] (docs/published-benchmarks.md)")
+    return resolved.params
+
+
 def config_items(config: str, split: str, n: int | None = None) -> list[Item]:
     """A config's items of a split (the reversed control reverses the built items), checked against the
     frozen ids when the full split is built."""
-    params = task_config(config).params
+    params = lite_params(config)
     items = build_items(str(params["task"]), split, n)
     if params.get("reversed"):
         items = [reverse_item(i) for i in items]
@@ -77,7 +87,7 @@ def config_items(config: str, split: str, n: int | None = None) -> list[Item]:
 def config_item_ids(config: str, split: str) -> list[str]:
     """A config's item ids of a split in build order, without building audio (the frozen list; without one,
     the built items' ids)."""
-    params = task_config(config).params
+    params = lite_params(config)
     suffix = "-rev" if params.get("reversed") else ""
     frozen = frozen_ids(str(params["task"]), split)
     if frozen is None:
@@ -89,7 +99,7 @@ def iter_config_items(config: str, split: str, ids: Collection[str] | None = Non
     """The items of a config's split that `ids` names (None: all), in build order, built in memory exactly as
     `build_voxparadox` writes them: each is checked against its frozen PCM sha256, so a row served without a
     build is the row of a build (the signal measurement the build repeats is what chose the frozen items)."""
-    params = task_config(config).params
+    params = lite_params(config)
     task, rev = str(params["task"]), bool(params.get("reversed"))
     frozen = frozen_entries(task, split)
     if frozen is None:  # no frozen list (a new task): the checked build, then the wanted items
