@@ -253,3 +253,43 @@ def test_a_published_config_is_not_built_here(tmp_path: Path, capsys: pytest.Cap
 
     assert dataset_cli(["build", "--config", "mmar", "--split", "test", "--out", str(tmp_path / "b")]) != 0
     assert "'mmar' (published) is read from its own dataset, not built here" in capsys.readouterr().err
+
+
+def _layout(name: str, root: Path) -> tuple[Path, dict[str, list[int]]]:
+    """A fixture of one benchmark, and each task's option counts (the analytic chance, by hand)."""
+    if name == "mmsu-paralinguistic":
+        rows = mmsu_rows(4)
+        write_parquet(rows, root / "train" / "0000.parquet")
+        rows = [r for r in rows if r["sub-category"] == "paralinguistics"]
+        return root, _counts([(r["task_name"], [r[f"choice_{c}"] for c in "abcd" if r[f"choice_{c}"]]) for r in rows])
+    if name == "mmau-test-mini":
+        rows = mmau_rows(4)
+        write_parquet(rows, root / "data" / "test_mini-00000-of-00001.parquet")
+        return root, _counts([(r["task"], json.loads(r["choices"])) for r in rows])
+    folder = mmar_folder(root, 4, unmatched=0)
+    meta = json.loads((folder / "MMAR-meta.json").read_text())
+    return folder / "MMAR-meta.json", _counts([(r["modality"], r["choices"]) for r in meta])
+
+
+def _counts(items: list[tuple[str, list[str]]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for task, options in items:
+        out.setdefault(task, []).append(len(options))
+    return out
+
+
+@pytest.mark.parametrize("name", ["mmsu-paralinguistic", "mmau-test-mini", "mmar"])
+def test_random_lands_on_analytic_chance(tmp_path: Path, name: str) -> None:
+    data, counts = _layout(name, tmp_path / "data")
+    code, res = _eval(tmp_path, "--model", "random", "--configs", name, "--dataset", str(data))
+    chance = sum(sum(1 / n for n in ns) / len(ns) for ns in counts.values()) / len(counts)
+    macro = res["group_metrics"]["mcq"]
+    assert code == 0 and sorted(res["results"]) == sorted(counts)
+    assert macro["acc_ci_low"] <= chance <= macro["acc_ci_high"]
+
+
+def test_signal_oracle_on_mmsu_paralinguistic(tmp_path: Path) -> None:
+    data, _counts_ = _layout("mmsu-paralinguistic", tmp_path / "data")
+    code, res = _eval(tmp_path, "--model", "mcq-signal-oracle", "--configs", "mmsu-paralinguistic", "--dataset",
+                      str(data))
+    assert code == 0 and res["group_metrics"]["mcq"]["acc"] >= 0.95
