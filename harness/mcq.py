@@ -138,17 +138,18 @@ def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str, *, kind: 
     }  # fmt: skip
 
 
-def mcq_text(question: str, options: Sequence[str]) -> str:
-    """The question, its lettered options one per line, and the answer instruction."""
+def mcq_text(question: str, options: Sequence[str], instruction: str | None = None) -> str:
+    """The question, its lettered options one per line, and the answer instruction (ours unless the item's
+    benchmark declares its own)."""
     lines = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
-    return f"{question}\n\n{lines}\n\n{ANSWER_INSTRUCTION}"
+    return f"{question}\n\n{lines}\n\n{instruction or ANSWER_INSTRUCTION}"
 
 
 def mcq_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
     """The Prompt of one MCQ row (text before audio unless the variant is audio_first) and its vocabulary."""
     vocab = mcq_vocabulary(row["options"])
     audio = input_clip(row)
-    text = mcq_text(row["question"], row["options"])
+    text = mcq_text(row["question"], row["options"], row.get("instruction"))
     segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)
     # Baselines read these; y_true and y_adv are deliberately absent.
     meta = {"category": row["category"], "task": row.get("task"), "question": row["question"],

@@ -3,8 +3,10 @@
 A declaration of family `published` (vocalgrad_dataset/data/tasks/<benchmark>.yaml) names, under `params`, the
 Hub dataset id (`hub`, with an optional Hub configuration `hub_config`) and `split`, the column map
 (`columns`: the `--columns` fields; `options: choice_a+choice_b+...` joins option columns), a row filter
-(`where`: column -> accepted values, compared case-insensitively), and the columns whose breakdown results.json
-and the report show (`columns.groups`). `harness eval --configs voxparadox` reads the Hub copy;
+(`where`: column -> accepted values, compared case-insensitively), the columns whose breakdown results.json
+and the report show (`columns.groups`), and the benchmark's own answer instruction where it publishes one
+(`instruction`: the prompt's last line instead of ours; none is declared until its text is checked against
+the benchmark's published code). `harness eval --configs voxparadox` reads the Hub copy;
 `--dataset PATH` reads a local copy instead (a folder of Parquet or JSON Lines / JSON / CSV files, or one such
 file; a JSON array such as MMAR-meta.json with audio paths relative to it). The run's configs are the
 benchmark's tasks (its task column), scored as any multiple-choice run: GT accuracy, ALA and Δ per task with
@@ -19,7 +21,7 @@ from typing import Any
 from harness.mcq_source import MappedMCQSource
 
 FAMILY = "published"  # the declarations' family: a published benchmark read through its column map
-PARAMS = ("hub", "hub_config", "split", "columns", "where", "release", "notes")
+PARAMS = ("hub", "hub_config", "split", "columns", "where", "instruction", "release", "notes")
 
 
 def published_config(name: str) -> Any:
@@ -69,9 +71,15 @@ class PublishedSource(MappedMCQSource):
         text = ",".join(f"{k}={v}" for k, v in params["columns"].items())
         columns = parse_column_map(text, f"{config.decl.file}: params: columns", REQUIRED, OPTIONAL)
         self.benchmark = str(config)
+        self.instruction = params.get("instruction")  # the benchmark's own answer instruction, where declared
         super().__init__(dataset or params["hub"], split or params["split"], columns, kind=task_kind(config),
                          hub_config=params.get("hub_config"), where=params.get("where"))
         self.description = f"{self.benchmark}:{dataset or params['hub']} ({self.split})"
+
+    def _item(self, where: str, index: int, row: Mapping[str, Any]) -> dict[str, Any]:
+        """One item, with the declared answer instruction (the prompt's last line) when there is one."""
+        item = super()._item(where, index, row)
+        return {**item, "instruction": self.instruction} if self.instruction else item
 
     def config_names(self, names: Sequence[str] | None) -> list[str]:
         """The benchmark's name stands for every task it has (its task column)."""

@@ -293,3 +293,21 @@ def test_signal_oracle_on_mmsu_paralinguistic(tmp_path: Path) -> None:
     code, res = _eval(tmp_path, "--model", "mcq-signal-oracle", "--configs", "mmsu-paralinguistic", "--dataset",
                       str(data))
     assert code == 0 and res["group_metrics"]["mcq"]["acc"] >= 0.95
+
+
+def test_a_declared_instruction_ends_the_prompt(tmp_path: Path, lite: list[dict[str, Any]]) -> None:
+    from harness.mcq import ANSWER_INSTRUCTION, mcq_prompt
+    from harness.published import PublishedSource
+    from vocalgrad_dataset.tasks import TaskConfig, TaskDecl, resolve
+
+    declared = resolve("voxparadox")
+    said = "Reply with A, B, C or D only."
+    decl = TaskDecl(file="fixture.yaml", task="fixture-bench", family=declared.family, kind=declared.kind,
+                    params={**declared.params, "instruction": said})
+    root = voxparadox_release(tmp_path / "vp", lite[:2])
+    for config, last in ((TaskConfig("fixture-bench", decl), said), (declared, ANSWER_INSTRUCTION)):
+        source = PublishedSource(config, str(root), None)
+        task = source.config_names(None)[0]
+        row = next(iter(source.rows(task, source.units(task))))
+        prompt, _vocab = mcq_prompt(row, None)
+        assert next(s for s in prompt.segments if isinstance(s, str)).endswith(f"\n\n{last}")
