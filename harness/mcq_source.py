@@ -255,7 +255,16 @@ class MappedMCQSource:
         if not files:
             raise ValueError(f"{self.root}: no data files (give a folder of .parquet, .jsonl, .json or .csv files, "
                              "or one such file)")
-        return [(str(f), i, r) for f in files for i, r in enumerate(_read_table(f))]
+        return [(str(f), i, self._folder_audio(f, r)) for f in files for i, r in enumerate(_read_table(f))]
+
+    def _folder_audio(self, file: Path, row: dict[str, Any]) -> dict[str, Any]:
+        """A Hub audio folder's metadata row (metadata.jsonl / .csv beside the clips): its `file_name`, relative
+        to the metadata file, becomes the `audio` column, as `datasets` reads such a folder."""
+        if file.stem != "metadata" or "audio" in row or not isinstance(row.get("file_name"), str):
+            return row
+        base = self.root if self.root.is_dir() else self.root.parent
+        folder = file.parent.relative_to(base)
+        return {**row, "audio": {"bytes": None, "path": (folder / row["file_name"]).as_posix()}}
 
     def _prepare(self, raw: list[tuple[str, int, dict[str, Any]]]) -> None:
         """What needs every row before one item is made (a classification's label sets); nothing here."""

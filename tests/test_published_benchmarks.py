@@ -311,3 +311,12 @@ def test_a_declared_instruction_ends_the_prompt(tmp_path: Path, lite: list[dict[
         row = next(iter(source.rows(task, source.units(task))))
         prompt, _vocab = mcq_prompt(row, None)
         assert next(s for s in prompt.segments if isinstance(s, str)).endswith(f"\n\n{last}")
+
+
+def test_mmsu_audio_folder_layout(tmp_path: Path) -> None:
+    from tests.helpers.published import mmsu_audiofolder
+
+    root = mmsu_audiofolder(tmp_path / "MMSU", 2)
+    code, res = _eval(tmp_path, "--model", "random", "--configs", "mmsu", "--dataset", str(root))
+    assert code == 0 and res["skipped_items"] == []
+    assert sum(v["effective"] for v in res["n-samples"].values()) == 6  # gender, pitch and semantics: 2 each

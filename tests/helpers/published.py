@@ -126,3 +126,17 @@ def mmar_folder(root: Path, per_task: int, *, unmatched: int = 1) -> Path:
     (root / "MMAR-meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     (root / "NOT_THE_REAL_DATA.txt").write_text(NOTICE, encoding="utf-8")
     return root
+
+
+def mmsu_audiofolder(root: Path, per_task: int) -> Path:
+    """MMSU as the Hub's audio-folder layout: train/metadata.jsonl (file_name relative to it) beside the clips."""
+    folder = root / "train"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for r in mmsu_rows(per_task):
+        name = f"{r['id']}.wav"
+        (folder / name).write_bytes(r["audio"]["bytes"])
+        lines.append(json.dumps({"file_name": name, **{k: v for k, v in r.items() if k != "audio"}}))
+    (folder / "metadata.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "NOT_THE_REAL_DATA.txt").write_text(NOTICE, encoding="utf-8")
+    return root
