@@ -320,7 +320,8 @@ def error_summary(rows_by_config: Mapping[str, list[Mapping[str, Any]]], max_rat
     if not total or len(failed) / total <= max_rate:
         return None
     config, first = failed[0]
-    return (f"{len(failed)} of {total} rows are errors or skipped items ({100 * len(failed) / total:.1f} % > "
+    what = "errors or skipped items" if skipped else "errors"
+    return (f"{len(failed)} of {total} rows are {what} ({100 * len(failed) / total:.1f} % > "
             f"{100 * max_rate:g} %); first: {config} {first.get('benchmark_clip_id')}: {first.get('error')}")
 
 
