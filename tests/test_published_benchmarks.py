@@ -320,3 +320,28 @@ def test_mmsu_audio_folder_layout(tmp_path: Path) -> None:
     code, res = _eval(tmp_path, "--model", "random", "--configs", "mmsu", "--dataset", str(root))
     assert code == 0 and res["skipped_items"] == []
     assert sum(v["effective"] for v in res["n-samples"].values()) == 6  # gender, pitch and semantics: 2 each
+
+
+def test_a_run_counts_either_of_two_adversarial_labels(tmp_path: Path, lite: list[dict[str, Any]]) -> None:
+    """End to end on the release layout: vocal-range items with two adversarial labels ("x, y", as the project
+    page's example); a model answering the second label of each has ALA 1 and GT 0."""
+    from harness.models.baselines import LabelBaseline
+    from harness.runner import EvalSettings, run_eval
+
+    rows = []
+    for r in (r for r in lite if r["task_name"] == "vocal_range_comparison"):
+        options = [r[f"choice_{c}"] for c in "abcd" if r[f"choice_{c}"]]
+        second = next(o for o in options if o not in (r["answer_gt"], r["adversarial_labels"]))
+        rows.append({**r, "adversarial_labels": f"{r['adversarial_labels']}, {second}"})
+    seconds = {r["question"] + r["id"]: r["adversarial_labels"].split(", ")[1] for r in rows}
+
+    class SecondLabel(LabelBaseline):
+        def decide(self, prompt: Any) -> tuple[str, float]:
+            return next(v for k, v in seconds.items() if k.endswith(prompt.clip_id)), 1.0
+
+    root = voxparadox_release(tmp_path / "vp", rows)
+    run_eval(EvalSettings("second-label", ["voxparadox"], str(tmp_path / "run"), dataset=str(root), split=None,
+                          preflight=False), model=SecondLabel("second-label"))
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    metrics = res["metrics"]["vocal_range_comparison"]
+    assert metrics["n"] == len(rows) and metrics["ala"] == 1.0 and metrics["acc"] == 0.0
