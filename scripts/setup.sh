@@ -23,7 +23,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,listen,tiny-models]'
   touch "$stamp"
 fi
-# Installed apart from .venv, each into its own folder, for the one test that needs it: lmms-eval pulls CUDA-only
+# Installed apart from .venv, each into its own folder, for the tests that need it: lm-eval needs transformers 4
+# (its package is never imported; tests read its utils.py and result_schema.py by path), lmms-eval pulls CUDA-only
 # torchvision (tests/test_export_lmms.py loads our exported task folder with its own task loader) and wandb
 # brings protobuf 7, which must not load beside transformers (tests/test_tracking.py runs it in its own process).
 apart() {  # apart FOLDER PACKAGE==VERSION...: pip install --no-deps into .extras/FOLDER when missing
@@ -33,4 +34,5 @@ apart() {  # apart FOLDER PACKAGE==VERSION...: pip install --no-deps into .extra
 }
 apart lmms-eval lmms-eval==0.7.3 loguru==0.7.3 portalocker==4.4.2 pytz==2026.6 sacrebleu==2.6.0 tabulate==0.10.0 \
   tenacity==9.2.1 lxml==6.2.1
+apart lm-eval lm-eval==0.4.13  # its sample schema and make_table, loaded by file path (tests/test_lm_eval_samples.py)
 apart wandb wandb==0.31.0 protobuf==7.36.2 sentry-sdk==3.0.0 gitpython==3.2.1 gitdb==4.0.12 smmap==5.0.3
