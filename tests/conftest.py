@@ -40,3 +40,12 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def shims(tmp_path):
+    """The fake Kimi-Audio, MiMo-Audio and Step-Audio 2 runtimes importable under their modules' names
+    (tests/helpers/runtime_finetune.installed); the folder of the import shims."""
+    from tests.helpers.runtime_finetune import installed
+
+    yield from installed(tmp_path)

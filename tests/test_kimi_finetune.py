@@ -25,7 +25,6 @@ from harness.models.registry import get_model
 from tests.helpers import fake_runtimes
 from tests.helpers.runtime_finetune import (
     cli_args,
-    installed,
     kill_9_and_resume,
     losses,
     training_prompts,
@@ -35,11 +34,6 @@ from tests.helpers.runtime_finetune import (
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 QUESTION = 'Does the volume increase or decrease over time?\n\nAnswer with only one word: "increase" or "decrease".'
 SPECIALS = fake_runtimes.KIMI_SPECIALS
-
-
-@pytest.fixture
-def shims(tmp_path: Path):
-    yield from installed(tmp_path)
 
 
 def word_id(word: str) -> int:

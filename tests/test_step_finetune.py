@@ -26,7 +26,6 @@ from harness.models.registry import get_model
 from tests.helpers import fake_runtimes
 from tests.helpers.runtime_finetune import (
     cli_args,
-    installed,
     kill_9_and_resume,
     losses,
     training_prompts,
@@ -36,11 +35,6 @@ from tests.helpers.runtime_finetune import (
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 QUESTION = "Does the volume increase or decrease over time?"
 SPECIALS = fake_runtimes.STEP_SPECIALS
-
-
-@pytest.fixture
-def shims(tmp_path: Path):
-    yield from installed(tmp_path)
 
 
 def word_id(word: str) -> int:
