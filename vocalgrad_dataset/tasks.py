@@ -302,8 +302,9 @@ def declared_names() -> list[str]:
 
 
 def registry_key() -> tuple[int, ...]:
-    """Which categories are registered (a plugin category makes new config names): the memo key of a resolution."""
-    load_plugin_categories()
+    """Which categories are registered (a plugin category makes new config names): the memo key of a resolution.
+    Cheap on purpose (it is asked on every resolution, per row on some paths): plugins load where names are
+    listed (`pattern_categories`) or a category is missed (`get_category`), not here."""
     return tuple(map(id, CATEGORY_REGISTRY.values()))
 
 

@@ -15,6 +15,7 @@ repository registers its module under the `vocalgrad.kinds` entry point (docs/ad
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,6 +130,7 @@ def get_kind(name: str) -> Kind:
     raise ValueError(f"unknown task kind {name!r}{hint} (kinds: {', '.join(KINDS)})")
 
 
+@functools.cache  # scanning the installed packages' entry points costs milliseconds: once per process
 def load_plugin_kinds() -> None:
     """Import every installed `vocalgrad.kinds` entry point (a module, or a Kind, that registers itself)."""
     from vocalgrad_dataset.plugins import entry_point_objects
