@@ -73,4 +73,4 @@ class Item:
 
 def sample_row(item: Item, base: SampleRow) -> SampleRow:
     """The samples row of an answered item: `base` (its fixed fields, in the file's key order) with the answer."""
-    return {**base, **{k: v for k, v in item.answer().items() if k in base}}
+    return {**base, **item.answer()}  # every answer field is already a key of base: the order stays the file's

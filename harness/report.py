@@ -181,10 +181,6 @@ def protocol_note(results: Mapping[str, Any]) -> str | None:
     return "not the paper's protocol: " + "; ".join(map(str, items)) if items else None
 
 
-def _ci(s: Mapping[str, Any], name: str) -> str:
-    return f"{pct(s.get(name))} [{pct(s.get(f'{name}_ci_low'))}, {pct(s.get(f'{name}_ci_high'))}]"
-
-
 def kind_metrics(results: Mapping[str, Any], kind: Any) -> dict[str, Any]:
     """The metrics of a run's configs of one kind."""
     return {c: s for c, s in task_metrics(results).items() if result_kind(results, c) is kind}
