@@ -5,7 +5,8 @@ itself was not transcribed: --level signal).
 An item is kept when (1) its label measured from the signal equals its true label and (2) Whisper tiny.en's
 transcript of the built item (the DSP-processed, joined audio, as PCM16: what a model is served) equals the
 item's script after normalize_text (voxparadox.whisper_accepts; so its words assert the adversarial label),
-on every task. Candidates are tried in the builder's order until the split's quota is kept; transcripts are
+on every task. Candidates are tried in the builder's order until the split's quota is kept, no answer more than its
+share (label_cap: gender, intonation, counting and identity balance their labels); transcripts are
 cached in a TSV (id, sha256, transcript; rewritten atomically after every batch), so a stopped run resumes
 where it was. Builds never run this.
 
@@ -19,6 +20,7 @@ import csv
 import functools
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,7 +41,7 @@ from vocalgrad_dataset.voxparadox import (  # noqa: E402
     whisper_accepts,
     word_error_rate,
 )
-from vocalgrad_dataset.voxparadox.items import signal_verified  # noqa: E402
+from vocalgrad_dataset.voxparadox.items import Candidate, label_cap, signal_verified  # noqa: E402
 
 DEFAULT_CACHE = ROOT / "runs" / "voxparadox-freeze" / "transcripts.tsv"
 
@@ -101,8 +103,8 @@ def clips_to_transcribe(item: Item, level: str, base_asr: dict[str, str]) -> lis
     if level == "item":
         return [((item.id, pcm_sha256(item.audio)), served(item.audio))]
     out = []
-    for k, (part, base) in enumerate(zip(item.parts, item.bases, strict=True)):
-        if not (item.task in LEVEL_ONLY or (item.task == "intonation" and k == 0)):
+    for part, base in zip(item.parts, item.bases, strict=True):
+        if item.task not in LEVEL_ONLY:
             out.append(((f"part:{base}", pcm_sha256(part)), served(part)))
     return out
 
@@ -111,8 +113,8 @@ def transcript_of(item: Item, level: str, cache: TranscriptCache, base_asr: dict
     if level == "item":
         return cache.get((item.id, pcm_sha256(item.audio))) or ""
     said = []
-    for k, (part, base) in enumerate(zip(item.parts, item.bases, strict=True)):
-        if item.task in LEVEL_ONLY or (item.task == "intonation" and k == 0):
+    for part, base in zip(item.parts, item.bases, strict=True):
+        if item.task in LEVEL_ONLY:
             said.append(base_asr.get(base, ""))
         else:
             said.append(cache.get((f"part:{base}", pcm_sha256(part))) or "")
@@ -149,42 +151,73 @@ def write_ids(task: str, split: str, lines: list[str]) -> None:
     atomic_write_text(IDS_DIR / f"{task}-{split}.txt", "\n".join(lines) + "\n")
 
 
+class _Freeze:
+    """One task and split being frozen: the kept lines, the pending batch, the answers kept or pending."""
+
+    def __init__(self, task: str, split: str, quota: int, cache: TranscriptCache, whisper: object, batch: int,
+                 level: str, save: Callable[[list[str]], None] | None) -> None:
+        self.task, self.split, self.quota, self.cache, self.whisper = task, split, quota, cache, whisper
+        self.batch, self.level, self.save = batch, level, save
+        self.kept: list[str] = []
+        self.pending: list[Item] = []
+        self.taken = Counter[str]()
+        self.seen: set[str] = set()
+        self.counts = {"tried": 0, "asr_rejected": 0}
+        self.start = time.monotonic()
+
+    def wanted(self, cand: Candidate, cap: int) -> bool:
+        """Each candidate is offered once, and only while its label is under the cap."""
+        if cand.id in self.seen or self.taken[cand.answer] >= cap:
+            return False
+        self.seen.add(cand.id)
+        return True
+
+    def settle(self) -> None:
+        base_asr = base_transcripts()
+        transcribe_missing(self.pending, self.level, self.cache, self.whisper, base_asr)
+        for it in self.pending:
+            line = judge(it, self.level, self.cache, base_asr) if len(self.kept) < self.quota else None
+            if line:
+                self.kept.append(line)
+            else:
+                self.taken[it.answer] -= 1
+                self.counts["asr_rejected"] += 1
+        self.pending.clear()
+        if self.save and self.kept:
+            self.save(self.kept)
+        print(f"{self.task} {self.split}: kept {len(self.kept)}/{self.quota} of {self.counts['tried']} "
+              f"signal-verified candidates ({self.counts['asr_rejected']} rejected by the transcript check), "
+              f"{time.monotonic() - self.start:.0f} s", file=sys.stderr, flush=True)
+
+    def run_pass(self, cap: int, first: int) -> None:
+        for item in signal_verified(self.task, self.split, first, functools.partial(self.wanted, cap=cap)):
+            self.counts["tried"] += 1
+            self.taken[item.answer] += 1
+            self.pending.append(item)
+            if len(self.pending) >= max(1, min(self.batch, self.quota - len(self.kept))):
+                self.settle()
+            if len(self.kept) >= self.quota:
+                break
+        if self.pending:
+            self.settle()
+
+
 def freeze_task(task: str, split: str, quota: int, cache: TranscriptCache, whisper: object, batch: int,
                 level: str = "item", first: int = 0, save: Callable[[list[str]], None] | None = None) -> list[str]:
-    """The kept items' lines (id, sha256, WER), in the builder's order, stopping at `quota`; `save` gets the
-    lines kept so far after every batch (the main run writes them, so a stopped run leaves a valid prefix)."""
-    base_asr = base_transcripts()
-    kept: list[str] = []
-    counts = {"tried": 0, "asr_rejected": 0}
-    pending: list[Item] = []
-    start = time.monotonic()
-
-    def settle() -> None:
-        transcribe_missing(pending, level, cache, whisper, base_asr)
-        for it in pending[: quota - len(kept)]:
-            line = judge(it, level, cache, base_asr)
-            if line:
-                kept.append(line)
-            counts["asr_rejected"] += 0 if line else 1
-        pending.clear()
-        if save and kept:
-            save(kept)
-        print(f"{task} {split}: kept {len(kept)}/{quota} of {counts['tried']} signal-verified candidates "
-              f"({counts['asr_rejected']} rejected by the transcript check), {time.monotonic() - start:.0f} s",
-              file=sys.stderr, flush=True)
-
-    for item in signal_verified(task, split, first):
-        counts["tried"] += 1
-        pending.append(item)
-        if len(pending) >= max(1, min(batch, quota - len(kept))):
-            settle()
-        if len(kept) >= quota:
-            break
-    if pending:
-        settle()
-    if len(kept) < quota:
-        raise SystemExit(f"voxparadox-{task} {split}: only {len(kept)} of {quota} candidates verified")
-    return kept
+    """The kept items' lines (id, sha256, WER), in the builder's order, stopping at `quota`, no answer more than
+    label_cap times; when the candidates run out first, the rest from any label (printed: not balanced). `save`
+    gets the lines kept so far after every batch (the main run writes them, so a stopped run leaves a valid
+    prefix)."""
+    run = _Freeze(task, split, quota, cache, whisper, batch, level, save)
+    balanced = label_cap(task, quota)
+    run.run_pass(balanced, first)
+    if len(run.kept) < quota and balanced < quota:
+        print(f"{task} {split}: balanced candidates ran out at {len(run.kept)} ({dict(run.taken)}); the rest from "
+              "any label", file=sys.stderr, flush=True)
+        run.run_pass(quota, first)
+    if len(run.kept) < quota:
+        raise SystemExit(f"voxparadox-{task} {split}: only {len(run.kept)} of {quota} candidates verified")
+    return run.kept
 
 
 def rehash_task(task: str, split: str) -> list[str]:

@@ -40,19 +40,22 @@ def test_item_rows_are_asked_with_lettered_options_and_reject_a_random_wrong_one
     assert data.train_ids[0] == FIRST_PITCH_TRAIN and len(data.train_ids) == 4
     assert not set(data.train_ids) & set(data.split.val)
     row = data.renderer.row(FIRST_PITCH_TRAIN)
-    assert row["options"] == ["medium-low-high", "medium-high-low", "high-low-medium", "high-medium-low"]
+    # the item's labels (builder 3's, kept by builder 4); its four options come from the build's balanced plan
     assert (row["answer"], row["adversarial"], row["kind"]) == ("high-medium-low", "medium-high-low", "mcq")
+    assert len(row["options"]) == 4 and {row["answer"], row["adversarial"]} <= set(row["options"])
+    letter = {o: "ABCD"[i] for i, o in enumerate(row["options"])}
     assert row["audio"]["sampling_rate"] == 16000 and row["audio"]["array"].shape == (72160,)  # 4.51 s
     task = AnswerTask.of("default", "voxparadox-pitch")
     prompt = task.prompts([row])[0]
     assert prompt.segments[0] == mcq_text(row["question"], row["options"])  # the harness' own MCQ prompt
-    assert prompt.segments[0].splitlines()[2:4] == ["A. medium-low-high", "B. medium-high-low"]
+    assert prompt.segments[0].splitlines()[2:4] == [f"A. {row['options'][0]}", f"B. {row['options'][1]}"]
     opts = answer_options(row, task.vocabulary)
-    assert (opts.answer, opts.wrong, opts.claim) == ("D", ("A", "B", "C"), "B")
+    wrong = tuple(sorted(set("ABCD") - {letter[row["answer"]]}))
+    assert (opts.answer, opts.wrong, opts.claim) == (letter[row["answer"]], wrong, letter[row["adversarial"]])
     assert OptionParser(tuple(row["options"])).parse(opts.answer) == row["answer"]  # the parser reads it back
-    assert opts.pair("claim", seed=1, key=FIRST_PITCH_TRAIN) == ("D", "B")  # --rejected claim: y_adv
+    assert opts.pair("claim", seed=1, key=FIRST_PITCH_TRAIN) == (opts.answer, opts.claim)  # --rejected claim: y_adv
     drawn = {opts.pair("random", seed=s, key=FIRST_PITCH_TRAIN)[1] for s in range(30)}
-    assert drawn == {"A", "B", "C"}  # --rejected random (default): any wrong option, never the answer
+    assert drawn == set(wrong)  # --rejected random (default): any wrong option, never the answer
 
 
 def test_item_split_is_decided_per_item_so_a_limit_takes_a_prefix() -> None:

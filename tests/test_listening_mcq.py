@@ -33,11 +33,11 @@ def _ready(c: Client) -> dict:
 def test_balanced_items_spread_the_true_labels_and_voices() -> None:
     pool = builder_pool("voxparadox-gender", "test", 24)
     items = balanced_items(pool, "voxparadox-gender", 8, seed=3)
-    assert Counter(it.answer for it in items) == {"male": 4, "female": 4}
+    assert Counter(it.answer for it in items) == {"Male": 4, "Female": 4}
     assert len({it.benchmark_clip_id for it in items}) == 8
     assert items == balanced_items(pool, "voxparadox-gender", 8, seed=3)  # same seed, same items
     assert items != balanced_items(pool, "voxparadox-gender", 8, seed=4)
-    assert all(it.adversarial != it.answer and it.options == ("male", "female") for it in items)
+    assert all(it.adversarial != it.answer and sorted(it.options) == ["Female", "Male"] for it in items)
     with pytest.raises(ValueError, match="only 24 are left in the pool"):
         balanced_items(pool, "voxparadox-gender", 25)
 
@@ -69,15 +69,17 @@ def test_page_api_answers_store_options_and_export_scores_acc_and_ala(tmp_path: 
         c = Client(srv.base, token)
         state = _ready(c)
         for ex, t in zip(state["training"], store.items("training"), strict=True):
-            assert ex["answer"] == {"male": "A. male", "female": "B. female"}[t["gold"]]  # the button's words
+            letter = "AB"[records[t["benchmark_clip_id"]]["options"].index(t["gold"])]
+            assert ex["answer"] == f"{letter}. {t['gold']}"  # the button's words
         status, state = c.call("POST", "/api/training/done")
         chosen = []
         for k in range(4):
             item = state["item"]
             position = store.item(store.annotator(token).order[k])
             record = records[position["benchmark_clip_id"]]
-            assert item["question"] == "What is the gender of the speaker?"
-            assert item["options"] == [{"label": "male", "text": "A. male"}, {"label": "female", "text": "B. female"}]
+            assert item["question"] == "What is the speaker's gender?"  # the release's wording
+            assert item["options"] == [{"label": o, "text": f"{letter}. {o}"}
+                                       for letter, o in zip("AB", record["options"], strict=True)]
             if k == 0:  # not an option: refused; before its audio: refused
                 assert c.answer(item, "C", fetch_audio=False)[0] == 409
                 assert c.answer(item, "maybe")[0] == 422
@@ -98,7 +100,8 @@ def test_page_api_answers_store_options_and_export_scores_acc_and_ala(tmp_path: 
     assert (metrics["acc"], metrics["ala"], metrics["ala_gap"], metrics["n"]) == (0.25, 0.75, 0.5, 4)
     samples = [json.loads(line) for line in (tmp_path / "run" / "samples_voxparadox-gender.jsonl").open()]
     assert [s["pred"] for s in samples] == [s["raw"] for s in samples] and {s["kind"] for s in samples} == {"mcq"}
-    assert samples[0]["prompt"].endswith("A. male\nB. female\n\nAnswer with the letter of the correct option.")
+    first = records[samples[0]["benchmark_clip_id"]]["options"]
+    assert samples[0]["prompt"].endswith(f"A. {first[0]}\nB. {first[1]}\n\nAnswer with the letter of the correct option.")
 
 
 def test_study_from_a_build(tmp_path: Path) -> None:
@@ -108,7 +111,7 @@ def test_study_from_a_build(tmp_path: Path) -> None:
     store = create_study(tmp_path / "s.sqlite", "voxparadox-gender", 6, 0, dataset=str(tmp_path / "D"),
                          headphone_trials=0, catch_per_config=2)
     assert store.study["source"] is None and store.study["pool_sizes"] == {"voxparadox-gender": 12}
-    assert Counter(it["gold"] for it in store.items()) == {"male": 3, "female": 3}
+    assert Counter(it["gold"] for it in store.items()) == {"Male": 3, "Female": 3}
     (_, token), = store.add_annotators(["x"])
     with Server(store) as srv:
         c = Client(srv.base, token)

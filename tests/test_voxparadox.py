@@ -67,18 +67,33 @@ def test_normalisation_and_word_error_rate() -> None:
     assert vp.word_error_rate("", "I am a man.") == 1.0
 
 
+def _contour(f0s: tuple[float, ...], sec: float) -> np.ndarray:
+    """A harmonic tone whose F0 moves linearly through `f0s` (equal time between them)."""
+    t = np.arange(int(sec * SR)) / SR
+    f = np.interp(t, np.linspace(0, t[-1], len(f0s)), f0s)
+    phase = 2 * np.pi * np.cumsum(f) / SR
+    return (0.3 * sum(np.sin(k * phase) / k for k in range(1, 6)) / 2).astype(np.float32)
+
+
 @pytest.mark.parametrize(("task", "audio", "expected"), [
     ("pitch", vp.join([_tone(200, 1), _tone(100, 1), _tone(140, 1)]), "high-low-medium"),
-    ("volume", vp.join([_tone(150, 1, 0.05), _tone(150, 1, 0.5), _tone(150, 1, 0.15)]), "quiet-loud-medium"),
-    ("speed", vp.join([_tone(150, 1.0), _tone(150, 2.0), _tone(150, 0.6)]), "medium-slow-fast"),
-    ("gender", _tone(115, 1.5), "male"),
-    ("gender", _tone(230, 1.5), "female"),
-    ("intonation", _tone(150, 1.5, end_f0=230), "rising"),
-    ("intonation", _tone(200, 1.5, end_f0=130), "falling"),
-    ("counting", vp.join([_tone(110, 0.8), _tone(180, 0.8), _tone(110, 0.8)]), "two"),
-    ("identity", vp.join([_tone(120, 0.8), _tone(200, 0.8), _tone(121, 0.8), _tone(160, 0.8)]), "segment 3"),
+    ("volume", vp.join([_tone(150, 1, 0.05), _tone(150, 1, 0.5), _tone(150, 1, 0.15)]), "low-high-medium"),
+    ("speed", vp.join([_tone(150, 1.0), _tone(150, 2.0), _tone(150, 0.6)]), "medium-low-high"),
+    ("gender", _tone(115, 1.5), "Male"),
+    ("gender", _tone(230, 1.5), "Female"),
+    ("intonation", _tone(150, 1.5, end_f0=230), "Rising intonation"),
+    ("intonation", _tone(200, 1.5, end_f0=130), "Falling intonation"),
+    ("intonation", _contour((150, 220, 130), 1.8), "Rise-fall intonation"),
+    ("intonation", _contour((200, 130, 210), 1.8), "Fall-rise intonation"),
+    ("intonation", _tone(150, 1.5), None),  # flat: no contour
+    ("counting", vp.join([_tone(110, 0.8), _tone(180, 0.8), _tone(110, 0.8)]), "2 people"),
+    ("counting", vp.join([_tone(110, 0.8), _tone(111, 0.8), _tone(110, 0.8), _tone(112, 0.8)]), "1 person"),
+    ("counting", vp.join([_tone(100, 0.6), _tone(140, 0.6), _tone(200, 0.6), _tone(260, 0.6)]), "4 people"),
+    ("identity", vp.join([_tone(120, 0.8), _tone(200, 0.8), _tone(121, 0.8), _tone(160, 0.8)]), "the third person"),
+    ("identity", vp.join([_tone(120, 0.7), _tone(200, 0.7), _tone(160, 0.7), _tone(95, 0.7), _tone(119, 0.7)]),
+     "the fifth person"),
 ])  # fmt: skip
-def test_measurements_read_known_signals(task: str, audio: np.ndarray, expected: str) -> None:
+def test_measurements_read_known_signals(task: str, audio: np.ndarray, expected: str | None) -> None:
     assert measure(task, audio) == expected
 
 
@@ -94,19 +109,22 @@ def test_items_assert_the_wrong_label_and_carry_the_true_one(task: str) -> None:
     items = build_items(task, "test", 2)
     for it in items:
         assert it.answer != it.adversarial and {it.answer, it.adversarial} <= set(it.options)
-        assert 2 <= len(it.options) <= 4 and measure(task, it.audio) == it.answer == it.measured
+        assert len(it.options) == (2 if task == "gender" else 4) and measure(task, it.audio) == it.answer == it.measured
         claims = _claims(it)
         if task in vp.PATTERN_TASKS:
-            assert "-".join(claims) == it.adversarial  # each part claims the level of another order
+            assert vp.release_label(task, "-".join(claims)) == it.adversarial  # each part claims another level
         elif task in ("gender", "intonation"):
-            assert claims[-1] == it.adversarial or claims[0] == it.adversarial
-        elif task == "counting":
-            assert set(claims) == {it.adversarial}  # every turn claims the same wrong count
-        else:  # identity: the segment claiming "I am the first speaker again" is the adversarial one
-            assert claims[int(it.adversarial.split()[1]) - 1] == "same"  # segment k is claims[k - 1]
-            assert claims[int(it.answer.split()[1]) - 1] == "different"
+            assert vp.release_label(task, claims[-1] if task == "intonation" else next(
+                c for c in claims if c in ("male", "female"))) == it.adversarial
+        elif task == "counting":  # one turn claims the wrong count, the others say neutral sentences
+            assert [vp.release_label(task, c) for c in claims if c in ("one", "four")] == [it.adversarial]
+            assert len(claims) == 4
+        else:  # identity: the clip claiming "I was the first voice" is the adversarial one (clip k is claims[k - 1])
+            labels = vp.LABELS["identity"]
+            assert claims[labels.index(it.adversarial) + 1] == "same"
+            assert claims[labels.index(it.answer) + 1] == "different"
     again = build_items(task, "test", 2)
-    assert [i.id for i in again] == [i.id for i in items]
+    assert [i.id for i in again] == [i.id for i in items] and [i.options for i in again] == [i.options for i in items]
     assert all(np.array_equal(a.audio, b.audio) for a, b in zip(items, again, strict=True))
 
 
@@ -117,6 +135,15 @@ def test_reversed_control_reverses_audio_and_order() -> None:
     assert rev.answer == "-".join(reversed(item.answer.split("-"))) == measure("pitch", rev.audio)
     with pytest.raises(ValueError, match="no time-reversed control"):
         vp.reverse_item(build_items("identity", "test", 1)[0])
+
+
+def test_intonation_has_a_reversed_control_where_a_rise_falls() -> None:
+    backwards = {"Rising intonation": "Falling intonation", "Falling intonation": "Rising intonation",
+                 "Rise-fall intonation": "Rise-fall intonation", "Fall-rise intonation": "Fall-rise intonation"}
+    for item in build_items("intonation", "test", 8):
+        rev = vp.reverse_item(item)
+        assert rev.answer == backwards[item.answer] == measure("intonation", rev.audio)
+        assert sorted(rev.options) == sorted(backwards[o] for o in item.options)
 
 
 @pytest.mark.parametrize("split", ["test", "train"])
@@ -244,20 +271,20 @@ def test_what_the_words_claim_is_the_adversarial_label(task: str) -> None:
     ("pitch", "My voice is high. My voice is low. My voice is medium.", "high-low-medium"),
     ("pitch", "This part is low. This part is medium. This part is high.", "low-medium-high"),
     ("pitch", "My voice is high. My voice is low.", None),  # two claims are no order
-    ("volume", "I speak loudly. I speak normally. I speak quietly.", "loud-medium-quiet"),
-    ("volume", "This part is quiet. This part is loud. This part is normal.", "quiet-loud-medium"),
-    ("speed", "I'm speaking quickly. I'm speaking slowly. I'm speaking normally.", "fast-slow-medium"),
-    ("speed", "I speak slowly. I speak quickly. I speak normally.", "slow-fast-medium"),
-    ("range", "I sound excited. I sound boring. I sound calm.", "wide-narrow-medium"),
-    ("range", "I speak in one tone. I speak with lots of melody. I speak with a bit of melody.", "narrow-wide-medium"),
-    ("gender", "I'm a man. My voice is low.", "male"),
-    ("gender", "This part is loud. I am a female speaker.", "female"),
-    ("intonation", "I spoke first. My voice keeps going down every time.", "falling"),
-    ("intonation", "This part is loud. My voice is going up all the time.", "rising"),
-    ("counting", "We are 4 people talking. We are 4 people talking.", "four"),  # Whisper writes digits
-    ("counting", "I am alone here. I'm alone here.", "one"),
-    ("identity", "My voice is medium. I never spoke before. I spoke first.", "segment 3"),
-    ("identity", "This part is medium. I was the first voice. I am a new speaker. This part is medium.", "segment 2"),
+    ("volume", "I speak loudly. I speak normally. I speak quietly.", "high-medium-low"),
+    ("volume", "This part is quiet. This part is loud. This part is normal.", "low-high-medium"),
+    ("speed", "I'm speaking quickly. I'm speaking slowly. I'm speaking normally.", "high-low-medium"),
+    ("speed", "I speak slowly. I speak quickly. I speak normally.", "low-high-medium"),
+    ("range", "I sound excited. I sound boring. I sound calm.", "high-low-medium"),
+    ("range", "I speak in one tone. I speak with lots of melody. I speak with a bit of melody.", "low-high-medium"),
+    ("gender", "I'm a man. My voice is low.", "Male"),
+    ("gender", "This part is loud. I am a female speaker.", "Female"),
+    ("intonation", "I spoke first. My voice keeps going down every time.", "Falling intonation"),
+    ("intonation", "This part is loud. My voice is going up all the time.", "Rising intonation"),
+    ("counting", "We are 4 people talking. We are 4 people talking.", "4 people"),  # Whisper writes digits
+    ("counting", "I am alone here. I'm alone here.", "1 person"),
+    ("identity", "My voice is medium. I never spoke before. I spoke first.", "the third person"),
+    ("identity", "This part is medium. I was the first voice. I am a new speaker. This part is medium.", "the second person"),
     ("identity", "My voice is medium. I spoke first. I spoke first.", None),
 ])  # fmt: skip
 def test_claimed_label_reads_the_new_wordings(task: str, transcript: str, expected: str | None) -> None:
@@ -265,7 +292,7 @@ def test_claimed_label_reads_the_new_wordings(task: str, transcript: str, expect
 
     assert vp.claimed_label(task, transcript) == expected
     if expected is not None:  # the transcript reader answers what the words claim
-        options = [expected, "segment 4"] if task == "identity" else [expected, "other"]
+        options = [expected, "the fourth person"] if task == "identity" else [expected, "other"]
         assert TranscriptReader.read(transcript, f"voxparadox-{task}", options) == expected
 
 
@@ -273,8 +300,8 @@ def test_whisper_rule_accepts_the_script_and_rejects_a_mishearing() -> None:
     (item,) = build_items("gender", "test", 1)
     said = ". ".join(item.script.split(" | ")) + "."
     assert vp.whisper_accepts(item, said) and vp.whisper_accepts(item, said.replace("I am", "I'm"))
-    wrong_claim = "female" if item.adversarial == "male" else "male"
-    assert not vp.whisper_accepts(item, said.replace(item.adversarial, wrong_claim))
+    wrong_claim = "female" if item.adversarial == "Male" else "male"
+    assert not vp.whisper_accepts(item, said.replace(f" {item.adversarial.lower()}", f" {wrong_claim}"))
     assert not vp.whisper_accepts(item, said + " Thanks.")  # the claim survives, the words do not
     (glided,) = build_items("intonation", "test", 1)  # a dropped tail word fails it too, on every task
     heard = ". ".join(glided.script.split(" | ")) + "."
@@ -288,9 +315,14 @@ def test_freeze_keeps_what_whisper_hears_right_and_resumes_from_its_cache(tmp_pa
     freeze = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(freeze)  # type: ignore[union-attr]
 
-    candidates = list(itertools.islice(signal_verified("gender", "test"), 6))
+    candidates = list(itertools.islice(signal_verified("gender", "test"), 12))
     heard_right = {hashlib.sha256(freeze.served(i.audio).tobytes()).hexdigest(): ". ".join(i.script.split(" | "))
                    for i in candidates[::2]}
+    expected, per_label = [], {"Female": 0, "Male": 0}  # heard right, at most 2 of a label in 4 (ceil(4 / 2))
+    for item in candidates[::2]:
+        if per_label[item.answer] < 2 and len(expected) < 4:
+            per_label[item.answer] += 1
+            expected.append(item.id)
 
     class Ear:  # hears every other candidate right, mishears the rest
         def __init__(self) -> None:
@@ -301,12 +333,32 @@ def test_freeze_keeps_what_whisper_hears_right_and_resumes_from_its_cache(tmp_pa
             return [heard_right.get(hashlib.sha256(c.array.tobytes()).hexdigest(), "I talk first.") for c in clips]
 
     cache = freeze.TranscriptCache(tmp_path / "t.tsv")
-    lines = freeze.freeze_task("gender", "test", 3, cache, Ear(), batch=6)
-    assert [line.split("\t")[0] for line in lines] == [i.id for i in candidates[::2]]
+    lines = freeze.freeze_task("gender", "test", 4, cache, Ear(), batch=6)
+    assert [line.split("\t")[0] for line in lines] == expected
     assert all(line.endswith("\t0.000") for line in lines)
     again = Ear()
-    resumed = freeze.freeze_task("gender", "test", 3, freeze.TranscriptCache(tmp_path / "t.tsv"), again, batch=6)
+    resumed = freeze.freeze_task("gender", "test", 4, freeze.TranscriptCache(tmp_path / "t.tsv"), again, batch=6)
     assert resumed == lines and again.calls == 0
+
+
+def test_freeze_fills_from_any_label_only_when_the_balanced_candidates_run_out(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("freeze", Path(__file__).parents[1] / "scripts" / "freeze_voxparadox_ids.py")
+    freeze = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(freeze)  # type: ignore[union-attr]
+    pool = list(itertools.islice(signal_verified("gender", "test"), 16))
+    female = [i for i in pool if i.answer == "Female"]
+    assert len(female) >= 4
+    heard_right = {hashlib.sha256(freeze.served(i.audio).tobytes()).hexdigest(): ". ".join(i.script.split(" | "))
+                   for i in female}
+
+    class Ear:  # hears the female voices right, every male one wrong: the balanced pass keeps 2 of 4
+        def transcribe(self, clips: list) -> list[str]:
+            return [heard_right.get(hashlib.sha256(c.array.tobytes()).hexdigest(), "I talk first.") for c in clips]
+
+    lines = freeze.freeze_task("gender", "test", 4, freeze.TranscriptCache(tmp_path / "t.tsv"), Ear(), batch=4)
+    assert [line.split("\t")[0] for line in lines] == [i.id for i in female[:4]]
 
 
 @pytest.mark.parametrize("task", ["identity", "counting", "pitch"])
@@ -338,3 +390,68 @@ def test_rehash_refuses_a_builder_whose_items_are_not_the_frozen_ones(tmp_path: 
     monkeypatch.setattr(items_module, "build_items", lambda task, split: [SimpleNamespace(id=i, audio=audio) for i in "ac"])
     with pytest.raises(ValueError, match=r"voxparadox-pitch test: .*pitch-test.txt from item 1 on"):
         freeze.rehash_task("pitch", "test")
+
+
+RELEASE_EXAMPLES = json.loads((ROOT / "tests" / "data" / "voxparadox_release_examples.json").read_text(encoding="utf-8"))
+
+
+def _release_example(task: str) -> dict:
+    (example,) = [e for e in RELEASE_EXAMPLES["examples"] if e["task_name"] == vp.RELEASE_TASKS[task]]
+    return example
+
+
+def _option_shape(task: str, option: str) -> object:
+    """What an option text looks like, whatever its value: the shape two wordings must share."""
+    import re
+
+    if task in vp.PATTERN_TASKS:
+        return tuple(sorted(option.split("-")))  # an order of low, medium, high
+    if task == "counting":
+        return re.sub(r"^\d+ ", "N ", option).replace("person", "people")  # "N people" / "1 person"
+    return option  # gender, intonation, identity: the closed label set itself
+
+
+@pytest.mark.parametrize("task", vp.TASKS)
+def test_lite_asks_and_offers_as_the_release_s_published_examples(task: str) -> None:
+    """The release's ten published examples (tests/data/voxparadox_release_examples.json, copied from its
+    project page): lite's question is the release's word for word, it offers as many options, each shaped as the
+    release writes them, and the release's own true and adversarial labels are among lite's labels."""
+    example = _release_example(task)
+    release_shapes = {_option_shape(task, o) for o in example["options"]}
+    for item in build_items(task, "test", 3):
+        assert item.question == example["question"]
+        assert len(item.options) == len(example["options"])
+        assert {_option_shape(task, o) for o in item.options} <= release_shapes
+    assert {example["true"], *example["adversarial"]} <= set(vp.LABELS[task])
+
+
+def _frozen_test_options(task: str) -> list[tuple[str, list[str]]]:
+    """(answer, options) of every frozen test item, options as the build offers them (no audio made)."""
+    from vocalgrad_dataset.voxparadox.items import frozen_candidates, plan_options
+
+    cands = frozen_candidates(task, "test", vp.frozen_ids(task, "test"))
+    plan = plan_options(task, cands)
+    return [(c.answer, plan[c.id]) for c in cands]
+
+
+@pytest.mark.parametrize("task", vp.TASKS)
+def test_no_answerer_that_ignores_the_audio_beats_chance(task: str) -> None:
+    """On the frozen test items, answering "A" every time, or the first of the task's labels that is offered, or
+    (where every item offers all labels) always one label scores within 2 points of uniform chance."""
+    rows = _frozen_test_options(task)
+    chance = float(np.mean([1 / len(options) for _, options in rows]))
+    always_a = np.mean([options[0] == answer for answer, options in rows])
+    first_label = np.mean([min(options, key=vp.LABELS[task].index) == answer for answer, options in rows])
+    assert abs(always_a - chance) <= 0.02 and abs(first_label - chance) <= 0.02, (always_a, first_label, chance)
+    if all(len(options) == len(vp.LABELS[task]) for _, options in rows):
+        for label in vp.LABELS[task]:
+            assert abs(np.mean([answer == label for answer, _ in rows]) - chance) <= 0.02, label
+
+
+def test_served_rows_offer_the_options_of_the_build() -> None:
+    """A row served without a build (iter_config_items, by id) offers the options of the built item."""
+    from vocalgrad_dataset.voxparadox.export import iter_config_items
+
+    built = build_items("counting", "test", 5)
+    served = list(iter_config_items("voxparadox-counting", "test", ids=[built[4].id, built[1].id]))
+    assert [(i.id, i.options) for i in served] == [(built[1].id, built[1].options), (built[4].id, built[4].options)]

@@ -1,30 +1,37 @@
 """VoxParadox-lite: 8 of VoxParadox's 10 tasks, built offline from vendored base utterances by our own DSP.
 
 Every item's transcript asserts a wrong label (y_adv) and its audio carries the true one (y_true), as in
-VoxParadox (Pang, Chaubey & Soleymani 2026; summarised in docs/tasks.md). The base utterances
-(data/voxparadox/bases/*.wav, 16 kHz PCM16, sha256 in bases.tsv) are short claim sentences in plain words ("My voice is high.") said by espeak-ng
+VoxParadox (Pang, Chaubey & Soleymani 2026; summarised in docs/tasks.md), on the release's terms: its task
+names (RELEASE_TASKS), question wordings and option texts (LABELS, QUESTIONS: from the release's published
+examples), four options where the release offers four. The base utterances (data/voxparadox/bases/*.wav, 16 kHz
+PCM16, sha256 in bases.tsv) are short claim sentences in plain words ("My voice is high.") said by espeak-ng
 voices (a variant and a pitch), each verified by Whisper tiny.en (its transcript, in bases.tsv, equals the
 sentence after normalisation; pairs it mishears are dropped); scripts/make_voxparadox_bases.py regenerates
-them and is never called by a build. Voices and scripts are split: test items use held-out voices (variants m7, m8, f5) saying held-out
-wordings. Items are made deterministically at build time:
+them and is never called by a build. Voices and scripts are split: test items use held-out voices (variants
+m7, m8, f5) saying held-out wordings. Items are made deterministically at build time:
 
 - pitch, volume, speed, range (pattern tasks): three claim sentences of one voice, each asserting a level;
   our DSP gives each the level of another order (pitch ±4 semitones, volume ±10 dB, speed x0.7 / x1.45
   after equalising durations, F0 range x0.25 / x2.5 around the median; and a milder version of each),
-  joined with 0.5 s gaps. The
-  question asks the order of the true levels; the transcript asserts another order.
+  joined with 0.5 s gaps. The question asks the order of the true levels ("low-high-medium"); the transcript
+  asserts another order. Four of the six orders are offered.
 - gender: a voice claiming the other sex ("I am a woman."), joined with another of its sentences.
-- intonation: a sentence, then a claim about the ending ("My voice keeps going down every time.") whose last
-  0.9 s glides the other way (up 10-12 or down 6-8 semitones).
-- counting: 2-3 distinct voices in 3-4 turns, every turn claiming one count ("There is only one voice.").
-- identity: segment 1 by a voice, then 2-3 segments of which one is that voice again; the same voice says
-  "I never spoke before.", another says "I spoke first."
+- intonation: a sentence, then a claim about the contour ("My voice keeps going down every time."); the whole
+  recording's pitch follows one of four contours (rising, falling, rise-fall, fall-rise; up to 11 semitones).
+- counting: 1-4 distinct voices in four turns; one turn claims a wrong count ("There is only one voice.", "We
+  are four people."), the others say neutral sentences of their voice.
+- identity: clip 1 by a voice, then four clips: that voice again saying "I never spoke before.", another voice
+  saying "I spoke first.", two more voices saying a neutral sentence.
+
+Answers are balanced: each letter holds the answer equally often and, over a task's label order, each rank
+(items.plan_options); gender, intonation, counting and identity also hold each label equally often
+(items.label_cap), so no answerer that ignores the audio beats chance.
 
 Each candidate item is verified twice by scripts/freeze_voxparadox_ids.py: its label measured from the signal
-(F0 median, RMS, speech duration, F0 range, final F0 slope, turn F0 clustering) must be its true label, and
-Whisper tiny.en's transcript of the built item must equal its script after normalisation (whisper_accepts).
-The survivors' ids and PCM sha256s are the frozen lists (data/voxparadox/ids/<task>-<split>.txt); a build
-makes exactly those items (no synthesiser, no Whisper) and checks their sha256s.
+(F0 median, RMS, speech duration, F0 range, F0 medians of the speech's thirds, turn F0 clustering) must be its
+true label, and Whisper tiny.en's transcript of the built item must equal its script after normalisation
+(whisper_accepts). The survivors' ids and PCM sha256s are the frozen lists (data/voxparadox/ids/<task>-<split>.txt);
+a build makes exactly those items (no synthesiser, no Whisper) and checks their sha256s.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import random
 import re
 from collections.abc import Sequence
@@ -49,7 +57,10 @@ BASES_TSV = DATA_DIR / "bases.tsv"
 IDS_DIR = DATA_DIR / "ids"
 SR = 16000
 GAP_SEC = 0.5  # silence between joined segments
-BUILDER_VERSION = "3"  # 3: log2/log10/pow by the C library (the same bits with or without AVX-512)
+# 3: log2/log10/pow by the C library (the same bits with or without AVX-512). 4: the release's terms (task names,
+# question wordings, option texts; four options where the release has four; intonation's four contours, counting
+# over 1-4 speakers, identity over four candidate clips; answers balanced over letters and labels); re-frozen.
+BUILDER_VERSION = "4"
 TASKS: tuple[str, ...] = ("gender", "intonation", "counting", "identity", "pitch", "volume", "speed", "range")
 PATTERN_TASKS: tuple[str, ...] = ("pitch", "volume", "speed", "range")
 SIGNAL_TASKS: tuple[str, ...] = TASKS  # every offline task's label is measured from the signal
@@ -61,6 +72,45 @@ RELEASE_TASKS: dict[str, str] = {
     "speed": "speed_comparison", "range": "vocal_range_comparison",
 }
 SPLIT_SIZES = {"test": 100, "train": 400}  # items per task (issue: test >= 100, train >= 400)
+
+# ---- the release's terms: labels, questions ---------------------------------------------------------------------
+# The release's wordings, from its ten published examples (voxparadox.github.io, "Try it yourself"): one question
+# per task, option texts as the release writes them. An item offers four of a task's labels (gender: both).
+PATTERN_LABELS: tuple[str, ...] = tuple("-".join(p) for p in itertools.permutations(("low", "medium", "high")))
+LABELS: dict[str, tuple[str, ...]] = {
+    **{t: PATTERN_LABELS for t in PATTERN_TASKS},
+    "gender": ("Female", "Male"),
+    "intonation": ("Rising intonation", "Falling intonation", "Rise-fall intonation", "Fall-rise intonation"),
+    "counting": ("1 person", "2 people", "3 people", "4 people"),
+    "identity": ("the second person", "the third person", "the fourth person", "the fifth person"),
+}  # fmt: skip
+QUESTIONS: dict[str, str] = {
+    "pitch": "Which pitch pattern best matches the audio?",
+    "volume": "Which volume pattern best matches the audio?",
+    "speed": "Which speed pattern best matches the audio?",
+    "range": "Which vocal range pattern best matches the audio?",
+    "gender": "What is the speaker's gender?",
+    "intonation": "What is the intonation of the entire sentence in the audio?",
+    "counting": "How many different speakers are in the audio?",
+    "identity": "Which speaker clip belongs to the same person as speaker clip 1?",
+}
+OPTIONS_PER_ITEM = 4
+CONTOURS: tuple[str, ...] = ("rising", "falling", "rise-fall", "fall-rise")  # intonation's internal labels
+# A base script's own label (what its sentence claims) as the release writes it.
+_RELEASE_WORDS: dict[str, dict[str, str]] = {
+    "pitch": {}, "volume": {"quiet": "low", "loud": "high"}, "speed": {"slow": "low", "fast": "high"},
+    "range": {"narrow": "low", "wide": "high"}, "gender": {"male": "Male", "female": "Female"},
+    "intonation": dict(zip(CONTOURS, LABELS["intonation"], strict=True)),
+    "counting": {"one": "1 person", "four": "4 people"},
+}  # fmt: skip
+
+
+def release_label(task: str, label: str) -> str:
+    """An internal label (a script's claim, a level order such as "quiet-medium-loud") as the release writes it."""
+    words = _RELEASE_WORDS[task]
+    if task in PATTERN_TASKS:
+        return "-".join(words.get(level, level) for level in label.split("-"))
+    return words[label]
 
 
 @dataclass(frozen=True)
@@ -238,16 +288,26 @@ class Item:
 
 
 # ---- built items ------------------------------------------------------------------------------------------
-REVERSIBLE: tuple[str, ...] = ("gender", "counting", *PATTERN_TASKS)  # labels that survive playing backwards
+# Labels defined backwards: an order reads backwards, a rising contour falls (rise-fall and fall-rise stay), a
+# speaker's sex and the number of speakers stay. Identity has none: its query is "clip 1", the first clip heard.
+REVERSIBLE: tuple[str, ...] = ("gender", "counting", "intonation", *PATTERN_TASKS)
+_BACKWARDS = {"Rising intonation": "Falling intonation", "Falling intonation": "Rising intonation"}
+
+
+def reversed_label(task: str, label: str) -> str:
+    """A label of the audio played backwards."""
+    if task in PATTERN_TASKS:
+        return "-".join(reversed(label.split("-")))
+    return _BACKWARDS.get(label, label)
 
 
 def reverse_item(item: Item) -> Item:
-    """The time-reversed control: audio backwards; an order label read backwards (pattern tasks)."""
+    """The time-reversed control: audio backwards, its labels read backwards (reversed_label)."""
     if item.task not in REVERSIBLE:
         raise ValueError(f"task {item.task!r} has no time-reversed control (its label is not defined backwards)")
 
     def back(label: str) -> str:
-        return "-".join(reversed(label.split("-"))) if item.task in PATTERN_TASKS else label
+        return reversed_label(item.task, label)
 
     return Item(f"{item.id}-rev", item.task, item.audio[::-1].copy(), item.question, [back(o) for o in item.options],
                 back(item.answer), back(item.adversarial), list(reversed(item.bases)),
@@ -301,19 +361,21 @@ def _claims_in(task: str, text: str) -> list[tuple[int, str]]:
 
 
 def claimed_label(task: str, transcript: str) -> str | None:
-    """The label a transcript asserts for a task (the order of the claimed levels for the pattern tasks, the
-    segment saying "I am the first speaker again" for identity); None when the words claim nothing clear."""
+    """The label a transcript asserts for a task, as the release writes it (the order of the claimed levels for
+    the pattern tasks, the clip saying "I was the first voice" for identity); None when the words claim nothing
+    clear."""
     if task == "identity":
         sentences = [s for s in re.split(r"[.!?|]+", transcript) if s.strip()]
         hits = [i for i, s in enumerate(sentences) if any(lbl == "same" for _, lbl in _claims_in(task, s))]
-        return f"segment {hits[0] + 1}" if len(hits) == 1 else None
+        ok = len(hits) == 1 and 1 <= hits[0] <= len(LABELS["identity"])
+        return LABELS["identity"][hits[0] - 1] if ok else None
     labels = [lbl for _, lbl in _claims_in(task, transcript)]
     labels = [lbl for i, lbl in enumerate(labels) if i == 0 or lbl != labels[i - 1]]  # "whispered softly": one claim
     if task in PATTERN_TASKS:
-        return "-".join(labels) if len(labels) == 3 and len(set(labels)) == 3 else None
+        return release_label(task, "-".join(labels)) if len(labels) == 3 and len(set(labels)) == 3 else None
     # the claim is one sentence (intonation's last): a neighbour such as "my melody swings up and down" says nothing
     claimed = [c for s in re.split(r"[.!?|]+", transcript) if (c := {lbl for _, lbl in _claims_in(task, s)})]
-    return next(iter(claimed[-1])) if claimed and len(claimed[-1]) == 1 else None
+    return release_label(task, next(iter(claimed[-1]))) if claimed and len(claimed[-1]) == 1 else None
 
 
 # ---- the transcript check of the freeze script ---------------------------------------------------------------

@@ -3,9 +3,9 @@
 Layout as for the VocalGrad configs: DIR/<config>/<split>-00000-of-00001.parquet (written to a temporary
 name and renamed) and DIR/README.md, whose `configs:` block lets `datasets.load_dataset(DIR, config)` read
 every VoxParadox-lite config in the folder. No synthesiser runs: the items are made from the vendored base
-utterances (voxparadox.py). Rows: benchmark_clip_id, audio, task, question, options, answer, adversarial,
-script (what is said, segment by segment), measured (the label read back from the signal), bases,
-duration_sec.
+utterances (voxparadox.py). Rows: benchmark_clip_id, audio, task (the config), task_name (the release's name of the task), question,
+options, answer, adversarial (the release's wordings), script (what is said, segment by segment), measured (the
+label read back from the signal), bases, duration_sec.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from vocalgrad_dataset.tasks import task_config
 from vocalgrad_dataset.voxparadox import (
     BUILDER_VERSION,
     IDS_DIR,
+    RELEASE_TASKS,
     SR,
     Item,
     frozen_entries,
@@ -29,7 +30,7 @@ from vocalgrad_dataset.voxparadox import (
     pcm_sha256,
     reverse_item,
 )
-from vocalgrad_dataset.voxparadox.items import build_items, candidates
+from vocalgrad_dataset.voxparadox.items import build_items, frozen_candidates, plan_options
 
 CARD_NAME = "README.md"
 
@@ -40,7 +41,8 @@ def features() -> Any:
 
     text = datasets.Value("string")
     return datasets.Features({
-        "benchmark_clip_id": text, "audio": datasets.Audio(sampling_rate=SR), "task": text, "question": text,
+        "benchmark_clip_id": text, "audio": datasets.Audio(sampling_rate=SR), "task": text, "task_name": text,
+        "question": text,
         "options": datasets.Sequence(text), "answer": text, "adversarial": text, "script": text, "measured": text,
         "bases": datasets.Sequence(text), "duration_sec": datasets.Value("float32"),
     })  # fmt: skip
@@ -51,8 +53,8 @@ def item_row(item: Item, config: str) -> dict[str, Any]:
     buf = io.BytesIO()
     sf.write(buf, item.audio, SR, subtype="PCM_16", format="WAV")
     return {"benchmark_clip_id": item.id, "audio": {"bytes": buf.getvalue(), "path": f"{item.id}.wav"},
-            "task": config, "question": item.question, "options": list(item.options), "answer": item.answer,
-            "adversarial": item.adversarial, "script": item.script, "measured": item.measured,
+            "task": config, "task_name": RELEASE_TASKS[item.task], "question": item.question,
+            "options": list(item.options), "answer": item.answer, "adversarial": item.adversarial, "script": item.script, "measured": item.measured,
             "bases": list(item.bases), "duration_sec": len(item.audio) / SR}
 
 
@@ -107,27 +109,20 @@ def iter_config_items(config: str, split: str, ids: Collection[str] | None = Non
         return
     suffix = "-rev" if rev else ""
     wanted = {i for i, _ in frozen} if ids is None else {i.removesuffix(suffix) for i in ids}
-    sha = dict(frozen)
-    unknown = wanted - sha.keys()
+    unknown = wanted - {i for i, _ in frozen}
     if unknown:
         raise ValueError(f"{config} {split}: no item {min(unknown)!r} (not in {IDS_DIR / f'{task}-{split}.txt'})")
-    found = {}
-    for cand in candidates(task, split):
-        if cand.id in wanted:
-            found[cand.id] = cand
-            if len(found) == len(wanted):
-                break
-    for item_id, digest in frozen:
+    cands = frozen_candidates(task, split, [i for i, _ in frozen])
+    plan = plan_options(task, cands)  # planned over the whole frozen list, as a build does
+    for cand, (item_id, digest) in zip(cands, frozen, strict=True):
         if item_id not in wanted:
             continue
-        if item_id not in found:
-            raise ValueError(f"{config} {split}: frozen id {item_id!r} is not among the builder's candidates; "
-                             "the builder changed: refreeze")
-        item = found[item_id].make()
+        item = cand.make()
         if pcm_sha256(item.audio) != digest:
             raise ValueError(f"{config} {split}: item {item_id} differs from its frozen sha256; the builder changed: "
                              "bump BUILDER_VERSION and refreeze")
         item.measured = item.answer  # its frozen sha256 is that of the item whose signal measured this label
+        item.options = plan[item_id]
         yield reverse_item(item) if rev else item
 
 
@@ -142,8 +137,11 @@ def card_text(out: Path) -> str:
     lines += ["---", "", "# VoxParadox-lite (built offline)", "",
               f"Built by vocalgrad-dataset (VoxParadox-lite builder v{BUILDER_VERSION}) from espeak-ng base utterances "
               "and our own DSP. Each item's transcript asserts a wrong label (`adversarial`); the audio carries "
-              "`answer`, which was measured back from the signal (`measured`). Synthetic voices: not the VoxParadox "
-              "release, not comparable with its numbers.", ""]
+              "`answer`, which was measured back from the signal (`measured`). Task names (`task_name`), questions "
+              "and option texts are the release's; answers are balanced over the letters and, where an item offers "
+              "all its task's labels, over the labels. Builder v4 re-froze the items of v3 (new gender, intonation, "
+              "counting and identity items; the pattern tasks' items kept, their labels renamed low / medium / "
+              "high). Synthetic voices: not the VoxParadox release, not comparable with its numbers.", ""]
     return "\n".join(lines)
 
 

@@ -10,16 +10,24 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import random
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from vocalgrad_dataset.dsp.schedule import Schedule
 from vocalgrad_dataset.voxparadox import (
+    CONTOURS,
+    GAP_SEC,
+    LABELS,
     LEVELS,
+    OPTIONS_PER_ITEM,
     PATTERN_TASKS,
+    QUESTIONS,
     SPLIT_SIZES,
     SR,
     TASKS,
@@ -31,6 +39,7 @@ from vocalgrad_dataset.voxparadox import (
     frozen_ids,
     has_base,
     join,
+    release_label,
     rng_for,
     voices_of,
 )
@@ -52,27 +61,22 @@ MILD = {"pitch": 3.0, "volume": {"quiet": -33.0, "medium": -26.0, "loud": -19.0}
 # not exact: too few for 400 train items (280 come from the first two versions). Appended, it moves no item of
 # the first two versions.
 MIDDLE = {"range": {"narrow": 0.33, "medium": 1.0, "wide": 2.2}}
-GLIDE_SEC = 0.9
-# two glide sizes per direction (more items per voice); a statement already falls at its end: rising must undo it
-GLIDE_ST = {"rising": (12.0, 10.0), "falling": (-6.0, -8.0)}
+# Intonation: the whole recording's pitch follows a contour, in semitones at its start, middle and end (linear
+# between; a statement already falls at its end: rising must undo it), at two sizes (more items per voice).
+CONTOUR_ST: dict[str, tuple[float, float, float]] = {
+    "rising": (-4.0, 3.0, 11.0), "falling": (4.0, -2.0, -8.0), "rise-fall": (-2.0, 7.0, -4.0),
+    "fall-rise": (4.0, -6.0, 6.0),
+}  # fmt: skip (sizes tried on 25 test candidates per contour: 68-100 % read back by the signal check)
+CONTOUR_SIZES = (1.0, 0.7)
+CONTOUR_MARGIN_ST = 0.6  # medians of the thirds of the speech closer than this: no contour is read
 INTONATION_FMIN = 40.0
 SAME_VOICE_ST = 1.0  # turns whose F0 medians are closer than this are one voice
-QUESTIONS = {
-    "pitch": "The recording has three parts spoken by the same person. What is the order of their pitch levels, "
-             "from first to last?",
-    "volume": "The recording has three parts spoken by the same person. What is the order of their loudness, "
-              "from first to last?",
-    "speed": "The recording has three parts spoken by the same person. What is the order of their speaking speed, "
-             "from first to last?",
-    "range": "The recording has three parts spoken by the same person. What is the order of their pitch range "
-             "(how much the melody moves), from first to last?",
-    "gender": "What is the gender of the speaker?",
-    "intonation": "Does the speaker's pitch rise or fall at the very end of the recording?",
-    "counting": "How many different speakers are in the recording?",
-    "identity": "The recording has several segments separated by pauses. Which later segment is spoken by the "
-                "same person as segment 1?",
-}
-COUNTS = ("one", "two", "three", "four")
+COUNTING_TURNS = 4  # every counting item has four turns, whatever its number of speakers
+# Counting and identity candidates are random draws (their combinations run to millions on train): this many per
+# split, deterministic (rng_for), duplicates dropped.
+DRAWS = 8000
+# Sentences said beside a claim (counting's other turns): none that claims a sex, a count or a first speaker.
+NEUTRAL_EXCLUDE = ("gender", "identity", "counting")
 
 
 # ---- measurements ---------------------------------------------------------------------------------------
@@ -169,9 +173,8 @@ def _order(task: str, x: np.ndarray) -> str | None:
     values = [PATTERN_MEASURES[task](x[a:b]) for a, b in parts]
     if not all(np.isfinite(values)):
         return None
-    names = LEVELS[task]
     ranks = np.argsort(np.argsort(values))
-    return "-".join(names[r] for r in ranks)
+    return "-".join(("low", "medium", "high")[r] for r in ranks)
 
 
 def _voices_by_turn(x: np.ndarray) -> list[float]:
@@ -183,31 +186,49 @@ def _count(x: np.ndarray) -> str | None:
     if not medians:
         return None
     clusters = 1 + sum(b - a > SAME_VOICE_ST for a, b in itertools.pairwise(medians))
-    return COUNTS[clusters - 1] if clusters <= len(COUNTS) else None
+    labels = LABELS["counting"]
+    return labels[clusters - 1] if clusters <= len(labels) else None
 
 
 def _identity(x: np.ndarray) -> str | None:
     medians = _voices_by_turn(x)
-    if len(medians) < 3 or not all(np.isfinite(medians)):
+    labels = LABELS["identity"]
+    if not 3 <= len(medians) <= 1 + len(labels) or not all(np.isfinite(medians)):
         return None
     dist = [abs(m - medians[0]) for m in medians[1:]]
-    best = int(np.argmin(dist))
-    return f"segment {best + 2}"
+    return labels[int(np.argmin(dist))]
+
+
+def _thirds(x: np.ndarray) -> list[float] | None:
+    """F0 medians (semitones) of the first, middle and last third of the voiced span; None when too little."""
+    st = f0_track(x, INTONATION_FMIN)  # a falling end of a low voice goes below FMIN
+    voiced = np.nonzero(np.isfinite(st))[0]
+    if len(voiced) < 15:
+        return None
+    edges = np.linspace(voiced[0], voiced[-1] + 1, 4)
+    thirds = [st[voiced[(voiced >= lo) & (voiced < hi)]] for lo, hi in itertools.pairwise(edges)]
+    return [float(np.median(t)) for t in thirds] if all(len(t) >= 3 for t in thirds) else None
+
+
+def _move(delta: float) -> int:
+    return 0 if abs(delta) <= CONTOUR_MARGIN_ST else 1 if delta > 0 else -1
 
 
 def _intonation(x: np.ndarray) -> str | None:
-    st = f0_track(x, INTONATION_FMIN)  # a falling end of a low voice goes below FMIN
-    voiced = np.nonzero(np.isfinite(st))[0]
-    if len(voiced) < 10:
+    thirds = _thirds(x)
+    if thirds is None:
         return None
-    tail = voiced[voiced >= voiced[-1] - int(0.5 * SR / HOP)]
-    slope = np.polyfit(tail * HOP / SR, st[tail], 1)[0]
-    return "rising" if slope > 0 else "falling"
+    first, middle, last = thirds
+    shapes = {(1, 1): "rising", (-1, -1): "falling", (1, -1): "rise-fall", (-1, 1): "fall-rise"}
+    shape = shapes.get((_move(middle - first), _move(last - middle)))
+    return None if shape is None else release_label("intonation", shape)
 
 
 def _gender(x: np.ndarray) -> str | None:
     m = _median_st(x)
-    return None if not np.isfinite(m) else "male" if 100.0 * math.pow(2.0, float(m) / 12) < GENDER_F0_HZ else "female"
+    if not np.isfinite(m):
+        return None
+    return release_label("gender", "male" if 100.0 * math.pow(2.0, float(m) / 12) < GENDER_F0_HZ else "female")
 
 
 def measure(task: str, audio: np.ndarray) -> str | None:
@@ -269,12 +290,11 @@ def scale_range(x: np.ndarray, scale: float) -> np.ndarray:
     return stepped_shift(x, np.clip((scale - 1.0) * (steps - med), -9.0, 9.0))
 
 
-def glide_end(x: np.ndarray, semitones: float) -> np.ndarray:
-    """The last GLIDE_SEC of speech glides linearly to `semitones` (rising > 0, falling < 0)."""
+def contour(x: np.ndarray, shape: str, size: float) -> np.ndarray:
+    """The recording's pitch moved along `shape` (CONTOUR_ST x `size` semitones at its start, middle and end,
+    linear between, in 50 ms steps), duration kept."""
     n = int(np.ceil(len(x) / STEP))
-    k = max(2, int(round(GLIDE_SEC * SR / STEP)))
-    values = np.zeros(n)
-    values[-k:] = np.linspace(0.0, semitones, k)
+    values = np.interp(np.linspace(0.0, 1.0, n), (0.0, 0.5, 1.0), np.multiply(CONTOUR_ST[shape], size))
     return stepped_shift(x, values)
 
 
@@ -305,17 +325,12 @@ def _render_level(task: str, x: np.ndarray, level: str, target_sec: float, versi
 
 @dataclass(frozen=True)
 class Candidate:
-    """A candidate item: its id, known before its audio is made, and how to make it."""
+    """A candidate item: its id and labels, known before its audio is made, and how to make it."""
 
     id: str
+    answer: str
+    adversarial: str
     make: Callable[[], Item]
-
-
-def _options(rng: object, answer: str, adversarial: str, pool: Sequence[str], n: int) -> list[str]:
-    others = [o for o in pool if o not in (answer, adversarial)]
-    chosen = [answer, adversarial, *rng.sample(others, min(n - 2, len(others)))]  # type: ignore[attr-defined]
-    rng.shuffle(chosen)  # type: ignore[attr-defined]
-    return chosen
 
 
 def _item_id(task: str, split: str, *parts: object) -> str:
@@ -323,6 +338,15 @@ def _item_id(task: str, split: str, *parts: object) -> str:
 
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()[:10]
     return f"vpl-{task}-{split}-{digest}"
+
+
+def _said(base_ids: Sequence[str]) -> str:
+    return " | ".join(bases()[b].script.text for b in base_ids)
+
+
+def _leveled(base_ids: Sequence[str]) -> list[np.ndarray]:
+    """The bases' audio at the medium speech level (loudness says nothing in these tasks)."""
+    return [set_level(base_audio(b), VOLUME_DB["medium"]) for b in base_ids]
 
 
 def _pattern(task: str) -> Callable[[str], Iterator[Candidate]]:
@@ -338,115 +362,155 @@ def _pattern(task: str) -> Callable[[str], Iterator[Candidate]]:
             rng_for(task, split, "middle").shuffle(middle)
             combos += middle
 
-        def make(voice: Voice, adv: str, true: str, version: str) -> Item:
-            claims = adv.split("-")
-            used = [base_of(voice, task, c) for c in claims]
-            raw = [base_audio(b.id) for b in used]
+        def make(item_id: str, voice: Voice, adv: str, true: str, version: str) -> Item:
+            used = [base_of(voice, task, c).id for c in adv.split("-")]
+            raw = [base_audio(b) for b in used]
             target = float(np.mean([len(r) for r in raw])) / SR
             parts = [_render_level(task, r, lvl, target, version) for r, lvl in zip(raw, true.split("-"), strict=True)]
             if task != "volume":
                 parts = [set_level(p, VOLUME_DB["medium"]) for p in parts]  # loudness says nothing here
-            key = (voice.id, adv, true) if version == "full" else (voice.id, adv, true, version)
-            rng = rng_for(task, split, *key)
-            return Item(_item_id(task, split, *key), task, join(parts), QUESTIONS[task],
-                        _options(rng, true, adv, perms, 4), true, adv, [b.id for b in used],
-                        " | ".join(b.script.text for b in used), parts=parts)
+            return Item(item_id, task, join(parts), QUESTIONS[task], [], release_label(task, true),
+                        release_label(task, adv), used, _said(used), parts=parts)
 
         for voice, adv, true, version in combos:
             key = (voice.id, adv, true) if version == "full" else (voice.id, adv, true, version)
-            yield Candidate(_item_id(task, split, *key), functools.partial(make, voice, adv, true, version))
+            item_id = _item_id(task, split, *key)  # the level names of builder 3: ids kept
+            yield Candidate(item_id, release_label(task, true), release_label(task, adv),
+                            functools.partial(make, item_id, voice, adv, true, version))
     return build
 
 
-def _others(voice: Voice, exclude: Sequence[str]) -> list[str]:
+@functools.cache
+def _others(voice: Voice, exclude: tuple[str, ...]) -> list[str]:
     """The voice's other sentences (not of the `exclude` tasks), to join with a claim."""
     return sorted(b.id for b in bases().values() if b.voice == voice and b.script.task not in exclude)
 
 
-GENDER_OTHERS_EXCLUDE = ("gender", "identity", "counting")  # sentences that would claim a sex or speakers
-
-
 def _build_gender(split: str) -> Iterator[Candidate]:
     voices = [v for v in voices_of(split) if has_base(v, "gender", "female" if v.sex == "male" else "male")]
-    combos = [(v, o, first) for v in voices for o in _others(v, GENDER_OTHERS_EXCLUDE) for first in (True, False)]
+    # every other sentence of the voice: the test split's two female voices need all of them for 50 items
+    combos = [(v, o, first) for v in voices for o in _others(v, ("gender",)) for first in (True, False)]
     rng_for("gender", split).shuffle(combos)
 
-    def make(voice: Voice, order: list[str], adv: str) -> Item:
-        parts = [set_level(base_audio(b), VOLUME_DB["medium"]) for b in order]
-        return Item(_item_id("gender", split, *order), "gender", join(parts), QUESTIONS["gender"], ["male", "female"],
-                    voice.sex, adv, order, " | ".join(bases()[b].script.text for b in order), parts=parts)
+    def make(item_id: str, voice: Voice, order: list[str], adv: str) -> Item:
+        parts = _leveled(order)
+        return Item(item_id, "gender", join(parts), QUESTIONS["gender"], [], release_label("gender", voice.sex),
+                    release_label("gender", adv), order, _said(order), parts=parts)
 
     for voice, other, claim_first in combos:
         adv = "female" if voice.sex == "male" else "male"
         claim = base_of(voice, "gender", adv)
         order = [claim.id, other] if claim_first else [other, claim.id]
-        yield Candidate(_item_id("gender", split, *order), functools.partial(make, voice, order, adv))
+        item_id = _item_id("gender", split, *order)
+        yield Candidate(item_id, release_label("gender", voice.sex), release_label("gender", adv),
+                        functools.partial(make, item_id, voice, order, adv))
+
+
+def _split_joined(audio: np.ndarray, lengths: Sequence[int]) -> list[np.ndarray]:
+    """The segments of a `join`ed recording of segments of these lengths (after a length-keeping change)."""
+    gap, start, out = int(round(GAP_SEC * SR)), int(0.1 * SR), []
+    for n in lengths:
+        out.append(audio[start:start + n])
+        start += n + gap
+    return out
 
 
 def _build_intonation(split: str) -> Iterator[Candidate]:
-    combos = [(v, o, adv, size) for v in voices_of(split) for o in _others(v, ("intonation",))
-              for adv in ("rising", "falling") for size in (0, 1) if has_base(v, "intonation", adv)]
+    combos = [(v, o, adv, true, size) for v in voices_of(split) for o in _others(v, ("intonation",))
+              for adv in ("rising", "falling") if has_base(v, "intonation", adv)
+              for true in CONTOURS if true != adv for size in range(len(CONTOUR_SIZES))]
     rng_for("intonation", split).shuffle(combos)
 
-    def make(voice: Voice, other: str, adv: str, size: int) -> Item:
-        true = "falling" if adv == "rising" else "rising"
-        claim = base_of(voice, "intonation", adv)
-        end = glide_end(base_audio(claim.id), GLIDE_ST[true][size])
-        parts = [set_level(base_audio(other), VOLUME_DB["medium"]), set_level(end, VOLUME_DB["medium"])]
-        return Item(_item_id("intonation", split, voice.id, other, adv, size), "intonation", join(parts),
-                    QUESTIONS["intonation"], ["rising", "falling"], true, adv, [other, claim.id],
-                    " | ".join(bases()[b].script.text for b in (other, claim.id)), parts=parts)
+    def make(item_id: str, order: list[str], adv: str, true: str, size: int) -> Item:
+        raw = _leveled(order)
+        audio = contour(join(raw), true, CONTOUR_SIZES[size])
+        return Item(item_id, "intonation", audio, QUESTIONS["intonation"], [], release_label("intonation", true),
+                    release_label("intonation", adv), order, _said(order),
+                    parts=_split_joined(audio, [len(r) for r in raw]))
 
-    for voice, other, adv, size in combos:
-        yield Candidate(_item_id("intonation", split, voice.id, other, adv, size),
-                        functools.partial(make, voice, other, adv, size))
+    for voice, other, adv, true, size in combos:
+        order = [other, base_of(voice, "intonation", adv).id]
+        item_id = _item_id("intonation", split, *order, true, size)
+        yield Candidate(item_id, release_label("intonation", true), release_label("intonation", adv),
+                        functools.partial(make, item_id, order, adv, true, size))
+
+
+@functools.cache
+def _turn_patterns(k: int) -> list[tuple[int, ...]]:
+    """Which of `k` voices says each of the COUNTING_TURNS turns: every voice speaks, first turns in voice order."""
+    def in_order(p: tuple[int, ...]) -> bool:
+        firsts = [p.index(v) for v in range(k)]
+        return firsts == sorted(firsts)
+
+    return [p for p in itertools.product(range(k), repeat=COUNTING_TURNS) if len(set(p)) == k and in_order(p)]
+
+
+COUNT_CLAIMS = {"one": 1, "four": 4}  # the counts the claim sentences assert
+
+
+def _counting_draw(rng: object, voices: list[Voice], k: int) -> tuple[list[str], str] | None:
+    """One draw: the turns' sentences (one turn claims a wrong count, the others say neutral sentences of their
+    voice) and the claim; None when a voice lacks the sentence."""
+    group = rng.sample(voices, k)  # type: ignore[attr-defined]
+    pattern = rng.choice(_turn_patterns(k))  # type: ignore[attr-defined]
+    adv = rng.choice([c for c, n in COUNT_CLAIMS.items() if n != k])  # type: ignore[attr-defined]
+    claim_at = rng.randrange(COUNTING_TURNS)  # type: ignore[attr-defined]
+    turns = [group[i] for i in pattern]
+    if not has_base(turns[claim_at], "counting", adv):
+        return None
+    said = [base_of(v, "counting", adv).id if t == claim_at else rng.choice(_others(v, NEUTRAL_EXCLUDE))  # type: ignore[attr-defined]
+            for t, v in enumerate(turns)]
+    return said, adv
 
 
 def _build_counting(split: str) -> Iterator[Candidate]:
-    voices = voices_of(split)
-    combos = [(group, adv, repeat) for k in (2, 3) for group in itertools.permutations(voices, k)
-              for adv in ("one", "four") for repeat in (False, True) if all(has_base(v, "counting", adv) for v in group)]
-    rng_for("counting", split).shuffle(combos)
+    voices, rng = voices_of(split), rng_for("counting", split)
 
-    def make(group: tuple[Voice, ...], turns: list[Voice], adv: str, repeat: bool) -> Item:
-        used = [base_of(v, "counting", adv) for v in turns]
-        parts = [set_level(base_audio(b.id), VOLUME_DB["medium"]) for b in used]
-        true = COUNTS[len(group) - 1]
-        rng = rng_for("counting", split, *[v.id for v in group], adv, repeat)
-        return Item(_item_id("counting", split, *[v.id for v in turns], adv), "counting", join(parts),
-                    QUESTIONS["counting"], _options(rng, true, adv, COUNTS, 4), true, adv, [b.id for b in used],
-                    " | ".join(b.script.text for b in used), parts=parts)
+    def make(item_id: str, said: list[str], k: int, adv: str) -> Item:
+        parts = _leveled(said)
+        return Item(item_id, "counting", join(parts), QUESTIONS["counting"], [], LABELS["counting"][k - 1],
+                    release_label("counting", adv), said, _said(said), parts=parts)
 
-    for group, adv, repeat in combos:
-        turns = [*group, group[0]] if repeat else list(group)  # a voice may come back after the others
-        yield Candidate(_item_id("counting", split, *[v.id for v in turns], adv),
-                        functools.partial(make, group, turns, adv, repeat))
+    for j in range(DRAWS):
+        k = j % len(LABELS["counting"]) + 1  # the four counts in turn
+        drawn = _counting_draw(rng, voices, k)
+        if drawn is not None:
+            said, adv = drawn
+            item_id = _item_id("counting", split, *said)
+            yield Candidate(item_id, LABELS["counting"][k - 1], release_label("counting", adv),
+                            functools.partial(make, item_id, said, k, adv))
+
+
+def _identity_order(a: Voice, b: Voice, fillers: Sequence[Voice], pos_true: int, pos_adv: int) -> list[str] | None:
+    """Clip 1 by `a`, then four clips: `a` again claiming to be new (at pos_true), `b` claiming to be the first
+    speaker (at pos_adv), the fillers' neutral sentence elsewhere; None when a voice lacks its sentence."""
+    needed = [(a, "pitch", "medium"), (a, "identity", "different"), (b, "identity", "same"),
+              *((f, "pitch", "medium") for f in fillers)]
+    if not all(has_base(*n) for n in needed):
+        return None
+    rest = iter(base_of(f, "pitch", "medium").id for f in fillers)
+    clips = [base_of(a, "identity", "different").id if i == pos_true else base_of(b, "identity", "same").id
+             if i == pos_adv else next(rest) for i in range(len(LABELS["identity"]))]
+    return [base_of(a, "pitch", "medium").id, *clips]
 
 
 def _build_identity(split: str) -> Iterator[Candidate]:
-    voices = voices_of(split)
-    combos = [(a, b, c, n, pos) for a, b, c in itertools.permutations(voices, 3) for n in (2, 3)
-              for pos in itertools.permutations(range(n), 2)
-              if has_base(a, "pitch", "medium") and has_base(a, "identity", "different")
-              and has_base(b, "identity", "same") and has_base(c, "pitch", "medium")]
-    rng_for("identity", split).shuffle(combos)
+    voices, rng, labels = voices_of(split), rng_for("identity", split), LABELS["identity"]
 
-    def make(order: list[str], n: int, pos_true: int, pos_adv: int) -> Item:
-        parts = [set_level(base_audio(x), VOLUME_DB["medium"]) for x in order]
-        options = [f"segment {i + 2}" for i in range(n)]
-        return Item(_item_id("identity", split, *order), "identity", join(parts), QUESTIONS["identity"], options,
-                    f"segment {pos_true + 2}", f"segment {pos_adv + 2}", order,
-                    " | ".join(bases()[x].script.text for x in order), parts=parts)
+    def make(item_id: str, order: list[str], pos_true: int, pos_adv: int) -> Item:
+        parts = _leveled(order)
+        return Item(item_id, "identity", join(parts), QUESTIONS["identity"], [], labels[pos_true], labels[pos_adv],
+                    order, _said(order), parts=parts)
 
-    for a, b, c, n, (pos_true, pos_adv) in combos:
-        query = base_of(a, "pitch", "medium")
-        cand: list[str] = [""] * n
-        cand[pos_true] = base_of(a, "identity", "different").id  # the same voice, claiming to be new
-        cand[pos_adv] = base_of(b, "identity", "same").id  # another voice, claiming to be the first
-        for i in range(n):
-            cand[i] = cand[i] or base_of(c, "pitch", "medium").id
-        order = [query.id, *cand]
-        yield Candidate(_item_id("identity", split, *order), functools.partial(make, order, n, pos_true, pos_adv))
+    for j in range(DRAWS):
+        a, b, *fillers = rng.sample(voices, 2 + len(labels) - 2)
+        pos_true = j % len(labels)  # the four positions in turn
+        pos_adv = rng.choice([p for p in range(len(labels)) if p != pos_true])
+        order = _identity_order(a, b, fillers, pos_true, pos_adv)
+        if order is not None:
+            item_id = _item_id("identity", split, *order)
+            yield Candidate(item_id, labels[pos_true], labels[pos_adv],
+                            functools.partial(make, item_id, order, pos_true, pos_adv))
 
 
 BUILDERS: dict[str, Callable[[str], Iterator[Candidate]]] = {
@@ -460,16 +524,19 @@ def candidates(task: str, split: str) -> Iterator[Candidate]:
     if task not in TASKS:
         raise ValueError(f"unknown VoxParadox-lite task {task!r} (tasks: {', '.join(TASKS)})")
     seen: set[str] = set()
-    for cand in BUILDERS[task](split):  # identity's 2-segment items do not use voice c: the same item again
+    for cand in BUILDERS[task](split):  # a draw may repeat an earlier one: the same item again
         if cand.id not in seen:
             seen.add(cand.id)
             yield cand
 
 
-def signal_verified(task: str, split: str, start: int = 0) -> Iterator[Item]:
-    """The candidates (from the `start`-th) whose label, measured from the signal, is their true label
-    (`measured` filled in)."""
+def signal_verified(task: str, split: str, start: int = 0,
+                    wanted: Callable[[Candidate], bool] | None = None) -> Iterator[Item]:
+    """The candidates (from the `start`-th; only those `wanted` says yes to) whose label, measured from the
+    signal, is their true label (`measured` filled in)."""
     for cand in itertools.islice(candidates(task, split), start, None):
+        if wanted is not None and not wanted(cand):
+            continue
         item = cand.make()
         measured = measure(task, item.audio)
         if measured == item.answer:
@@ -477,35 +544,125 @@ def signal_verified(task: str, split: str, start: int = 0) -> Iterator[Item]:
             yield item
 
 
-def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
-    """The items of a task and split: the frozen ids (data/voxparadox/ids/, chosen by the freeze script's
-    Whisper and signal checks) in their order, or their first `n`; without a frozen list, the first `n`
-    (default SPLIT_SIZES[split]) signal-verified candidates. Deterministic; no synthesiser, no Whisper."""
-    frozen = frozen_ids(task, split)
-    if frozen is None:
-        want = SPLIT_SIZES[split] if n is None else n
-        out = list(itertools.islice(signal_verified(task, split), want))
-        if len(out) < want:
-            raise ValueError(f"voxparadox-{task} {split}: only {len(out)} of {want} candidates verified")
-        return out
-    wanted = frozen if n is None else frozen[:n]
-    by_id = {}
-    remaining = set(wanted)
+# ---- balance: labels by selection, letters and label ranks by the options offered --------------------------------
+# Pattern tasks' six orders are balanced by the options each item offers (the rank of its answer among them), the
+# other tasks offer all their labels (gender, intonation, counting, identity): their answers are balanced when the
+# items are chosen, a label at most ceil(n / labels) times.
+SELECTION_BALANCED: tuple[str, ...] = ("gender", "intonation", "counting", "identity")
+
+
+def label_cap(task: str, n: int) -> int:
+    """How many of `n` items of a task may share one answer."""
+    return math.ceil(n / len(LABELS[task])) if task in SELECTION_BALANCED else n
+
+
+class Labelled(Protocol):
+    id: str
+    answer: str
+    adversarial: str
+
+
+def _option_sets(pool: Sequence[str], item: Labelled) -> list[tuple[int, list[str]]]:
+    """Every option set an item may offer (its answer, its adversarial label, others from the pool), each with the
+    answer's rank: its place in the pool's order among the offered."""
+    others = [o for o in pool if o not in (item.answer, item.adversarial)]
+    size = min(OPTIONS_PER_ITEM, len(pool))
+    sets = [[item.answer, item.adversarial, *rest] for rest in itertools.combinations(others, size - 2)]
+    return [(sorted(s, key=pool.index).index(item.answer), s) for s in sets]
+
+
+def _balanced_sets(task: str, items: Sequence[Labelled]) -> dict[str, list[str]]:
+    """Each item's option set: the most constrained items (fewest possible ranks) first, each at a rank used least
+    so far, so the answer's ranks come out as even as the items allow."""
+    sets = {item.id: _option_sets(LABELS[task], item) for item in items}
+    ranks = [0] * min(OPTIONS_PER_ITEM, len(LABELS[task]))
+    chosen = {}
+    order = sorted(range(len(items)), key=lambda k: (len({r for r, _ in sets[items[k].id]}), k))
+    for item in (items[k] for k in order):
+        fewest = min(ranks[r] for r, _ in sets[item.id])
+        least_used = [(r, s) for r, s in sets[item.id] if ranks[r] == fewest]
+        rank, options = rng_for("options", task, item.id).choice(least_used)
+        ranks[rank] += 1
+        chosen[item.id] = options
+    return chosen
+
+
+def _placed(rng: random.Random, chosen: list[str], answer: str, letters: list[int]) -> list[str]:
+    """The options in order: the answer at a letter used least so far, the others shuffled around it."""
+    fewest = min(letters)
+    pos = rng.choice([p for p, n in enumerate(letters) if n == fewest])
+    letters[pos] += 1
+    rest = [o for o in chosen if o != answer]
+    rng.shuffle(rest)
+    rest.insert(pos, answer)
+    return rest
+
+
+def plan_options(task: str, items: Sequence[Labelled]) -> dict[str, list[str]]:
+    """Each item's options by id: the answer at each letter equally often (in the items' order, so a prefix too),
+    and at each rank of the task's label order as evenly as the items allow (so always "A" and always the first
+    label score chance). Planned over a whole frozen list: a subset takes its items' options from it."""
+    letters = [0] * min(OPTIONS_PER_ITEM, len(LABELS[task]))
+    chosen = _balanced_sets(task, items)
+    return {item.id: _placed(rng_for("letters", task, item.id), chosen[item.id], item.answer, letters)
+            for item in items}
+
+
+def with_options(task: str, items: list[Item]) -> list[Item]:
+    """The items with their planned options (plan_options over these items, in order)."""
+    plan = plan_options(task, items)
+    for item in items:
+        item.options = plan[item.id]
+    return items
+
+
+def select_balanced(task: str, items: Iterable[Item], n: int) -> list[Item]:
+    """The first `n` items with no answer more than label_cap times."""
+    cap, taken, out = label_cap(task, n), Counter[str](), []
+    for item in items:
+        if taken[item.answer] < cap:
+            taken[item.answer] += 1
+            out.append(item)
+            if len(out) == n:
+                break
+    return out
+
+
+def frozen_candidates(task: str, split: str, ids: Sequence[str]) -> list[Candidate]:
+    """The candidates of these frozen ids, in their order; an id the builder no longer makes is an error."""
+    remaining, found = set(ids), {}
     for cand in candidates(task, split):
         if cand.id in remaining:
-            by_id[cand.id] = cand
+            found[cand.id] = cand
             remaining.discard(cand.id)
             if not remaining:
                 break
     if remaining:
         raise ValueError(f"voxparadox-{task} {split}: {len(remaining)} frozen ids are not among the builder's "
                          f"candidates (e.g. {sorted(remaining)[0]!r}); the builder changed: refreeze")
+    return [found[i] for i in ids]
+
+
+def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
+    """The items of a task and split: the frozen ids (data/voxparadox/ids/, chosen by the freeze script's
+    Whisper and signal checks) in their order, or their first `n`; without a frozen list, the first `n`
+    (default SPLIT_SIZES[split]) signal-verified candidates, labels balanced. Options by plan_options.
+    Deterministic; no synthesiser, no Whisper."""
+    frozen = frozen_ids(task, split)
+    if frozen is None:
+        want = SPLIT_SIZES[split] if n is None else n
+        out = select_balanced(task, signal_verified(task, split), want)
+        if len(out) < want:
+            raise ValueError(f"voxparadox-{task} {split}: only {len(out)} of {want} candidates verified")
+        return with_options(task, out)
+    cands = frozen_candidates(task, split, frozen)
+    plan = plan_options(task, cands)  # over the whole list: the first n items have the options of a full build
     out = []
-    for item_id in wanted:
-        item = by_id[item_id].make()
+    for cand in cands if n is None else cands[:n]:
+        item = cand.make()
         measured = measure(task, item.audio)
         if measured != item.answer:
-            raise ValueError(f"{item_id}: measured {measured!r} from the signal, its label is {item.answer!r}")
-        item.measured = measured
+            raise ValueError(f"{item.id}: measured {measured!r} from the signal, its label is {item.answer!r}")
+        item.measured, item.options = measured, plan[item.id]
         out.append(item)
     return out
