@@ -14,14 +14,11 @@ in build order) builds only a little more than N items instead of all of them.
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 from typing import TYPE_CHECKING, Any
 
 from finetune.data import Split, TrainingData, training_data
-from harness.data import BenchRow, read_audio
-from harness.kinds import task_kind
-from harness.mcq import normalize_mcq_row
+from harness.data import BenchRow, built_item_row
 from vocalgrad_dataset.tasks import is_vocalgrad, task_config
 
 if TYPE_CHECKING:
@@ -62,9 +59,7 @@ class ItemRenderer:
         stored = self._rows.get(item_id)
         if stored is None:
             raise ValueError(f"{item_id}: not a built item of {self.config!r} {self.split}")
-        audio = read_audio(io.BytesIO(stored["audio"]["bytes"]))
-        return normalize_mcq_row({**stored, "audio": audio}, self.config, self.config,  # type: ignore[return-value]
-                                 kind=task_kind(self.config).name)
+        return built_item_row(stored, self.config, self.config)
 
 
 def held_out(item_id: str, *, val_fraction: float, seed: int) -> bool:

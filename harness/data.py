@@ -8,7 +8,7 @@ Audio is decoded with soundfile only: the eval path needs no FFmpeg.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, Protocol, TypedDict
@@ -166,6 +166,15 @@ def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
     }
 
 
+def built_item_row(row: Mapping[str, Any], config: str, where: str) -> BenchRow:
+    """An item as the item builder writes it (vocalgrad_dataset.voxparadox.export.item_row: PCM16 WAV bytes),
+    as ParquetSource reads it back from a build: audio decoded, checked as its kind's row."""
+    audio = decode_audio(io.BytesIO(row["audio"]["bytes"]), f"{where}: clip {row['benchmark_clip_id']}")
+    # a build stores duration_sec as float32: the same value here, so the rows are a build's rows
+    row = {**row, "audio": audio, "duration_sec": float(np.float32(row["duration_sec"]))}
+    return normalize_mcq_row(row, config, where, kind=task_config(config).kind)  # type: ignore[return-value]
+
+
 def _float(value: Any) -> float:
     return float(value) if value not in (None, "") else float("nan")
 
@@ -255,12 +264,7 @@ class ItemSource:
         if not wanted:
             return
         for item in iter_config_items(config, self.split, wanted):
-            row = item_row(item, config)
-            where = f"{config} {self.split} (built in memory)"
-            audio = decode_audio(io.BytesIO(row["audio"]["bytes"]), f"{where}: clip {item.id}")
-            # a build stores duration_sec as float32: the same value here, so the rows are a build's rows
-            row = {**row, "audio": audio, "duration_sec": float(np.float32(row["duration_sec"]))}
-            yield normalize_mcq_row(row, config, where, kind=task_config(config).kind)  # type: ignore[misc]
+            yield built_item_row(item_row(item, config), config, f"{config} {self.split} (built in memory)")
 
 
 class ConfigSource:

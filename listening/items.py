@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.data import BenchRow, SourceUnit
+from harness.data import BenchRow, SourceUnit, built_item_row
 from harness.kinds import task_kind
 from harness.mcq import mcq_text, normalize_mcq_row
 from harness.parsing import mcq_vocabulary
@@ -159,17 +159,10 @@ class BuilderRows:
 
     def _built(self, config: str) -> dict[str, BenchRow]:
         if config not in self._rows:
-            import io
-
-            from harness.data import read_audio
             from vocalgrad_dataset.voxparadox.export import item_row
 
-            rows = {}
-            for item in builder_items(config, self.split, self.pool[config]):
-                row = item_row(item, config)  # PCM16 WAV, as a build stores it
-                audio = read_audio(io.BytesIO(row["audio"]["bytes"]))
-                rows[item.id] = normalize_mcq_row({**row, "audio": audio}, config, config, kind=task_kind(config).name)
-            self._rows[config] = rows  # type: ignore[assignment]
+            self._rows[config] = {item.id: built_item_row(item_row(item, config), config, config)
+                                  for item in builder_items(config, self.split, self.pool[config])}
         return self._rows[config]
 
     def units(self, config: str) -> list[SourceUnit]:
