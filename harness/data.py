@@ -92,12 +92,6 @@ class RowSource(Protocol):
         ...
 
 
-def config_name(name: str) -> str:
-    """Our config name for "speed", the published "speaking_speed", a variant config ("volume-ternary",
-    "beep-pitch", "pitch-source") or another declared config ("voxparadox-pitch"); "did you mean" otherwise."""
-    return task_config(name).name
-
-
 def attribute_word(config: str) -> str:
     """The prompt attribute word of a config's category (SPEC §3 table)."""
     return config_spec(config).category.attribute

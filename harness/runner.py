@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from harness import results as res
-from harness.data import CONFIGS, RowSource, SourceUnit, config_name, published_name
+from harness.data import CONFIGS, RowSource, SourceUnit, published_name
 from harness.item import Item, error_text, sample_row
 from harness.kinds import Kind, row_kind, source_kind
 from harness.lock import RunLock
@@ -50,6 +50,7 @@ from harness.tracking import wandb_args_type
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
+from vocalgrad_dataset.tasks import resolve
 
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
 # timeouts (10-30 min) would kill long runs. If a rank crashes, the launcher tears the group down.
@@ -357,10 +358,10 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
 def run_configs(names: Sequence[str], source: RowSource) -> list[str]:
     """Canonical config names; a source that names its own configs (mapped MCQ tasks) resolves them itself,
     and the default (the nine categories) then stands for all of its tasks."""
-    resolve = getattr(source, "config_names", None)
-    if resolve is not None:
-        return resolve(None if list(names) == list(CONFIGS) else names)
-    return [config_name(c) for c in names]
+    named = getattr(source, "config_names", None)
+    if named is not None:
+        return named(None if list(names) == list(CONFIGS) else names)
+    return [resolve(c) for c in names]
 
 
 def check_variant(variant: Variant, config: str, kind: Kind) -> None:

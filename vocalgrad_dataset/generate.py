@@ -343,19 +343,6 @@ def source_row(
     }
 
 
-def render_config_rows(
-    spec: ConfigSpec,
-    clip: SourceClip,
-    samples: np.ndarray,
-    sr: int,
-    *,
-    audio_format: str = "array",
-    ids: Container[str] | None = None,
-) -> list[dict[str, Any]]:
-    """One source clip's rows of a config in row order; `ids` restricts rendering to those clip ids."""
-    return list(iter_config_rows(spec, clip, samples, sr, audio_format=audio_format, ids=ids))
-
-
 def iter_config_rows(
     spec: ConfigSpec,
     clip: SourceClip,
@@ -365,7 +352,7 @@ def iter_config_rows(
     audio_format: str = "array",
     ids: Container[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """render_config_rows one row at a time (bounded working memory for long sources)."""
+    """One source clip's rows of a config in row order, one at a time; `ids` restricts rendering to those clip ids."""
     if spec.recipe.claims:
         if not serves(clip, spec):
             return
