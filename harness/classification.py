@@ -22,17 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio import input_clip
-from harness.mcq_source import MappedMCQSource, parse_column_map
-from harness.models.protocol import Prompt
-from harness.parsing import Vocabulary, mcq_vocabulary
+from harness.mcq_source import MappedMCQSource
 
 CLASSIFY_REQUIRED = ("audio", "label")
 CLASSIFY_OPTIONAL = ("id", "task")
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 20260
 MAX_LABELS = 12  # the letters A-L
-ANSWER_INSTRUCTION = "Answer with the letter of the correct option."
 
 
 def classify_question(task: str) -> str:
@@ -67,11 +63,6 @@ def label_text(value: Any, task: str, where: str) -> str:
     return label
 
 
-def parse_columns(text: str) -> dict[str, str]:
-    """{field: column} from "audio=wav,label=emotion[,id=...,task=...]"; audio and label required."""
-    return parse_column_map(text, "--columns", CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL)
-
-
 class MappedClassifySource(MappedMCQSource):
     """Classification items of a dataset whose audio and label columns are named by `--columns`; the
     MCQ source's reading (files, folders, Hub, audio decoding, id checks) with the task's labels as options."""
@@ -90,9 +81,8 @@ class MappedClassifySource(MappedMCQSource):
             columns = {"audio": "audio", "label": "Emotion", "id": "id", "task": "task"}
         else:
             self._preloaded = None
-        mapping = parse_columns(columns) if isinstance(columns, str) else dict(columns)
         self._labels: list[str] = []
-        super().__init__(dataset, split, mapping, kind=kind, **options)  # options: hub_config, where
+        super().__init__(dataset, split, columns, kind=kind, **options)  # options: hub_config, where
 
     def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
         """(where, index, row) of every row: the MELD layout's preloaded items, local files or a Hub copy."""
@@ -148,23 +138,6 @@ class MappedClassifySource(MappedMCQSource):
                 base = self.root if self.root.is_dir() else self.root.parent
                 return video_audio(safe_join(base, path, where=item["_where"], hint=""), item["_where"])
         return super()._audio(item)
-
-
-def classify_vocabulary(labels: Sequence[str]) -> Vocabulary:
-    """The item's answers: letters A.. standing for the labels (scored in choices mode), read by the option parser."""
-    return mcq_vocabulary(labels)
-
-
-def classify_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
-    """The Prompt of one classification item: the question, the lettered labels, the instruction."""
-    vocab = classify_vocabulary(row["options"])
-    audio = input_clip(row)
-    lines = "\n".join(f"{w}. {o}" for w, o in zip(vocab.words, row["options"], strict=True))
-    text = f"{row['question']}\n\n{lines}\n\n{ANSWER_INSTRUCTION}"
-    segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)
-    meta = {"category": row["category"], "task": row.get("task"), "question": row["question"],
-            "options": tuple(row["options"]), "answer_words": vocab.words, "answer_labels": vocab.labels}
-    return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), vocab
 
 
 # ---- metrics -------------------------------------------------------------------------------------------

@@ -31,11 +31,6 @@ OPTIONAL = ("adversarial", "task", "id", "groups")
 JOIN = "+"  # options=choice_a+choice_b+...: one option per column (empty ones dropped); groups=a+b: group columns
 
 
-def parse_mcq_columns(text: str) -> dict[str, str]:
-    """{field: column} from "audio=wav,question=q,..."; every required field once, no unknown field."""
-    return parse_column_map(text, "--columns", REQUIRED, OPTIONAL)
-
-
 def parse_column_map(text: str, flag: str, required: Sequence[str], optional: Sequence[str]) -> dict[str, str]:
     """{field: column} from "FIELD=COLUMN,..." given to `flag`: every required field once, no unknown field."""
     fields = (*required, *optional)
@@ -178,7 +173,8 @@ class MappedMCQSource:
                  hub_config: str | None = None, where: Mapping[str, Any] | None = None) -> None:
         self.kind = kind  # the harness.kinds.Kind its rows are (it carries this source's factory)
         self.split = split
-        self.mapping = parse_mcq_columns(columns) if isinstance(columns, str) else dict(columns)
+        fields = kind.columns or (REQUIRED, OPTIONAL)  # the kind's (required, optional) mapped fields
+        self.mapping = parse_column_map(columns, "--columns", *fields) if isinstance(columns, str) else dict(columns)
         self.root = Path(dataset)
         self.hub_config = hub_config  # the Hub dataset's configuration (datasets' `name`)
         self.where = dict(where or {})  # row filter: column -> a value or a list of accepted values

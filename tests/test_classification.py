@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
-from harness.classification import classification_metrics, parse_columns
+from harness.classification import classification_metrics
 from harness.kinds.choice import CLASSIFY
+from harness.mcq_source import parse_column_map
 from harness.meld import MELD_EMOTIONS, meld_items, video_audio
 from tests.helpers.meld import COUNTS, build_meld_shaped
 
@@ -45,9 +46,9 @@ def test_a_class_never_predicted_has_precision_zero() -> None:
 
 def test_columns_need_audio_and_label() -> None:
     with pytest.raises(ValueError, match="no column given for label"):
-        parse_columns("audio=wav")
+        parse_column_map("audio=wav", "--columns", *CLASSIFY.columns)
     with pytest.raises(ValueError, match="did you mean 'label'"):
-        parse_columns("audio=wav,labl=x")
+        parse_column_map("audio=wav,labl=x", "--columns", *CLASSIFY.columns)
 
 
 def test_random_on_the_meld_shaped_fixture_matches_the_analytic_expectation(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from harness.classification import (
     MappedClassifySource,
     classification_macro,
     classification_summary,
-    classify_prompt,
 )
 from harness.kinds.base import REVERSED, AnswerOptions, Board, Kind, register_kind
 from harness.mcq import MCQ_FIELDS, mcq_prompt
@@ -167,7 +166,7 @@ CLASSIFY = register_kind(Kind(
     "classify", "classification over any label set, one audio per item, lettered forced choice (MELD, Table 22)",
     ("audio", "benchmark_clip_id", "category", "question", "options", "answer", "task"),
     ("kind", "task", "options", "source_clip_id"), grid=False, own_units=True, variants=CHOICE_VARIANTS,
-    prompt=classify_prompt, parser_id=mcq_parser_id(), metrics=classification_summary, group="classify",
+    prompt=mcq_prompt, parser_id=mcq_parser_id(), metrics=classification_summary, group="classify",
     group_metrics=classification_macro, lm_eval_metrics=CLASSIFY_LM_EVAL, headline=("macro_f1", "macro-F1"),
     config_metric="macro_f1", section=classify_section, compare=classify_compare, answers=letter_answers,
     buttons=item_buttons, columns=(CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL), mapped_source=_classify_source, confusion=True,
