@@ -328,10 +328,6 @@ class ParquetSource:
                              f"{', '.join(PARQUET_COLUMNS)}); is this a `vocalgrad-dataset build` output?")
         return names
 
-    def _holds_items(self, config: str) -> bool:
-        """True when the config's shards hold items that carry their own options (an `options` column)."""
-        return "options" in self._columns(self._files(config)[0])
-
     def units(self, config: str) -> list[SourceUnit]:
         import pyarrow.parquet as pq
 
@@ -364,7 +360,7 @@ class ParquetSource:
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
                              "`vocalgrad-dataset build` into the same --out")
         self._check_manifest(config, ids)
-        if self._holds_items(config):  # an item is its own unit: MCQ ids carry no source clip
+        if task_config(config).rows == "items":  # an item is its own unit: MCQ ids carry no source clip
             return [SourceUnit(i, 0.0 if np.isnan(d) else d, (i,)) for i, d in zip(ids, durations, strict=True)]
         return _group_units(ids, durations)
 
@@ -386,7 +382,7 @@ class ParquetSource:
         import pyarrow.parquet as pq
 
         wanted = {cid for u in units for cid in u.clip_ids}
-        mcq = self._holds_items(config)
+        mcq = task_config(config).rows == "items"  # items carry their own question and options
         for file in self._files(config):
             self._columns(file)
             for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
