@@ -27,11 +27,6 @@ if TYPE_CHECKING:
 SOURCE_NAME = "voxparadox-lite"  # what a run's record names as its data source
 
 
-def is_item_config(config: str) -> bool:
-    """True for a config whose rows are built items with lettered options (not the generator's clips)."""
-    return not is_vocalgrad(config)
-
-
 class ItemRenderer:
     """The MCQ rows of one item config's split, built by the item builder (`load`), served by id."""
 
@@ -108,4 +103,4 @@ def run_training_data(settings: TrainSettings, config: str | None = None) -> Tra
     """One config's training data (default: the run's single --category): the built items of a multiple-choice
     item config, else the generator's clips. A run's whole data (mixtures, DPO's set): finetune.mixture.run_data."""
     config = config or settings.category
-    return item_training_data(settings, config) if is_item_config(config) else training_data(settings, config)
+    return training_data(settings, config) if is_vocalgrad(config) else item_training_data(settings, config)
