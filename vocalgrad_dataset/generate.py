@@ -126,11 +126,6 @@ def config_clips(spec: ConfigSpec, clips: Iterable[SourceClip]) -> list[SourceCl
     return [c for c in clips if serves(c, spec)]
 
 
-def frozen_ids(config: str, split: str) -> list[str]:
-    """A config's clip ids from the frozen list alone (VCTK, or the config's bound source such as beep)."""
-    return config_ids(config, split)
-
-
 def source_clips(split: str, source: str | Source = "vctk", data_dir: str | Path | None = None) -> list[SourceClip]:
     """The source clips of a split, in canonical order."""
     src = get_source(source, data_dir) if isinstance(source, str) else source

@@ -379,12 +379,6 @@ def expand(name: str) -> list[TaskConfig]:
     return [resolve(name)]
 
 
-def expand_pattern(pattern: str) -> list[TaskConfig]:
-    """The configs of a declared `{category}` pattern over the nine categories ("{category}-yesno"): the one
-    expander, which the paper suite's `configs:` patterns use too."""
-    return expand(pattern.replace(CATEGORY, EVERY))
-
-
 def config_spec(name: str) -> ConfigSpec:
     """The generator's spec of a VocalGrad-family config (one line naming the family otherwise)."""
     config = resolve(name)
