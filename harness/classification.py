@@ -124,20 +124,11 @@ class MappedClassifySource(MappedMCQSource):
 
         return file.suffix.lower() not in VIDEO_SUFFIXES
 
-    def _audio(self, item: Mapping[str, Any]) -> Any:
+    def _decode_file(self, file: Any, where: str) -> Any:
         """A video file's audio through FFmpeg (harness.meld.video_audio); anything else as the MCQ source reads it."""
-        value = item["audio"]
-        path = value.get("path") if isinstance(value, Mapping) and not value.get("bytes") else value
-        if isinstance(path, str):
-            from pathlib import Path
+        from harness.meld import video_audio
 
-            from harness.meld import VIDEO_SUFFIXES, video_audio
-            from vocalgrad_dataset.fileio import safe_join
-
-            if Path(path).suffix.lower() in VIDEO_SUFFIXES:
-                base = self.root if self.root.is_dir() else self.root.parent
-                return video_audio(safe_join(base, path, where=item["_where"], hint=""), item["_where"])
-        return super()._audio(item)
+        return super()._decode_file(file, where) if self._sound_file(file) else video_audio(file, where)
 
 
 # ---- metrics -------------------------------------------------------------------------------------------

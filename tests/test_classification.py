@@ -98,3 +98,17 @@ def test_a_video_without_ffmpeg_says_how_to_extract(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(meld.shutil, "which", lambda _name: None)
     with pytest.raises(ValueError, match=r"is a video; install FFmpeg, or extract its audio first: ffmpeg -i"):
         video_audio(video, "x")
+
+
+def test_a_mapped_video_is_read_through_ffmpeg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --columns dataset whose audio column names a video: the source hands it to FFmpeg (here missing),
+    never to soundfile, whose error would not say how to extract the audio."""
+    import harness.meld as meld
+
+    (tmp_path / "a.mp4").write_bytes(b"\x00")
+    (tmp_path / "b.mp4").write_bytes(b"\x00")
+    (tmp_path / "test.csv").write_text("utt,wav,emotion\nu0,a.mp4,joy\nu1,b.mp4,anger\n", encoding="utf-8")
+    monkeypatch.setattr(meld.shutil, "which", lambda _name: None)
+    src = CLASSIFY.mapped_source(str(tmp_path / "test.csv"), "test", "audio=wav,label=emotion,id=utt")
+    with pytest.raises(ValueError, match=r"is a video; install FFmpeg"):
+        list(src.rows("classify", src.units("classify")))
