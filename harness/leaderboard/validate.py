@@ -63,7 +63,9 @@ def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
     decl = task_config(config)
     if decl.family != "vocalgrad":  # a builder family's frozen item list (built data only)
         if kind in ("parquet", "release"):
-            return _builder_ids(config, split)
+            from vocalgrad_dataset.voxparadox.export import config_item_ids
+
+            return tuple(config_item_ids(config, split))  # the frozen list (reversed controls: "-rev" ids)
         raise ValueError(f"cannot verify the clip ids of {config} from source {source!r}: {decl.family} configs "
                          "are evaluated from their build (`vocalgrad-dataset build`, then `harness eval --dataset`)")
     from vocalgrad_dataset.generate import config_ids, resolve_source
@@ -78,16 +80,6 @@ def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
     raise ValueError(f"cannot verify the clip ids of source {source!r}: the leaderboard takes runs on the "
                      "official VCTK benchmark (generated, built or released), on a config's own source (claims "
                      "for -conflict configs) or on the demo source")
-
-
-def _builder_ids(config: str, split: str) -> tuple[str, ...]:
-    """A VoxParadox-lite config's frozen item ids (the reversed control's carry the builder's "-rev")."""
-    from vocalgrad_dataset import voxparadox
-    params = task_config(config).params
-    ids = voxparadox.frozen_ids(str(params.get("task")), split)
-    if ids is None:
-        raise ValueError(f"cannot verify the clip ids of {config}: no frozen {split} item list")
-    return tuple(f"{i}-rev" if params.get("reversed") else i for i in ids)
 
 
 def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Condition | None,
