@@ -97,13 +97,6 @@ def attribute_word(config: str) -> str:
     return config_spec(config).category.attribute
 
 
-def published_name(config: str) -> str:
-    """The published long name of a config's category, with the variant marked ("volume-ternary" ->
-    "volume-ternary", "beep-pitch" -> "beep-voice_pitch")."""
-    resolved = task_config(config)
-    return resolved.decl.name_for(config_spec(resolved).category.release_name)
-
-
 def unit_key(source_item_id: str, source_clip_id: str) -> str:
     """Key of the unit a row belongs to."""
     return f"{source_item_id}__{source_clip_id}"

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from harness import results as res
-from harness.data import CONFIGS, RowSource, SourceUnit, published_name
+from harness.data import CONFIGS, RowSource, SourceUnit
 from harness.item import Item, error_text, sample_row
 from harness.kinds import Kind, row_kind, source_kind
 from harness.lock import RunLock
@@ -50,7 +50,7 @@ from harness.tracking import wandb_args_type
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
-from vocalgrad_dataset.tasks import resolve
+from vocalgrad_dataset.tasks import published_name, resolve
 
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
 # timeouts (10-30 min) would kill long runs. If a rank crashes, the launcher tears the group down.

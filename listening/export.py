@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import results as res
-from harness.data import published_name
 from harness.kinds import task_kind
 from harness.lm_eval_samples import with_lm_eval_fields
 from listening.items import samples_row
 from listening.store import Store
 from listening.study import PROMPT_VARIANT, answer_options, item_record, source_description
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.tasks import config_spec
+from vocalgrad_dataset.tasks import config_spec, published_name
 
 MODEL = "human"
 MODE = "listening"

@@ -388,6 +388,13 @@ def config_spec(name: str) -> ConfigSpec:
     return config.spec
 
 
+def published_name(config: str) -> str:
+    """A VocalGrad config under its category's published long name, with the variant marked ("pitch" ->
+    "voice_pitch", "volume-ternary" -> "volume-ternary", "beep-pitch" -> "beep-voice_pitch")."""
+    resolved = resolve(config)
+    return resolved.decl.name_for(config_spec(resolved).category.release_name)
+
+
 def expand_specs(name: str) -> list[ConfigSpec]:
     """The specs of the VocalGrad configs a name stands for (`all`, `all-ternary`, `beep-all`, or one)."""
     return [config_spec(c) for c in expand(name)]
