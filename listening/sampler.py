@@ -210,17 +210,3 @@ def direction_split(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str],
         if it["direction"] != grid.NO_CONDITION:
             cells[(it["tier"], it["curve"])][it["direction"]] += 1
     return dict(cells)
-
-
-def balance_problems(items: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Every tier x curve cell whose directions do not split evenly, and every curve tied to one direction
-    (the published coupling); [] for a balanced sample."""
-    items = list(items)
-    problems = [f"cell {t}/{c}: up {k['up']} vs down {k['down']}" for (t, c), k in sorted(direction_split(items).items())
-                if k["up"] != k["down"]]
-    per_curve: dict[str, set[str]] = defaultdict(set)
-    for it in items:
-        if it["direction"] != grid.NO_CONDITION:
-            per_curve[it["curve"]].add(it["direction"])
-    problems += [f"curve {c} always {next(iter(d))}" for c, d in sorted(per_curve.items()) if len(d) == 1]
-    return problems
