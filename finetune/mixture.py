@@ -44,11 +44,6 @@ class MixedRenderer:
         return self.parts[config].row(inner)
 
 
-def unprefixed(clip_id: str) -> str:
-    """A mixture id's own clip id (the id itself when it has no config prefix)."""
-    return clip_id.partition(SEP)[2] or clip_id
-
-
 def weighted(ids: Sequence[str], weight: float, *, seed: int) -> tuple[str, ...]:
     """round(weight x n) of the ids: each repeated floor(k / n) times, plus a seeded subset of the remainder, in
     dataset order."""
