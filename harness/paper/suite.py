@@ -357,7 +357,3 @@ def suite_runs() -> list[SuiteRun]:
     """Every run of the paper's suite, in execution order."""
     return list(default_suite().runs)
 
-
-def select_runs(only: Sequence[str] = (), skip: Sequence[str] = ()) -> list[SuiteRun]:
-    """Runs of the paper's suite selected by name or group (see Suite.select)."""
-    return default_suite().select(only, skip)
