@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.data import Split, TrainingData, training_data
 from harness.data import BenchRow, built_item_row
-from vocalgrad_dataset.tasks import is_vocalgrad, task_config
+from vocalgrad_dataset.tasks import is_vocalgrad, resolve
 
 if TYPE_CHECKING:
     from finetune.settings import TrainSettings
@@ -31,7 +31,7 @@ class ItemRenderer:
     """The MCQ rows of one item config's split, built by the item builder (`load`), served by id."""
 
     def __init__(self, config: str, split: str = "train") -> None:
-        self.config, self.split = task_config(config).name, split
+        self.config, self.split = resolve(config).name, split
         self.source_name = SOURCE_NAME
         self._rows: dict[str, dict[str, Any]] = {}
         self._order: list[str] = []

@@ -81,7 +81,6 @@ class MappedClassifySource(MappedMCQSource):
             columns = {"audio": "audio", "label": "Emotion", "id": "id", "task": "task"}
         else:
             self._preloaded = None
-        self._labels: list[str] = []
         super().__init__(dataset, split, columns, kind=kind, **options)  # options: hub_config, where
 
     def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:

@@ -29,7 +29,7 @@ from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import serves, unit_ids
 from vocalgrad_dataset.sources import SourceError, check_wav_complete
-from vocalgrad_dataset.tasks import config_spec, task_config
+from vocalgrad_dataset.tasks import config_spec, resolve
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
@@ -159,7 +159,7 @@ def built_item_row(row: Mapping[str, Any], config: str, where: str) -> BenchRow:
     audio = decode_audio(io.BytesIO(row["audio"]["bytes"]), f"{where}: clip {row['benchmark_clip_id']}")
     # a build stores duration_sec as float32: the same value here, so the rows are a build's rows
     row = {**row, "audio": audio, "duration_sec": float(np.float32(row["duration_sec"]))}
-    return normalize_mcq_row(row, config, where, kind=task_config(config).kind)  # type: ignore[return-value]
+    return normalize_mcq_row(row, config, where, kind=resolve(config).kind)  # type: ignore[return-value]
 
 
 def _float(value: Any) -> float:
@@ -209,7 +209,7 @@ class GeneratorSource:
         """Refuse a config whose rows need carriers of their own kind (a lexical-conflict config: the claims
         source's sentences that claim a direction) from a source without them, where every row would be
         neutral and every conflict metric empty."""
-        spec = task_config(config).spec
+        spec = resolve(config).spec
         needs = getattr(spec, "default_source", None)
         if needs and self.source != needs:
             raise ValueError(f"config {config!r} needs the {needs} source (carrier sentences that claim a "
@@ -265,7 +265,7 @@ class ConfigSource:
         self.description = self.generated.description
 
     def _of(self, config: str) -> RowSource:
-        return self.items if task_config(config).rows == "items" else self.generated
+        return self.items if resolve(config).rows == "items" else self.generated
 
     def config_description(self, config: str) -> str:
         """Where one config's rows come from (the per-config record's `source`)."""
@@ -353,7 +353,7 @@ class ParquetSource:
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
                              "`vocalgrad-dataset build` into the same --out")
         self._check_manifest(config, ids)
-        if task_config(config).rows == "items":  # an item is its own unit: MCQ ids carry no source clip
+        if resolve(config).rows == "items":  # an item is its own unit: MCQ ids carry no source clip
             return [SourceUnit(i, 0.0 if np.isnan(d) else d, (i,)) for i, d in zip(ids, durations, strict=True)]
         return _group_units(ids, durations)
 
@@ -375,7 +375,7 @@ class ParquetSource:
         import pyarrow.parquet as pq
 
         wanted = {cid for u in units for cid in u.clip_ids}
-        mcq = task_config(config).rows == "items"  # items carry their own question and options
+        mcq = resolve(config).rows == "items"  # items carry their own question and options
         for file in self._files(config):
             self._columns(file)
             for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
@@ -392,7 +392,7 @@ class ParquetSource:
                     decoded = decode_audio(data, f"{file}: clip {cid}")
                     if mcq:
                         yield normalize_mcq_row({**row, "audio": decoded}, config, str(file),  # type: ignore[misc]
-                                                kind=task_config(config).kind)
+                                                kind=resolve(config).kind)
                     else:
                         yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
 

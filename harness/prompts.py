@@ -167,10 +167,6 @@ def _paraphrase(config: str, index: int) -> tuple[str, str, str]:
     return PARAPHRASES[category][index - 1]
 
 
-def _audio(row: dict[str, Any]) -> AudioClip:
-    return input_clip(row)
-
-
 def few_shot_segments(
     attribute: str, examples: Sequence[tuple[AudioClip, str]], query: AudioClip, question: str
 ) -> tuple[Segment, ...]:
@@ -278,12 +274,12 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
         return kind.prompt(row, v)
     config = resolve(row["category"])
     attribute = row.get("attribute") or attribute_word(config)
-    audio = _audio(row)
+    audio = input_clip(row)
     text = v.text(config, attribute)
     if v.base == "few-shot":
         if v.pool is None:
             raise ValueError(f"prompt variant {v.name!r} needs train examples: resolve it with prepare_variant()")
-        examples = [(_audio(r), r["label"]) for r in v.pool.examples(config, row["benchmark_clip_id"])]
+        examples = [(input_clip(r), r["label"]) for r in v.pool.examples(config, row["benchmark_clip_id"])]
         segments = few_shot_segments(attribute, examples, audio, text)
     else:
         segments = (audio, text) if v.audio_first else (text, audio)

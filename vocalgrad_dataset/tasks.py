@@ -108,7 +108,7 @@ class TaskConfig(str):
     goes: dict keys, file names, JSON), its declaration, and (VocalGrad family) the generator spec.
 
     A name is resolved once, at the CLI or library boundary (`resolve`); everything after receives this
-    object, and `generate.config_spec` / `task_config` return what it already holds instead of parsing
+    object, and `config_spec` / `resolve` return what it already holds instead of parsing
     the name again (lm-eval's TaskConfig, passed as an object)."""
 
     decl: TaskDecl
@@ -400,9 +400,7 @@ def expand_specs(name: str) -> list[ConfigSpec]:
     return [config_spec(c) for c in expand(name)]
 
 
-def task_config(name: str) -> TaskConfig:
-    """The declared config a name stands for (`resolve`; kept for the modules that call it by this name)."""
-    return resolve(name)
+task_config = resolve  # the name vocalgrad_dataset.voxparadox.export still calls it by
 
 
 def is_vocalgrad(name: str) -> bool:

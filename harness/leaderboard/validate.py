@@ -31,7 +31,7 @@ from harness.prompts import get_variant
 from harness.redact import redact
 from harness.results import DEFAULT_MAX_ERROR_RATE, build_results, component_versions, error_summary
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.tasks import config_spec, task_config
+from vocalgrad_dataset.tasks import config_spec, resolve
 
 # Longest text a model field may hold (a 200,000-character name took the page 52 s to load); notes are prose.
 MAX_TEXT = {"name": 120, "notes": 2000}
@@ -60,7 +60,7 @@ def load_submission(path: str | Path) -> dict[str, Any]:
 def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
     """The clip ids a complete run of `config` must hold, from the dataset's ids alone (no audio)."""
     kind, _, name = source.partition(":")
-    decl = task_config(config)
+    decl = resolve(config)
     if decl.family != "vocalgrad":  # a builder family's frozen item list (built data only)
         if kind in ("parquet", "release"):
             from vocalgrad_dataset.voxparadox.export import config_item_ids
@@ -252,7 +252,7 @@ def _taken(config: str) -> bool:
     if config in CONFIGS:
         return True
     try:
-        return task_config(config).name == config and task_kind(config).group != GRID_GROUP
+        return resolve(config).name == config and task_kind(config).group != GRID_GROUP
     except ValueError:
         return False
 
