@@ -88,15 +88,10 @@ def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Conditio
     and the label the config's recipe gives it, or the run's settings."""
     none = grid.NO_CONDITION
     where = (cond.tier, cond.curve, cond.direction) if cond is not None else (none, none, none)
-    checks = [
-        (r.get("category") == config, f"category is not {config!r}"),
+    return _run_contradictions(r, config, run, [
         (r.get("gold") == _recipe_label(config, cond), "gold label contradicts the clip id"),
         ((r.get("tier"), r.get("curve"), r.get("direction")) == where, "tier/curve/direction contradict the clip id"),
-        ((r.get("model"), r.get("mode"), r.get("prompt_variant"))
-         == (run.get("model"), run.get("mode"), run.get("prompt_variant")),
-         "model/mode/prompt differ from the run's"),
-    ]
-    return [kind for holds, kind in checks if not holds]
+    ])
 
 
 def _follows_choice_margin(r: Mapping[str, Any]) -> bool:
@@ -123,10 +118,12 @@ def _prediction_contradiction(r: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _run_contradictions(r: Mapping[str, Any], config: str, run: Mapping[str, Any]) -> list[str]:
-    """What a row of a kind without the grid condition (MCQ) contradicts: its config, or the run's settings."""
+def _run_contradictions(r: Mapping[str, Any], config: str, run: Mapping[str, Any],
+                        row_checks: Sequence[tuple[bool, str]] = ()) -> list[str]:
+    """What a row contradicts: its config, `row_checks` (a grid row's clip id), or the run's settings."""
     checks = [
         (r.get("category") == config, f"category is not {config!r}"),
+        *row_checks,
         ((r.get("model"), r.get("mode"), r.get("prompt_variant"))
          == (run.get("model"), run.get("mode"), run.get("prompt_variant")),
          "model/mode/prompt differ from the run's"),
