@@ -233,17 +233,12 @@ def classification_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def classification_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """Unweighted mean over classification tasks of accuracy and macro-F1 (SE sqrt(Σ se²)/k), the group entry."""
-    from harness.metrics import finite_or_none, single_task_interval
+    from harness.metrics import finite_or_none, independent_mean, single_task_interval
 
     summaries = [classification_summary(rows) for rows in rows_by_config.values()]
     out: dict[str, Any] = {"n_configs": len(summaries), "configs": list(rows_by_config), "complete": True}
-    for name in ("accuracy", "macro_f1", "weighted_f1"):
-        vals = [s[name] for s in summaries if s.get(name) is not None]
-        ses = [s.get(f"{name}_stderr") or 0.0 for s in summaries if s.get(name) is not None]
-        mean = sum(vals) / len(vals) if vals else float("nan")
-        se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses else float("nan")
-        out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - 1.96 * se,
-                    f"{name}_ci_high": mean + 1.96 * se})
+    for name in ("accuracy", "macro_f1", "weighted_f1"):  # ±1.96 SE, as this group's entries were first written
+        out.update(independent_mean(summaries, name, z=1.96, missing_se=0.0))
     out.update(single_task_interval(summaries, ("accuracy", "macro_f1", "weighted_f1")))
     return finite_or_none(out)
 
