@@ -612,19 +612,17 @@ class RunIncomplete(ValueError):
 
 def summary_table(results: dict[str, Any]) -> str:
     """The per-config table `harness eval` prints at the end, as lm-eval prints its results table."""
-    from harness.tables import markdown_table, pct
+    from harness.tables import interval, markdown_table, pct
 
-    rows = [[c, pct(m["accuracy"]), f"[{pct(m['accuracy_ci_low'])}, {pct(m['accuracy_ci_high'])}]", str(m["n"]),
-             str(m["n_unparsed"]), str(m["n_error"])] for c, m in res.task_metrics(results).items()]
+    rows = [[c, pct(m["accuracy"]), interval(m), str(m["n"]), str(m["n_unparsed"]), str(m["n_error"])]
+            for c, m in res.task_metrics(results).items()]
     group = res.group_metrics(results)
     if len(rows) > 1 and group.get("n_configs"):
         rows.append(["mean of the categories" + ("" if group.get("complete") else " (not all nine)"),
-                     pct(group["accuracy"]), f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
-                     "", "", ""])
+                     pct(group["accuracy"]), interval(group), "", "", ""])
     for name, g in (results.get("group_metrics") or {}).items():  # a kind's own macro (reversed controls apart)
         if name != "vocalgrad" and g.get("accuracy") is not None:
-            rows.append([f"macro mean: {name} ({g.get('n_configs')} configs)", pct(g["accuracy"]),
-                         f"[{pct(g.get('accuracy_ci_low'))}, {pct(g.get('accuracy_ci_high'))}]", "", "", ""])
+            rows.append([f"macro mean: {name} ({g.get('n_configs')} configs)", pct(g["accuracy"]), interval(g), "", "", ""])
     return markdown_table(["config", "accuracy %", "95% CI", "n", "unparsed", "errors"], rows)
 
 

@@ -28,18 +28,17 @@ from harness.mcq_source import REQUIRED as MCQ_REQUIRED
 from harness.mcq_source import MappedMCQSource
 from harness.metrics import mcq_macro, mcq_summary
 from harness.parsing import Vocabulary, mcq_parser_id, mcq_vocabulary
-from harness.tables import markdown_table, pct
+from harness.tables import interval, markdown_table, pct
 
 SAMPLE_FIELDS = ("kind", "task", "options", "adversarial", "adversarial_labels", "groups", "source_clip_id")
 
 
 def _ci(s: Mapping[str, Any], name: str) -> str:
-    return f"{pct(s.get(name))} [{pct(s.get(f'{name}_ci_low'))}, {pct(s.get(f'{name}_ci_high'))}]"
+    return f"{pct(s.get(name))} {interval(s, name)}"
 
 
 def _ci_range(s: Mapping[str, Any], name: str) -> str:
-    lo, hi = s.get(f"{name}_ci_low"), s.get(f"{name}_ci_high")
-    return "—" if lo is None or hi is None else f"[{pct(lo)}, {pct(hi)}]"
+    return "—" if s.get(f"{name}_ci_low") is None or s.get(f"{name}_ci_high") is None else interval(s, name)
 
 
 def letter_answers(row: Mapping[str, Any], vocabulary: Vocabulary | None = None) -> AnswerOptions:
