@@ -54,12 +54,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from finetune.items import is_item_config  # noqa: E402
 from finetune.settings import EVAL_BASE_DIR, EVAL_DIR, TrainSettings  # noqa: E402
 from finetune.train import train  # noqa: E402
 from harness.metrics import binomial_interval, mcnemar  # noqa: E402
 from harness.report import load_samples  # noqa: E402
 from vocalgrad_dataset.fileio import atomic_write_text  # noqa: E402
+from vocalgrad_dataset.tasks import is_vocalgrad  # noqa: E402
 
 METHODS: dict[str, dict[str, Any]] = {  # TrainSettings fields of each method
     "lora": {"method": "lora", "objective": "ce"},
@@ -106,7 +106,7 @@ def _rates(ns: argparse.Namespace, method: str) -> dict[str, float]:
 
 def method_settings(ns: argparse.Namespace, config: str, method: str, out: Path, eval_base: bool) -> TrainSettings:
     """One method's training run on one config."""
-    source = None if is_item_config(config) else "demo"  # items bring their own audio
+    source = "demo" if is_vocalgrad(config) else None  # items bring their own audio
     return TrainSettings(
         model="tiny-qwen2-audio", category=config, source=source, scope="all_linear", out=str(out),
         **METHODS[method], max_steps=ns.max_steps, grad_accum=ns.grad_accum, train_limit=ns.train_limit,

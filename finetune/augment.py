@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.data import BenchRow, config_name
+from harness.data import BenchRow
 from vocalgrad_dataset import grid
+from vocalgrad_dataset.tasks import resolve
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ CATALOG: tuple[Nuisance, ...] = (
 
 def nuisances_for(category: str) -> list[Nuisance]:
     """The catalog's transforms that leave `category`'s attribute alone."""
-    config = config_name(category)
+    config = resolve(category)
     return [n for n in CATALOG if config not in n.touches]
 
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from harness.data import BenchRow, config_name, normalize_row, unit_key
+from harness.data import BenchRow, normalize_row, unit_key
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.generate import config_ids, render_config_rows, resolve_source
+from vocalgrad_dataset.generate import config_ids, iter_config_rows, resolve_source
 from vocalgrad_dataset.grid import Recipe
 from vocalgrad_dataset.sources import get_source
-from vocalgrad_dataset.tasks import config_spec
+from vocalgrad_dataset.tasks import config_spec, resolve
 
 if TYPE_CHECKING:
     from finetune.settings import TrainSettings
@@ -81,7 +81,7 @@ class RowRenderer:
 
     def __init__(self, category: str, split: str, source: str | None = None, data_dir: str | Path | None = None,
                  *, cache_clips: int = 8) -> None:
-        self.config = config_name(category)
+        self.config = resolve(category)
         self.spec = config_spec(self.config)
         self.split, self.data_dir = split, data_dir
         self.source_name = resolve_source(self.config, source)
@@ -116,10 +116,10 @@ class RowRenderer:
         self._pcm[key] = pcm
         while len(self._pcm) > self.cache_clips:
             self._pcm.popitem(last=False)
-        rows = render_config_rows(self.spec, source_clip, pcm.samples, pcm.sample_rate, ids={clip_id})
-        if not rows:
+        row = next(iter_config_rows(self.spec, source_clip, pcm.samples, pcm.sample_rate, ids={clip_id}), None)
+        if row is None:
             raise ValueError(f"{clip_id}: not a clip of {self.config!r}")
-        return normalize_row(rows[0], self.config)
+        return normalize_row(row, self.config)
 
     def __getstate__(self) -> dict[str, Any]:
         # DataLoader workers rebuild the source lazily instead of pickling decoded audio.

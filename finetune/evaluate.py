@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from finetune.data import Renderer
-from finetune.items import is_item_config
 from finetune.lora import adapters_disabled
 from finetune.objective import AnswerTask, answer_losses, keeps_logits
 from finetune.record import write_training_record
@@ -20,6 +19,7 @@ from harness.data import CONFIGS
 from harness.models.pclm import pclm_disabled
 from harness.models.protocol import TrainableAudioLM
 from harness.settings import derive
+from vocalgrad_dataset.tasks import is_vocalgrad
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -85,7 +85,7 @@ def build_eval_items(settings: TrainSettings, out: Path) -> str | None:
     shuffle, so a random sample, built without the rest). None for the generator's configs, which the
     harness generates itself."""
     configs = settings.eval_configs or []
-    if settings.kind or not any(is_item_config(c) for c in configs):  # a mapped --dataset has its own test split
+    if settings.kind or all(is_vocalgrad(c) for c in configs):  # a mapped --dataset has its own test split
         return None
     from vocalgrad_dataset.voxparadox.export import build_voxparadox
 
@@ -160,7 +160,7 @@ def evaluate_run(settings: TrainSettings, lm: TrainableAudioLM, out: Path, info:
     lm.model.eval()
     dataset = build_eval_items(settings, out) if acc.is_main_process else None
     acc.wait_for_everyone()
-    if not acc.is_main_process and not settings.kind and any(is_item_config(c) for c in settings.eval_configs or []):
+    if not acc.is_main_process and not settings.kind and not all(is_vocalgrad(c) for c in settings.eval_configs or []):
         dataset = str(out / EVAL_ITEMS_DIR)  # the main process built them
     _harness_run(settings, lm, out, EVAL_DIR, str((out / ADAPTER_DIR).resolve()), dataset)
     if settings.eval_base:

@@ -27,7 +27,7 @@ from finetune.card import EVAL_RESULTS_FILE, write_card
 from finetune.settings import ADAPTER_DIR, EVAL_DIR, TRAINING_JSON
 from harness.data import CONFIGS
 from harness.models.pclm import LM_WEIGHTS, PCLM_CONFIG, PCLM_WEIGHTS, PROTOCOL_FILE
-from harness.results import atomic_write_text, samples_path
+from harness.results import atomic_write_text, read_results, samples_path
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 PCLM_FILES = (PCLM_CONFIG, PCLM_WEIGHTS, LM_WEIGHTS, PROTOCOL_FILE)
@@ -134,13 +134,10 @@ def stage_results(run_dir: str | Path, stage_dir: str | Path, *, config_name: st
                   existing: Iterable[str] = ()) -> list[str]:
     """Write one evaluation run as a results-repo config (plus the README listing every config)."""
     run, stage = Path(run_dir), Path(stage_dir)
-    results_path = run / "results.json"
-    if not results_path.is_file():
-        raise FileNotFoundError(f"no results.json in {run} (an evaluation run directory is needed)")
-    results = json.loads(results_path.read_text(encoding="utf-8"))
+    results = read_results(run, "an evaluation run directory is needed")
     name = config_name or results_config_name(results)
     (stage / name).mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(results_path, stage / name / "results.json")
+    shutil.copyfile(run / "results.json", stage / name / "results.json")
     configs = [c for c in CONFIGS if c in results["results"]] + sorted(set(results["results"]) - set(CONFIGS))
     for c in configs:
         src = samples_path(run, c)

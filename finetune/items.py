@@ -14,15 +14,12 @@ in build order) builds only a little more than N items instead of all of them.
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 from typing import TYPE_CHECKING, Any
 
 from finetune.data import Split, TrainingData, training_data
-from harness.data import BenchRow, read_audio
-from harness.kinds import task_kind
-from harness.mcq import normalize_mcq_row
-from vocalgrad_dataset.tasks import is_vocalgrad, task_config
+from harness.data import BenchRow, built_item_row
+from vocalgrad_dataset.tasks import is_vocalgrad, resolve
 
 if TYPE_CHECKING:
     from finetune.settings import TrainSettings
@@ -30,16 +27,11 @@ if TYPE_CHECKING:
 SOURCE_NAME = "voxparadox-lite"  # what a run's record names as its data source
 
 
-def is_item_config(config: str) -> bool:
-    """True for a config whose rows are built items with lettered options (not the generator's clips)."""
-    return not is_vocalgrad(config)
-
-
 class ItemRenderer:
     """The MCQ rows of one item config's split, built by the item builder (`load`), served by id."""
 
     def __init__(self, config: str, split: str = "train") -> None:
-        self.config, self.split = task_config(config).name, split
+        self.config, self.split = resolve(config).name, split
         self.source_name = SOURCE_NAME
         self._rows: dict[str, dict[str, Any]] = {}
         self._order: list[str] = []
@@ -62,9 +54,7 @@ class ItemRenderer:
         stored = self._rows.get(item_id)
         if stored is None:
             raise ValueError(f"{item_id}: not a built item of {self.config!r} {self.split}")
-        audio = read_audio(io.BytesIO(stored["audio"]["bytes"]))
-        return normalize_mcq_row({**stored, "audio": audio}, self.config, self.config,  # type: ignore[return-value]
-                                 kind=task_kind(self.config).name)
+        return built_item_row(stored, self.config, self.config)
 
 
 def held_out(item_id: str, *, val_fraction: float, seed: int) -> bool:
@@ -113,4 +103,4 @@ def run_training_data(settings: TrainSettings, config: str | None = None) -> Tra
     """One config's training data (default: the run's single --category): the built items of a multiple-choice
     item config, else the generator's clips. A run's whole data (mixtures, DPO's set): finetune.mixture.run_data."""
     config = config or settings.category
-    return item_training_data(settings, config) if is_item_config(config) else training_data(settings, config)
+    return training_data(settings, config) if is_vocalgrad(config) else item_training_data(settings, config)

@@ -22,12 +22,9 @@ if TYPE_CHECKING:
 @lru_cache(maxsize=4)
 def mapped_source(dataset: str, split: str, kind: str, columns: str | None) -> Any:
     """The harness' mapped source of a dataset's split (read once per run: every task shares it)."""
-    from harness.kinds import get_kind
+    from harness.settings import RowSettings
 
-    found = get_kind(kind)
-    if found.mapped_source is None:
-        raise ValueError(f"--kind {kind}: this kind reads no mapped dataset")
-    return found.mapped_source(dataset, split, columns)
+    return RowSettings(split=split, dataset=dataset, kind=kind, columns=columns).mapped_rows()
 
 
 class MappedRenderer:

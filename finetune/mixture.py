@@ -16,8 +16,9 @@ import numpy as np
 
 from finetune.data import Split, TrainingData
 from finetune.items import run_training_data
-from harness.data import BenchRow, config_name
+from harness.data import BenchRow
 from harness.settings import parse_configs
+from vocalgrad_dataset.tasks import resolve
 
 if TYPE_CHECKING:
     from finetune.recipe import DataDecl
@@ -43,11 +44,6 @@ class MixedRenderer:
         return self.parts[config].row(inner)
 
 
-def unprefixed(clip_id: str) -> str:
-    """A mixture id's own clip id (the id itself when it has no config prefix)."""
-    return clip_id.partition(SEP)[2] or clip_id
-
-
 def weighted(ids: Sequence[str], weight: float, *, seed: int) -> tuple[str, ...]:
     """round(weight x n) of the ids: each repeated floor(k / n) times, plus a seeded subset of the remainder, in
     dataset order."""
@@ -70,7 +66,7 @@ def _config_data(settings: TrainSettings, config: str) -> TrainingData:
 def mixed_data(settings: TrainSettings, configs: Sequence[str], weights: Sequence[float]) -> TrainingData:
     """The training data of configs mixed by weights (one config at weight 1: that config's data itself)."""
     if not settings.kind:  # a mapped dataset's tasks are named by its own column
-        configs = [config_name(c) for c in configs]  # as its rows name it (RowTasks answers each row by it)
+        configs = [resolve(c) for c in configs]  # as its rows name it (RowTasks answers each row by it)
     if len(configs) == 1 and weights[0] == 1.0:
         return _config_data(settings, configs[0])
     parts = {c: _config_data(settings, c) for c in configs}

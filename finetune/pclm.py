@@ -125,10 +125,6 @@ class Phases:
     def objective_at(self, step: int) -> str:
         return self.stage_at(step).objective
 
-    def lr_at(self, step: int) -> float:
-        """The learning rate of step `step`'s stage."""
-        return self.stage_at(step).lr
-
     @property
     def stage1_steps(self) -> int:
         """Steps before the first stage that trains the LLM (0 for --method lora)."""

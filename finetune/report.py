@@ -20,7 +20,7 @@ from typing import Any
 
 from harness import plots  # sets the headless backend before pyplot loads
 from harness.data import CONFIGS
-from harness.results import atomic_write_text, task_metrics
+from harness.results import atomic_write_text, read_results, task_metrics
 from harness.tables import markdown_table, pct
 
 MATRIX_STEM = "cross_category"
@@ -28,10 +28,7 @@ MATRIX_STEM = "cross_category"
 
 def accuracies(run_dir: str | Path) -> dict[str, float]:
     """All-clip accuracy per config of a harness run, in Table 2 order."""
-    path = Path(run_dir) / "results.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no results.json in {run_dir} (an evaluation run directory is needed)")
-    results = task_metrics(json.loads(path.read_text(encoding="utf-8")))
+    results = task_metrics(read_results(run_dir, "an evaluation run directory is needed"))
     return {c: float(results[c]["accuracy"]) for c in CONFIGS if c in results}
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.data import CONFIGS, config_name
+from harness.data import CONFIGS
 from harness.kinds import task_kind
 from harness.prompts import get_variant
 from harness.redact import public
@@ -32,7 +32,7 @@ from harness.settings import (
 )
 from vocalgrad_dataset.cli.info import add_version_argument
 from vocalgrad_dataset.generate import resolve_source
-from vocalgrad_dataset.tasks import is_vocalgrad
+from vocalgrad_dataset.tasks import is_vocalgrad, resolve
 
 SCOPES = ("lm_head", "all_linear")
 METHODS = ("lora", "pclm")  # pclm: VoxParadox's prompt-conditioned layer mixer, then the LLM (finetune/pclm.py)
@@ -219,9 +219,9 @@ class TrainSettings(ModelSettings, SourceSettings):
         """The training, DPO and eval configs (resolved; the source too for one generator config: recorded and
         fingerprinted so). A multiple-choice item config (voxparadox-<task>) is built from its vendored items: no
         --source, and its evaluation builds its test items too, so it is not mixed with the generator's configs."""
-        self.category = ",".join(config_name(c) for c in self.categories)
-        self.dpo_category = ",".join(config_name(c) for c in self.dpo_categories) if self.dpo_category else None
-        self.val_category = ",".join(map(config_name, parse_configs(self.val_category))) if self.val_category else None
+        self.category = ",".join(resolve(c) for c in self.categories)
+        self.dpo_category = ",".join(resolve(c) for c in self.dpo_categories) if self.dpo_category else None
+        self.val_category = ",".join(map(resolve, parse_configs(self.val_category))) if self.val_category else None
         configs = self.categories
         every = list(dict.fromkeys([*configs, *self.dpo_categories, *parse_configs(self.val_category or self.category)]))
         for config in every:
@@ -235,7 +235,7 @@ class TrainSettings(ModelSettings, SourceSettings):
                                              or not all(w > 0 for w in self.mix_weights)):
             raise ValueError(f"--mix-weights needs one positive weight per --category config ({len(configs)}), "
                              f"got {self.mix_weights}")
-        self.eval_configs = [config_name(c) for c in (self.eval_configs or default_eval_configs(configs))]
+        self.eval_configs = [resolve(c) for c in (self.eval_configs or default_eval_configs(configs))]
         items = [c for c in self.eval_configs if not is_vocalgrad(c)]
         if items and len(items) != len(self.eval_configs):
             raise ValueError(f"--eval-configs mixes built-item configs ({', '.join(items)}) with the generator's: "
@@ -279,7 +279,7 @@ class TrainSettings(ModelSettings, SourceSettings):
         if self.dpo_category and not recipe.has_dpo:
             raise ValueError("--dpo-category is DPO's data set: it goes with --objective dpo or a recipe with DPO")
         for config in (c for stage in recipe.stages for c in stage.data.configs if not self.kind):  # a file's own
-            self._check_config(config_name(config))
+            self._check_config(resolve(config))
 
     def _check_config(self, config: str) -> None:
         """A training config the prompt variant can ask (its vocabulary, or the kind's fixed question)."""

@@ -22,17 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio import input_clip
-from harness.mcq_source import MappedMCQSource, parse_column_map
-from harness.models.protocol import Prompt
-from harness.parsing import Vocabulary, mcq_vocabulary
+from harness.mcq_source import MappedMCQSource
 
 CLASSIFY_REQUIRED = ("audio", "label")
 CLASSIFY_OPTIONAL = ("id", "task")
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 20260
 MAX_LABELS = 12  # the letters A-L
-ANSWER_INSTRUCTION = "Answer with the letter of the correct option."
 
 
 def classify_question(task: str) -> str:
@@ -67,11 +63,6 @@ def label_text(value: Any, task: str, where: str) -> str:
     return label
 
 
-def parse_columns(text: str) -> dict[str, str]:
-    """{field: column} from "audio=wav,label=emotion[,id=...,task=...]"; audio and label required."""
-    return parse_column_map(text, "--columns", CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL)
-
-
 class MappedClassifySource(MappedMCQSource):
     """Classification items of a dataset whose audio and label columns are named by `--columns`; the
     MCQ source's reading (files, folders, Hub, audio decoding, id checks) with the task's labels as options."""
@@ -90,9 +81,7 @@ class MappedClassifySource(MappedMCQSource):
             columns = {"audio": "audio", "label": "Emotion", "id": "id", "task": "task"}
         else:
             self._preloaded = None
-        mapping = parse_columns(columns) if isinstance(columns, str) else dict(columns)
-        self._labels: list[str] = []
-        super().__init__(dataset, split, mapping, kind=kind, **options)  # options: hub_config, where
+        super().__init__(dataset, split, columns, kind=kind, **options)  # options: hub_config, where
 
     def _raw_rows(self, dataset: str) -> list[tuple[str, int, dict[str, Any]]]:
         """(where, index, row) of every row: the MELD layout's preloaded items, local files or a Hub copy."""
@@ -134,37 +123,11 @@ class MappedClassifySource(MappedMCQSource):
 
         return file.suffix.lower() not in VIDEO_SUFFIXES
 
-    def _audio(self, item: Mapping[str, Any]) -> Any:
+    def _decode_file(self, file: Any, where: str) -> Any:
         """A video file's audio through FFmpeg (harness.meld.video_audio); anything else as the MCQ source reads it."""
-        value = item["audio"]
-        path = value.get("path") if isinstance(value, Mapping) and not value.get("bytes") else value
-        if isinstance(path, str):
-            from pathlib import Path
+        from harness.meld import video_audio
 
-            from harness.meld import VIDEO_SUFFIXES, video_audio
-            from vocalgrad_dataset.fileio import safe_join
-
-            if Path(path).suffix.lower() in VIDEO_SUFFIXES:
-                base = self.root if self.root.is_dir() else self.root.parent
-                return video_audio(safe_join(base, path, where=item["_where"], hint=""), item["_where"])
-        return super()._audio(item)
-
-
-def classify_vocabulary(labels: Sequence[str]) -> Vocabulary:
-    """The item's answers: letters A.. standing for the labels (scored in choices mode), read by the option parser."""
-    return mcq_vocabulary(labels)
-
-
-def classify_prompt(row: Mapping[str, Any], variant: Any) -> tuple[Prompt, Vocabulary]:
-    """The Prompt of one classification item: the question, the lettered labels, the instruction."""
-    vocab = classify_vocabulary(row["options"])
-    audio = input_clip(row)
-    lines = "\n".join(f"{w}. {o}" for w, o in zip(vocab.words, row["options"], strict=True))
-    text = f"{row['question']}\n\n{lines}\n\n{ANSWER_INSTRUCTION}"
-    segments = (audio, text) if getattr(variant, "audio_first", False) else (text, audio)
-    meta = {"category": row["category"], "task": row.get("task"), "question": row["question"],
-            "options": tuple(row["options"]), "answer_words": vocab.words, "answer_labels": vocab.labels}
-    return Prompt(segments, clip_id=row["benchmark_clip_id"], meta=meta), vocab
+        return super()._decode_file(file, where) if self._sound_file(file) else video_audio(file, where)
 
 
 # ---- metrics -------------------------------------------------------------------------------------------
@@ -270,17 +233,12 @@ def classification_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def classification_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """Unweighted mean over classification tasks of accuracy and macro-F1 (SE sqrt(Σ se²)/k), the group entry."""
-    from harness.metrics import finite_or_none, single_task_interval
+    from harness.metrics import finite_or_none, independent_mean, single_task_interval
 
     summaries = [classification_summary(rows) for rows in rows_by_config.values()]
     out: dict[str, Any] = {"n_configs": len(summaries), "configs": list(rows_by_config), "complete": True}
-    for name in ("accuracy", "macro_f1", "weighted_f1"):
-        vals = [s[name] for s in summaries if s.get(name) is not None]
-        ses = [s.get(f"{name}_stderr") or 0.0 for s in summaries if s.get(name) is not None]
-        mean = sum(vals) / len(vals) if vals else float("nan")
-        se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses else float("nan")
-        out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - 1.96 * se,
-                    f"{name}_ci_high": mean + 1.96 * se})
+    for name in ("accuracy", "macro_f1", "weighted_f1"):  # ±1.96 SE, as this group's entries were first written
+        out.update(independent_mean(summaries, name, z=1.96, missing_se=0.0))
     out.update(single_task_interval(summaries, ("accuracy", "macro_f1", "weighted_f1")))
     return finite_or_none(out)
 

@@ -8,7 +8,7 @@ Audio is decoded with soundfile only: the eval path needs no FFmpeg.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, Protocol, TypedDict
@@ -29,7 +29,7 @@ from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.fileio import safe_join
 from vocalgrad_dataset.generate import serves, unit_ids
 from vocalgrad_dataset.sources import SourceError, check_wav_complete
-from vocalgrad_dataset.tasks import config_spec, task_config
+from vocalgrad_dataset.tasks import config_spec, resolve
 
 # Config names in the paper's Table 2 order (SPEC §3, §7), and the published release's long names.
 CONFIGS: tuple[str, ...] = CATEGORY_NAMES
@@ -92,22 +92,9 @@ class RowSource(Protocol):
         ...
 
 
-def config_name(name: str) -> str:
-    """Our config name for "speed", the published "speaking_speed", a variant config ("volume-ternary",
-    "beep-pitch", "pitch-source") or another declared config ("voxparadox-pitch"); "did you mean" otherwise."""
-    return task_config(name).name
-
-
 def attribute_word(config: str) -> str:
     """The prompt attribute word of a config's category (SPEC §3 table)."""
     return config_spec(config).category.attribute
-
-
-def published_name(config: str) -> str:
-    """The published long name of a config's category, with the variant marked ("volume-ternary" ->
-    "volume-ternary", "beep-pitch" -> "beep-voice_pitch")."""
-    resolved = task_config(config)
-    return resolved.decl.name_for(config_spec(resolved).category.release_name)
 
 
 def unit_key(source_item_id: str, source_clip_id: str) -> str:
@@ -166,6 +153,15 @@ def normalize_row(row: dict[str, Any], config: str) -> BenchRow:
     }
 
 
+def built_item_row(row: Mapping[str, Any], config: str, where: str) -> BenchRow:
+    """An item as the item builder writes it (vocalgrad_dataset.voxparadox.export.item_row: PCM16 WAV bytes),
+    as ParquetSource reads it back from a build: audio decoded, checked as its kind's row."""
+    audio = decode_audio(io.BytesIO(row["audio"]["bytes"]), f"{where}: clip {row['benchmark_clip_id']}")
+    # a build stores duration_sec as float32: the same value here, so the rows are a build's rows
+    row = {**row, "audio": audio, "duration_sec": float(np.float32(row["duration_sec"]))}
+    return normalize_mcq_row(row, config, where, kind=resolve(config).kind)  # type: ignore[return-value]
+
+
 def _float(value: Any) -> float:
     return float(value) if value not in (None, "") else float("nan")
 
@@ -213,7 +209,7 @@ class GeneratorSource:
         """Refuse a config whose rows need carriers of their own kind (a lexical-conflict config: the claims
         source's sentences that claim a direction) from a source without them, where every row would be
         neutral and every conflict metric empty."""
-        spec = task_config(config).spec
+        spec = resolve(config).spec
         needs = getattr(spec, "default_source", None)
         if needs and self.source != needs:
             raise ValueError(f"config {config!r} needs the {needs} source (carrier sentences that claim a "
@@ -255,12 +251,7 @@ class ItemSource:
         if not wanted:
             return
         for item in iter_config_items(config, self.split, wanted):
-            row = item_row(item, config)
-            where = f"{config} {self.split} (built in memory)"
-            audio = decode_audio(io.BytesIO(row["audio"]["bytes"]), f"{where}: clip {item.id}")
-            # a build stores duration_sec as float32: the same value here, so the rows are a build's rows
-            row = {**row, "audio": audio, "duration_sec": float(np.float32(row["duration_sec"]))}
-            yield normalize_mcq_row(row, config, where, kind=task_config(config).kind)  # type: ignore[misc]
+            yield built_item_row(item_row(item, config), config, f"{config} {self.split} (built in memory)")
 
 
 class ConfigSource:
@@ -274,7 +265,7 @@ class ConfigSource:
         self.description = self.generated.description
 
     def _of(self, config: str) -> RowSource:
-        return self.items if task_config(config).rows == "items" else self.generated
+        return self.items if resolve(config).rows == "items" else self.generated
 
     def config_description(self, config: str) -> str:
         """Where one config's rows come from (the per-config record's `source`)."""
@@ -330,10 +321,6 @@ class ParquetSource:
                              f"{', '.join(PARQUET_COLUMNS)}); is this a `vocalgrad-dataset build` output?")
         return names
 
-    def _holds_items(self, config: str) -> bool:
-        """True when the config's shards hold items that carry their own options (an `options` column)."""
-        return "options" in self._columns(self._files(config)[0])
-
     def units(self, config: str) -> list[SourceUnit]:
         import pyarrow.parquet as pq
 
@@ -366,7 +353,7 @@ class ParquetSource:
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); rebuild it with "
                              "`vocalgrad-dataset build` into the same --out")
         self._check_manifest(config, ids)
-        if self._holds_items(config):  # an item is its own unit: MCQ ids carry no source clip
+        if resolve(config).rows == "items":  # an item is its own unit: MCQ ids carry no source clip
             return [SourceUnit(i, 0.0 if np.isnan(d) else d, (i,)) for i, d in zip(ids, durations, strict=True)]
         return _group_units(ids, durations)
 
@@ -388,7 +375,7 @@ class ParquetSource:
         import pyarrow.parquet as pq
 
         wanted = {cid for u in units for cid in u.clip_ids}
-        mcq = self._holds_items(config)
+        mcq = resolve(config).rows == "items"  # items carry their own question and options
         for file in self._files(config):
             self._columns(file)
             for batch in pq.ParquetFile(file).iter_batches(batch_size=64):
@@ -405,7 +392,7 @@ class ParquetSource:
                     decoded = decode_audio(data, f"{file}: clip {cid}")
                     if mcq:
                         yield normalize_mcq_row({**row, "audio": decoded}, config, str(file),  # type: ignore[misc]
-                                                kind=task_config(config).kind)
+                                                kind=resolve(config).kind)
                     else:
                         yield normalize_row({**row, "audio": decoded}, config)  # label ints map in normalize_row
 

@@ -200,9 +200,9 @@ def utils_py(tasks: dict[str, dict[str, Any]]) -> str:
 def export_lmms_eval(configs: Sequence[str], out: str | Path, *, dataset: str = HUB_DATASET, split: str = "test",
                      prompt: str = "default", max_new_tokens: int = 128) -> list[Path]:
     """Write the task folder (module docstring); returns the files written."""
-    from harness.data import config_name
+    from vocalgrad_dataset.tasks import resolve
 
-    names = list(dict.fromkeys(config_name(c) for c in configs))
+    names = list(dict.fromkeys(resolve(c) for c in configs))
     facts = {c: config_facts(c, prompt) for c in names}
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ import numpy as np
 
 from harness.audio import input_clip
 from harness.models.protocol import Prompt
-from harness.parsing import LETTERS, Vocabulary, mcq_vocabulary
+from harness.parsing import LETTERS, OPTION_LETTERS, Vocabulary, mcq_vocabulary
 
 MCQ_FIELDS: tuple[str, ...] = ("question", "options", "answer", "adversarial", "task")
 ANSWER_INSTRUCTION = "Answer with the letter of the correct option."
@@ -141,7 +141,7 @@ def normalize_mcq_row(row: Mapping[str, Any], config: str, where: str, *, kind: 
 def mcq_text(question: str, options: Sequence[str], instruction: str | None = None) -> str:
     """The question, its lettered options one per line, and the answer instruction (ours unless the item's
     benchmark declares its own)."""
-    lines = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+    lines = "\n".join(f"{OPTION_LETTERS[i]}. {o}" for i, o in enumerate(options))
     return f"{question}\n\n{lines}\n\n{instruction or ANSWER_INSTRUCTION}"
 
 

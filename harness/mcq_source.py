@@ -31,11 +31,6 @@ OPTIONAL = ("adversarial", "task", "id", "groups")
 JOIN = "+"  # options=choice_a+choice_b+...: one option per column (empty ones dropped); groups=a+b: group columns
 
 
-def parse_mcq_columns(text: str) -> dict[str, str]:
-    """{field: column} from "audio=wav,question=q,..."; every required field once, no unknown field."""
-    return parse_column_map(text, "--columns", REQUIRED, OPTIONAL)
-
-
 def parse_column_map(text: str, flag: str, required: Sequence[str], optional: Sequence[str]) -> dict[str, str]:
     """{field: column} from "FIELD=COLUMN,..." given to `flag`: every required field once, no unknown field."""
     fields = (*required, *optional)
@@ -178,8 +173,10 @@ class MappedMCQSource:
                  hub_config: str | None = None, where: Mapping[str, Any] | None = None) -> None:
         self.kind = kind  # the harness.kinds.Kind its rows are (it carries this source's factory)
         self.split = split
-        self.mapping = parse_mcq_columns(columns) if isinstance(columns, str) else dict(columns)
+        fields = kind.columns or (REQUIRED, OPTIONAL)  # the kind's (required, optional) mapped fields
+        self.mapping = parse_column_map(columns, "--columns", *fields) if isinstance(columns, str) else dict(columns)
         self.root = Path(dataset)
+        self.base = self.root if self.root.is_dir() else self.root.parent  # where relative audio paths start
         self.hub_config = hub_config  # the Hub dataset's configuration (datasets' `name`)
         self.where = dict(where or {})  # row filter: column -> a value or a list of accepted values
         self.description = f"{kind.name}:{self.root}"
@@ -233,7 +230,7 @@ class MappedMCQSource:
             return
         import soundfile as sf
 
-        file = safe_join(self.root if self.root.is_dir() else self.root.parent, path, where=item["_where"], hint="")
+        file = safe_join(self.base, path, where=item["_where"], hint="")
         if not file.is_file():
             raise ValueError(f"audio file {path!r} is missing")
         if not self._sound_file(file):
@@ -262,8 +259,7 @@ class MappedMCQSource:
         to the metadata file, becomes the `audio` column, as `datasets` reads such a folder."""
         if file.stem != "metadata" or "audio" in row or not isinstance(row.get("file_name"), str):
             return row
-        base = self.root if self.root.is_dir() else self.root.parent
-        folder = file.parent.relative_to(base)
+        folder = file.parent.relative_to(self.base)
         return {**row, "audio": {"bytes": None, "path": (folder / row["file_name"]).as_posix()}}
 
     def _prepare(self, raw: list[tuple[str, int, dict[str, Any]]]) -> None:
@@ -325,8 +321,11 @@ class MappedMCQSource:
         path = value.get("path") if isinstance(value, Mapping) else value
         if not isinstance(path, str) or not path:
             raise ValueError(f"{where}: audio has neither bytes, an array nor a path")
-        base = self.root if self.root.is_dir() else self.root.parent
-        return decode_audio(safe_join(base, path, where=where, hint=""), where)
+        return self._decode_file(safe_join(self.base, path, where=where, hint=""), where)
+
+    def _decode_file(self, file: Path, where: str) -> Any:
+        """A local audio file's samples (soundfile)."""
+        return decode_audio(file, where)
 
     def rows(self, config: str, units: Sequence[SourceUnit]) -> Iterator[dict[str, Any]]:
         wanted = {cid for u in units for cid in u.clip_ids}

@@ -452,18 +452,24 @@ def single_task_interval(summaries: Sequence[Mapping[str, Any]], names: Iterable
             for suffix in ("_ci_low", "_ci_high")}
 
 
+def independent_mean(summaries: Sequence[Mapping[str, Any]], name: str, z: float = Z95,
+                     missing_se: float | None = None) -> dict[str, float]:
+    """The unweighted mean of `name` over the tasks that have it, SE sqrt(Σ se²)/k (independent tasks) and
+    mean ± z·SE; a task without `<name>_stderr` counts as `missing_se` (None: the mean's SE is unknown, NaN)."""
+    kept = [s for s in summaries if s.get(name) is not None]
+    ses = [s[f"{name}_stderr"] if s.get(f"{name}_stderr") is not None else missing_se for s in kept]
+    mean = sum(s[name] for s in kept) / len(kept) if kept else float("nan")
+    se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses and None not in ses else float("nan")  # type: ignore[operator]
+    return {name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - z * se, f"{name}_ci_high": mean + z * se}
+
+
 def mcq_macro(rows_by_config: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """Unweighted mean over MCQ configs of acc, ala and ala_gap; SE sqrt(Σ se²)/k (independent tasks), ±1.96 SE."""
     summaries = [mcq_summary(rows) for rows in rows_by_config.values()]
     k = len(summaries)
     out: dict[str, Any] = {"n_configs": k, "configs": list(rows_by_config), "complete": True}
     for name in MCQ_METRICS:
-        values = [s[name] for s in summaries if s.get(name) is not None]
-        ses = [s[f"{name}_stderr"] for s in summaries if s.get(name) is not None and s.get(f"{name}_stderr") is not None]
-        mean = sum(values) / len(values) if values else float("nan")
-        se = math.sqrt(sum(x * x for x in ses)) / len(ses) if ses and len(ses) == len(values) else float("nan")
-        out.update({name: mean, f"{name}_stderr": se, f"{name}_ci_low": mean - Z95 * se,
-                    f"{name}_ci_high": mean + Z95 * se})
+        out.update(independent_mean(summaries, name))
     out.update(single_task_interval(summaries, MCQ_METRICS))
     out.update(accuracy=out["acc"], accuracy_stderr=out["acc_stderr"], accuracy_ci_low=out["acc_ci_low"],
                accuracy_ci_high=out["acc_ci_high"])

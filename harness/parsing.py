@@ -111,14 +111,6 @@ class Vocabulary:
         """The answer words, the columns of score_choices."""
         return self.words
 
-    @property
-    def increase(self) -> str:
-        return self.words[self.labels.index("increase")]
-
-    @property
-    def decrease(self) -> str:
-        return self.words[self.labels.index("decrease")]
-
     def decide(self, scores: Sequence[float]) -> tuple[str | None, str | None, float]:
         """(label, word, margin) from one row of score_choices; a tie for the best score decides nothing.
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.audio import input_clip
-from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, config_name, unit_key
+from harness.data import CONFIGS, BenchRow, RowSource, SourceUnit, attribute_word, unit_key
 from harness.kinds import Kind, row_kind, task_kind
 from harness.models.protocol import AudioClip, Prompt, Segment
 from harness.parsing import (
@@ -27,7 +27,7 @@ from harness.parsing import (
 )
 from vocalgrad_dataset.grid import parse_clip_id, seed_from
 from vocalgrad_dataset.prompt import answer_line
-from vocalgrad_dataset.tasks import config_spec
+from vocalgrad_dataset.tasks import config_spec, resolve
 
 MODIFIERS: tuple[str, ...] = ("swap_order", "audio_ref", "audio_first")  # canonical order in names
 FEW_SHOT_SEED = 1234  # SPEC §5
@@ -143,7 +143,7 @@ def get_variant(name: str) -> Variant:
         return Variant(_canonical(base, mods), "paraphrase", paraphrase=int(base[-1]), **kw)
     if base.startswith("cross-attribute:"):
         try:
-            cat = config_name(base.split(":", 1)[1])
+            cat = resolve(base.split(":", 1)[1])
         except ValueError as err:
             raise _unknown(name, f" ({err})") from None
         if cat not in CONFIGS:
@@ -165,10 +165,6 @@ def _paraphrase(config: str, index: int) -> tuple[str, str, str]:
     if category not in PARAPHRASES:
         raise ValueError(f"paraphrase prompts exist only for {', '.join(PARAPHRASES)}, not {category!r}")
     return PARAPHRASES[category][index - 1]
-
-
-def _audio(row: dict[str, Any]) -> AudioClip:
-    return input_clip(row)
 
 
 def few_shot_segments(
@@ -276,14 +272,14 @@ def build_prompt(row: dict[str, Any], variant: str | Variant) -> tuple[Prompt, V
     if kind.prompt is not None:  # a row-level kind (MCQ): its own question and answers
         kind.accepts(v.name, row["category"])
         return kind.prompt(row, v)
-    config = config_name(row["category"])
+    config = resolve(row["category"])
     attribute = row.get("attribute") or attribute_word(config)
-    audio = _audio(row)
+    audio = input_clip(row)
     text = v.text(config, attribute)
     if v.base == "few-shot":
         if v.pool is None:
             raise ValueError(f"prompt variant {v.name!r} needs train examples: resolve it with prepare_variant()")
-        examples = [(_audio(r), r["label"]) for r in v.pool.examples(config, row["benchmark_clip_id"])]
+        examples = [(input_clip(r), r["label"]) for r in v.pool.examples(config, row["benchmark_clip_id"])]
         segments = few_shot_segments(attribute, examples, audio, text)
     else:
         segments = (audio, text) if v.audio_first else (text, audio)

@@ -30,7 +30,7 @@ from harness.results import (
     task_metrics,
 )
 from harness.sampling import describe_limit
-from harness.tables import html_table, latex_escape, latex_table, markdown_safe, markdown_table, pct
+from harness.tables import html_table, interval, latex_escape, latex_table, markdown_safe, markdown_table, pct
 from vocalgrad_dataset.fileio import safe_component
 from vocalgrad_dataset.grid import CURVES, TIERS
 from vocalgrad_dataset.tasks import resolve
@@ -247,15 +247,14 @@ def format_report(results: Mapping[str, Any]) -> str:
     body = []
     for c, s in res.items():
         body.append([
-            c, str(s["n"]), pct(s["accuracy"]), f"[{pct(s['accuracy_ci_low'])}, {pct(s['accuracy_ci_high'])}]",
+            c, str(s["n"]), pct(s["accuracy"]), interval(s),
             clustered_cell(s),
             pct(s["parsed_accuracy"]), pct(s["balanced_accuracy"]), pct(s["increase_ratio"]),
             pct(s["exact_match_rate"]), str(s["n_unparsed"]), str(s["n_ambiguous"]), str(s["n_error"]),
         ])
     complete = "" if group.get("complete") else " (incomplete: not all nine categories)"
-    body.append(["**mean of the categories**", "", pct(group["accuracy"]),
-                 f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
-                 clustered_cell(group), *[""] * 7])
+    body.append(["**mean of the categories**", "", pct(group["accuracy"]), interval(group), clustered_cell(group),
+                 *[""] * 7])
     parts += ["## This run" + complete, markdown_table(head, body)]
 
     ref = table2()

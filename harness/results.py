@@ -410,6 +410,17 @@ def write_results(path: str | Path, results: Mapping[str, Any]) -> bool:
     return True
 
 
+def read_results(run_dir: str | Path, hint: str = "run `harness eval` first") -> dict[str, Any]:
+    """A run directory's results.json; a one-line error naming it when it is missing (with `hint`) or not JSON."""
+    path = Path(run_dir) / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no results.json in {run_dir} ({hint})")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+
+
 def history(run_dir: str | Path) -> list[Path]:
     """The run's timestamped results files, oldest first."""
     return sorted(Path(run_dir).glob("results_*.json"), key=lambda p: (p.stat().st_mtime_ns, p.name))

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from harness import results as res
-from harness.data import CONFIGS, RowSource, SourceUnit, config_name, published_name
+from harness.data import CONFIGS, RowSource, SourceUnit
 from harness.item import Item, error_text, sample_row
 from harness.kinds import Kind, row_kind, source_kind
 from harness.lock import RunLock
@@ -50,6 +50,7 @@ from harness.tracking import wandb_args_type
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.cli.argtypes import nonnegative_int, positive_int, share
 from vocalgrad_dataset.progress import progress
+from vocalgrad_dataset.tasks import published_name, resolve
 
 # A rank that finishes its slice waits at the barrier for the slowest one; the default collective
 # timeouts (10-30 min) would kill long runs. If a rank crashes, the launcher tears the group down.
@@ -357,10 +358,10 @@ def run_config(model: AudioLM, source: RowSource, config: str, settings: EvalSet
 def run_configs(names: Sequence[str], source: RowSource) -> list[str]:
     """Canonical config names; a source that names its own configs (mapped MCQ tasks) resolves them itself,
     and the default (the nine categories) then stands for all of its tasks."""
-    resolve = getattr(source, "config_names", None)
-    if resolve is not None:
-        return resolve(None if list(names) == list(CONFIGS) else names)
-    return [config_name(c) for c in names]
+    named = getattr(source, "config_names", None)
+    if named is not None:
+        return named(None if list(names) == list(CONFIGS) else names)
+    return [resolve(c) for c in names]
 
 
 def check_variant(variant: Variant, config: str, kind: Kind) -> None:
@@ -611,19 +612,17 @@ class RunIncomplete(ValueError):
 
 def summary_table(results: dict[str, Any]) -> str:
     """The per-config table `harness eval` prints at the end, as lm-eval prints its results table."""
-    from harness.tables import markdown_table, pct
+    from harness.tables import interval, markdown_table, pct
 
-    rows = [[c, pct(m["accuracy"]), f"[{pct(m['accuracy_ci_low'])}, {pct(m['accuracy_ci_high'])}]", str(m["n"]),
-             str(m["n_unparsed"]), str(m["n_error"])] for c, m in res.task_metrics(results).items()]
+    rows = [[c, pct(m["accuracy"]), interval(m), str(m["n"]), str(m["n_unparsed"]), str(m["n_error"])]
+            for c, m in res.task_metrics(results).items()]
     group = res.group_metrics(results)
     if len(rows) > 1 and group.get("n_configs"):
         rows.append(["mean of the categories" + ("" if group.get("complete") else " (not all nine)"),
-                     pct(group["accuracy"]), f"[{pct(group.get('accuracy_ci_low'))}, {pct(group.get('accuracy_ci_high'))}]",
-                     "", "", ""])
+                     pct(group["accuracy"]), interval(group), "", "", ""])
     for name, g in (results.get("group_metrics") or {}).items():  # a kind's own macro (reversed controls apart)
         if name != "vocalgrad" and g.get("accuracy") is not None:
-            rows.append([f"macro mean: {name} ({g.get('n_configs')} configs)", pct(g["accuracy"]),
-                         f"[{pct(g.get('accuracy_ci_low'))}, {pct(g.get('accuracy_ci_high'))}]", "", "", ""])
+            rows.append([f"macro mean: {name} ({g.get('n_configs')} configs)", pct(g["accuracy"]), interval(g), "", "", ""])
     return markdown_table(["config", "accuracy %", "95% CI", "n", "unparsed", "errors"], rows)
 
 

@@ -88,7 +88,7 @@ class RowSettings(SourceSettings):
             return published
         self.split = self.split or "test"
         if self.kind is not None or self.columns is not None:
-            return self._mapped_rows()
+            return self.mapped_rows()
         if self.where is not None or self.hub_config is not None:
             raise ValueError("--where and --hub-config narrow a mapped --dataset: give --kind and --columns too")
         if self.split not in GENERATOR_SPLITS:
@@ -105,7 +105,7 @@ class RowSettings(SourceSettings):
         return open_source(self.split, self.source or "vctk", self.data_dir, self.dataset)
 
 
-    def _mapped_rows(self) -> Any:
+    def mapped_rows(self) -> Any:
         """A foreign --dataset read as the rows of --kind, its columns mapped by --columns."""
         from harness.kinds import get_kind
 

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
 def pct(x: Any, digits: int = 1) -> str:
     """A fraction as a percentage cell ("53.1"); "—" for a missing value (None or NaN)."""
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}"
+
+
+def interval(summary: Mapping[str, Any], name: str = "accuracy") -> str:
+    """A metric's 95 % interval cell in % ("[48.2, 57.9]") from its `<name>_ci_low` and `<name>_ci_high` keys."""
+    return f"[{pct(summary.get(f'{name}_ci_low'))}, {pct(summary.get(f'{name}_ci_high'))}]"
 
 
 _BARE_PIPE = re.compile(r"(?<!\\)\|")

@@ -52,14 +52,15 @@ def _protocol(ns: argparse.Namespace) -> dict[str, object]:
 
 
 def _sample(ns: argparse.Namespace) -> int:
-    from listening.items import balanced_items, builder_pool, built_pool, is_mcq, pool_size
+    from harness.kinds import task_kind
+    from listening.items import balanced_items, builder_pool, built_pool, pool_size
     from listening.sampler import draw
     from listening.study import configs_of
 
     if not ns.config:
         raise ValueError("--config is required")
     for config in configs_of(ns.config):
-        if is_mcq(config):  # multiple-choice items: balanced over their true label (listening.items)
+        if task_kind(config).per_row:  # multiple-choice items: balanced over their true label (listening.items)
             pool = (built_pool(config, ns.split, ns.dataset) if ns.dataset else
                     builder_pool(config, ns.split, pool_size(ns.n, 0)))
             for mcq_item in balanced_items(pool, config, ns.n, ns.seed):

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import results as res
-from harness.data import published_name
+from harness.kinds import task_kind
 from harness.lm_eval_samples import with_lm_eval_fields
-from listening.items import is_mcq, samples_row
+from listening.items import samples_row
 from listening.store import Store
 from listening.study import PROMPT_VARIANT, answer_options, item_record, source_description
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.tasks import config_spec
+from vocalgrad_dataset.tasks import config_spec, published_name
 
 MODEL = "human"
 MODE = "listening"
@@ -119,7 +119,7 @@ def export_run(store: Store, out_dir: str | Path, exclude: Collection[str] = (),
     items = store.items()
     tasks = {}
     for config in rows:
-        mcq = is_mcq(config)  # answers per item: the options; no published VocalGrad name
+        mcq = task_kind(config).per_row  # answers per item: the options; no published VocalGrad name
         vocab_words = sorted({o for r in rows[config] for o in r["options"]}) if mcq else [
             w for _, w in answer_options(config)]
         ids = [it["benchmark_clip_id"] for it in items if it["config"] == config]

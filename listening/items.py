@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.data import BenchRow, SourceUnit
+from harness.data import BenchRow, SourceUnit, built_item_row
 from harness.kinds import task_kind
 from harness.mcq import mcq_text, normalize_mcq_row
 from harness.parsing import mcq_vocabulary
@@ -28,11 +28,6 @@ from vocalgrad_dataset import grid
 
 SOURCE_NAME = "voxparadox-lite"  # the item builder, as a study's `source`
 POOL_FACTOR = 3  # items built per needed item when no build is given (room to balance the true labels)
-
-
-def is_mcq(config: str) -> bool:
-    """True for a config whose items carry their own question and lettered options."""
-    return task_kind(config).prompt is not None
 
 
 @dataclass(frozen=True)
@@ -87,18 +82,13 @@ def built_pool(config: str, split: str, dataset: str) -> list[McqItem]:
     return out
 
 
-def builder_items(config: str, split: str, n: int) -> list[Any]:
-    """The split's first n items from the item builder (vocalgrad_dataset.voxparadox.export.config_items)."""
+def builder_pool(config: str, split: str, n: int) -> list[McqItem]:
+    """The first n items of a config's split, made by the item builder (voxparadox.export.config_items)."""
     from vocalgrad_dataset.voxparadox.export import config_items
 
-    return config_items(config, split, n)
-
-
-def builder_pool(config: str, split: str, n: int) -> list[McqItem]:
-    """The first n items of a config's split, made by the item builder."""
     return [_from_row({"benchmark_clip_id": i.id, "question": i.question, "options": i.options, "answer": i.answer,
                        "adversarial": i.adversarial, "audio": None}, config, i.bases)
-            for i in builder_items(config, split, n)]
+            for i in config_items(config, split, n)]
 
 
 def pool_size(n: int, catch: int) -> int:
@@ -159,17 +149,10 @@ class BuilderRows:
 
     def _built(self, config: str) -> dict[str, BenchRow]:
         if config not in self._rows:
-            import io
+            from vocalgrad_dataset.voxparadox.export import config_items, item_row
 
-            from harness.data import read_audio
-            from vocalgrad_dataset.voxparadox.export import item_row
-
-            rows = {}
-            for item in builder_items(config, self.split, self.pool[config]):
-                row = item_row(item, config)  # PCM16 WAV, as a build stores it
-                audio = read_audio(io.BytesIO(row["audio"]["bytes"]))
-                rows[item.id] = normalize_mcq_row({**row, "audio": audio}, config, config, kind=task_kind(config).name)
-            self._rows[config] = rows  # type: ignore[assignment]
+            self._rows[config] = {item.id: built_item_row(item_row(item, config), config, config)
+                                  for item in config_items(config, self.split, self.pool[config])}
         return self._rows[config]
 
     def units(self, config: str) -> list[SourceUnit]:

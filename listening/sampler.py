@@ -17,10 +17,9 @@ import csv
 import random
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from vocalgrad_dataset import grid
 from vocalgrad_dataset.generate import config_clips, frozen_items, resolve_source, source_clips, unit_ids
@@ -201,26 +200,3 @@ def draw(config: str, n: int, seed: int = 0, *, split: str = "test", source: str
          data_dir: str | None = None, dataset: str | None = None) -> list[SampleItem]:
     """candidate_pool + balanced_sample: the items of a listening test."""
     return balanced_sample(candidate_pool(config, split, source, data_dir, dataset), config, n, seed)
-
-
-def direction_split(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Counter[str]]:
-    """Directions per (tier, curve) cell of items carrying tier/curve/direction keys (unmodified clips left out)."""
-    cells: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    for it in items:
-        if it["direction"] != grid.NO_CONDITION:
-            cells[(it["tier"], it["curve"])][it["direction"]] += 1
-    return dict(cells)
-
-
-def balance_problems(items: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Every tier x curve cell whose directions do not split evenly, and every curve tied to one direction
-    (the published coupling); [] for a balanced sample."""
-    items = list(items)
-    problems = [f"cell {t}/{c}: up {k['up']} vs down {k['down']}" for (t, c), k in sorted(direction_split(items).items())
-                if k["up"] != k["down"]]
-    per_curve: dict[str, set[str]] = defaultdict(set)
-    for it in items:
-        if it["direction"] != grid.NO_CONDITION:
-            per_curve[it["curve"]].add(it["direction"])
-    problems += [f"curve {c} always {next(iter(d))}" for c, d in sorted(per_curve.items()) if len(d) == 1]
-    return problems

@@ -19,7 +19,6 @@ from listening.items import (
     balanced_items,
     builder_pool,
     built_pool,
-    is_mcq,
     pool_size,
 )
 from listening.sampler import SAMPLER_VERSION, PoolClip, SampleItem, balanced_sample, candidate_pool
@@ -148,7 +147,7 @@ def create_study(db: str | Path, configs: str | Sequence[str], n: int, seed: int
         raise ValueError(f"unknown protocol setting(s) {', '.join(unknown)}; known: {', '.join(PROTOCOL)}")
     settings = {**PROTOCOL, **protocol}
     names = configs_of(configs)
-    mcq = [c for c in names if is_mcq(c)]
+    mcq = [c for c in names if task_kind(c).per_row]
     if mcq:
         if len(mcq) != len(names):
             raise ValueError(f"multiple-choice configs ({', '.join(mcq)}) and direction configs go in separate "

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data import RowSource, SourceUnit, attribute_word, config_name
+from harness.data import RowSource, SourceUnit, attribute_word
 from harness.kinds import row_kind
 from harness.models.pooling import (  # QUARTERS, quarter_ends: importable from here as before they moved
     N_SEGMENTS,
@@ -53,6 +53,7 @@ from harness.settings import (
 )
 from probing.store import FORMAT, FeatureWriter, config_hash
 from vocalgrad_dataset.cli.argtypes import positive_int
+from vocalgrad_dataset.tasks import resolve
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ def _layers_of(item: HiddenStates | ModelError, spec: str | None) -> list[int] |
 def run_extract(settings: ExtractSettings, model: AudioLM | None = None,
                 source: RowSource | None = None) -> list[Path]:
     """Extract every requested config; returns the manifest paths."""
-    configs = [config_name(c) for c in settings.configs]
+    configs = [resolve(c) for c in settings.configs]
     variant = get_variant(settings.prompt)
     if settings.units_per_shard < 1:
         raise ValueError("--units-per-shard must be >= 1")

@@ -51,13 +51,18 @@ def load_probe_results(run: str | Path) -> tuple[dict[str, Any], dict[str, Any]]
     return results, directions
 
 
-def load_end_to_end(harness_run: str | Path) -> dict[str, dict[str, float]]:
-    """config -> {accuracy, ci_low, ci_high} from a harness run's results.json."""
+def _harness_results(harness_run: str | Path) -> tuple[Path, dict[str, Any]]:
+    """A harness run's results.json (given its folder or the file) and its path, for errors to name."""
     path = Path(harness_run)
     path = path / "results.json" if path.is_dir() else path
     if not path.is_file():
         raise FileNotFoundError(f"harness results not found: {path}")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    return path, json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_end_to_end(harness_run: str | Path) -> dict[str, dict[str, float]]:
+    """config -> {accuracy, ci_low, ci_high} from a harness run's results.json."""
+    path, data = _harness_results(harness_run)
     if "results" not in data:
         raise ValueError(f"{path}: no 'results' field (not a harness results.json)")
     out = {}
@@ -78,11 +83,8 @@ def _same_adapter(a: Any, b: Any) -> bool:
 
 def check_pairing(probe_results: Mapping[str, Any], harness_run: str | Path) -> None:
     """Refuse to set probes of one model beside the answers of another (model name and adapter must match)."""
-    path = Path(harness_run)
-    path = path / "results.json" if path.is_dir() else path
-    if not path.is_file():
-        raise FileNotFoundError(f"harness results not found: {path}")
-    cfg = json.loads(path.read_text(encoding="utf-8")).get("config")
+    path, data = _harness_results(harness_run)
+    cfg = data.get("config")
     if not isinstance(cfg, dict) or "model" not in cfg:
         raise ValueError(f"{path}: no config.model (not a harness results.json), so the answering model is unknown")
     probe = (probe_results.get("model"), probe_results.get("adapter"))

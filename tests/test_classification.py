@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
-from harness.classification import classification_metrics, parse_columns
+from harness.classification import classification_metrics
 from harness.kinds.choice import CLASSIFY
+from harness.mcq_source import parse_column_map
 from harness.meld import MELD_EMOTIONS, meld_items, video_audio
 from tests.helpers.meld import COUNTS, build_meld_shaped
 
@@ -45,9 +46,9 @@ def test_a_class_never_predicted_has_precision_zero() -> None:
 
 def test_columns_need_audio_and_label() -> None:
     with pytest.raises(ValueError, match="no column given for label"):
-        parse_columns("audio=wav")
+        parse_column_map("audio=wav", "--columns", *CLASSIFY.columns)
     with pytest.raises(ValueError, match="did you mean 'label'"):
-        parse_columns("audio=wav,labl=x")
+        parse_column_map("audio=wav,labl=x", "--columns", *CLASSIFY.columns)
 
 
 def test_random_on_the_meld_shaped_fixture_matches_the_analytic_expectation(tmp_path: Path) -> None:
@@ -97,3 +98,17 @@ def test_a_video_without_ffmpeg_says_how_to_extract(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(meld.shutil, "which", lambda _name: None)
     with pytest.raises(ValueError, match=r"is a video; install FFmpeg, or extract its audio first: ffmpeg -i"):
         video_audio(video, "x")
+
+
+def test_a_mapped_video_is_read_through_ffmpeg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --columns dataset whose audio column names a video: the source hands it to FFmpeg (here missing),
+    never to soundfile, whose error would not say how to extract the audio."""
+    import harness.meld as meld
+
+    (tmp_path / "a.mp4").write_bytes(b"\x00")
+    (tmp_path / "b.mp4").write_bytes(b"\x00")
+    (tmp_path / "test.csv").write_text("utt,wav,emotion\nu0,a.mp4,joy\nu1,b.mp4,anger\n", encoding="utf-8")
+    monkeypatch.setattr(meld.shutil, "which", lambda _name: None)
+    src = CLASSIFY.mapped_source(str(tmp_path / "test.csv"), "test", "audio=wav,label=emotion,id=utt")
+    with pytest.raises(ValueError, match=r"is a video; install FFmpeg"):
+        list(src.rows("classify", src.units("classify")))

@@ -112,6 +112,6 @@ def test_every_config_runs_without_a_build(tmp_path: Path) -> None:
     ("pitch-conflict-reversed", "voice_pitch-conflict-reversed"),
 ])
 def test_published_names_put_the_release_name_in_the_config_name(config: str, published: str) -> None:
-    from harness.data import published_name
+    from vocalgrad_dataset.tasks import published_name
 
     assert published_name(config) == published

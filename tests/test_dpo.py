@@ -60,9 +60,10 @@ def test_loss_equals_trls_sigmoid_loss() -> None:
 
 def test_chosen_and_rejected_from_any_rows_options() -> None:
     vocab = AnswerTask.of("default", "volume").vocabulary
+    inc, dec = (vocab.words[vocab.labels.index(label)] for label in ("increase", "decrease"))
     up = answer_options({"label": "increase"}, vocab)
-    assert (up.answer, up.wrong) == (vocab.increase, (vocab.decrease,))
-    assert answer_options({"label": "decrease"}, vocab).pair("random", seed=1, key="c") == (vocab.decrease, vocab.increase)
+    assert (up.answer, up.wrong) == (inc, (dec,))
+    assert answer_options({"label": "decrease"}, vocab).pair("random", seed=1, key="c") == (dec, inc)
     # An MCQ row (VoxParadox-style): the answer is chosen, a random wrong option rejected, drawn from (seed, clip).
     mcq = {"benchmark_clip_id": "q1", "options": ["low-high-medium", "high-low-medium", "medium-low-high"],
            "answer": "high-low-medium", "claim": "medium-low-high"}

@@ -9,7 +9,7 @@ import pytest
 
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES, get_category
 from vocalgrad_dataset.dsp.schedule import continuous, stepped
-from vocalgrad_dataset.generate import frozen_ids
+from vocalgrad_dataset.generate import config_ids
 from vocalgrad_dataset.grid import (
     BEEP_IDS_SHA256,
     TEST_IDS_SHA256,
@@ -24,13 +24,13 @@ from vocalgrad_dataset.grid import (
 
 @pytest.mark.parametrize("config", CATEGORY_NAMES)
 def test_test_split_ids_hash_to_spec(config: str) -> None:
-    ids = frozen_ids(config, "test")
+    ids = config_ids(config, "test")  # the frozen VCTK list alone
     assert len(ids) == 2400 and len(set(ids)) == 2400
     assert ids_sha256(ids) == TEST_IDS_SHA256
 
 
 def test_train_ids_and_beep_hash() -> None:
-    assert len(set(frozen_ids("pitch", "train"))) == 12000
+    assert len(set(config_ids("pitch", "train"))) == 12000
     beep = list(iter_ids((f"beep_{i:02d}", f"beep_{i:02d}") for i in range(1, 11)))
     assert ids_sha256(beep) == BEEP_IDS_SHA256
 

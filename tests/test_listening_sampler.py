@@ -5,18 +5,44 @@ from __future__ import annotations
 
 import csv
 import json
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from listening.cli import main as listen
-from listening.sampler import balance_problems, balanced_sample, candidate_pool, direction_split, draw
+from listening.sampler import balanced_sample, candidate_pool, draw
 from tests.helpers.sources import build_folder
+from vocalgrad_dataset import grid
 
 # the published tool's sampled volume items, copied unchanged from the release (shared/reference/human_eval/)
 PUBLISHED = Path(__file__).parent / "data" / "published_human_eval" / "volume_shared_annotation_50.csv"
 TIERS, CURVES = ("low", "mid", "high"), ("linear", "quad_first_flat", "quad_last_flat", "jump")
+
+
+def direction_split(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Counter[str]]:
+    """Directions per (tier, curve) cell of items carrying tier/curve/direction keys (unmodified clips left out)."""
+    cells: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for it in items:
+        if it["direction"] != grid.NO_CONDITION:
+            cells[(it["tier"], it["curve"])][it["direction"]] += 1
+    return dict(cells)
+
+
+def balance_problems(items: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every tier x curve cell whose directions do not split evenly, and every curve tied to one direction
+    (the published coupling); [] for a balanced sample."""
+    items = list(items)
+    problems = [f"cell {t}/{c}: up {k['up']} vs down {k['down']}" for (t, c), k in sorted(direction_split(items).items())
+                if k["up"] != k["down"]]
+    per_curve: dict[str, set[str]] = defaultdict(set)
+    for it in items:
+        if it["direction"] != grid.NO_CONDITION:
+            per_curve[it["curve"]].add(it["direction"])
+    problems += [f"curve {c} always {next(iter(d))}" for c, d in sorted(per_curve.items()) if len(d) == 1]
+    return problems
 
 
 def _cli_items(capsys: pytest.CaptureFixture, *args: str) -> list[dict[str, str]]:

@@ -16,7 +16,7 @@ import soundfile as sf
 
 from harness.kinds.choice import MCQ
 from harness.mcq import mcq_text
-from harness.mcq_source import parse_mcq_columns
+from harness.mcq_source import parse_column_map
 from harness.metrics import mcq_macro, mcq_summary
 from harness.parsing import OptionParser, mcq_parser_id
 
@@ -135,7 +135,7 @@ def test_mapping_errors_are_one_line(tmp_path: Path, columns: str, rows: Any, me
 
 def test_parse_columns_rejects_a_field_twice() -> None:
     with pytest.raises(ValueError, match="mapped twice"):
-        parse_mcq_columns("audio=a,audio=b,question=q,options=o,answer=x")
+        parse_column_map("audio=a,audio=b,question=q,options=o,answer=x", "--columns", *MCQ.columns)
 
 
 def test_eval_through_the_mapping_writes_lm_eval_keys(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from harness.data import CONFIGS
 from harness.paper.cli import main
 from harness.paper.reference import reference_index
 from harness.paper.run import assemble_tables
-from harness.paper.suite import default_suite, select_runs, suite_runs
+from harness.paper.suite import default_suite, suite_runs
 from harness.results import write_jsonl
 
 MODEL = "tiny-qwen2-audio"
@@ -41,10 +41,10 @@ def test_dry_run_lists_runs_and_writes_every_table(tmp_path: Path, capsys: pytes
 
 
 def test_run_selection_and_reference_index() -> None:
-    assert [r.name for r in select_runs(["formats"])] == ["yesno", "ternary"]
-    assert "main" not in {r.name for r in select_runs(skip=["main"])}
+    assert [r.name for r in default_suite().select(["formats"])] == ["yesno", "ternary"]
+    assert "main" not in {r.name for r in default_suite().select(skip=["main"])}
     with pytest.raises(ValueError, match="unknown run or group"):
-        select_runs(["mian"])
+        default_suite().select(["mian"])
     ref = reference_index()
     assert ref[("main", "volume", "kimi-audio")]["accuracy"] == pytest.approx(0.5054166666666666)
     assert ("paraphrase-1", "volume", "kimi-audio") in ref and ("cross-attribute:pitch", "echo", "mimo-audio") in ref

@@ -9,7 +9,6 @@ from harness.data import CONFIGS, attribute_word
 from harness.models.protocol import AudioClip
 from harness.parsing import MAIN, SYNONYM
 from harness.prompts import build_prompt, get_variant, variant_names
-from vocalgrad_dataset.prompt import main_prompt
 
 ANSWER = 'Answer with only one word: "increase" or "decrease".'
 
@@ -42,7 +41,7 @@ def test_default_prompt_text_before_audio() -> None:
     assert prompt.text.endswith("<audio>")
     assert prompt.clip_id == "p226_01__p226_106__linear__low__up"
     assert vocab.choices == ("increase", "decrease") and vocab.parser is MAIN
-    assert prompt.segments[0] == main_prompt("voice pitch")  # the prompt stored in the dataset rows
+    assert prompt.segments[0] == f"Does the voice pitch increase or decrease over time?\n\n{ANSWER}"  # as stored in rows
 
 
 def test_meta_for_baselines_has_no_label() -> None:

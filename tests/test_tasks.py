@@ -12,7 +12,7 @@ from harness.kinds.yesno import YESNO_VOCABULARY
 from harness.parsing import MAIN_VOCABULARY
 from harness.prompts import get_variant
 from vocalgrad_dataset import tasks as dtasks
-from vocalgrad_dataset.tasks import TaskError, config_names, read_task_file, task_config
+from vocalgrad_dataset.tasks import TaskError, config_names, read_task_file, resolve
 
 # SPEC §4: each config name's suffix and the kind of question it asks.
 KIND_OF_SUFFIX = {"": "direction", "-source": "direction", "-yesno": "yesno", "-ternary": "ternary",
@@ -21,12 +21,12 @@ KIND_OF_SUFFIX = {"": "direction", "-source": "direction", "-yesno": "yesno", "-
 
 def test_every_vocalgrad_config_is_declared_with_its_formats_kind() -> None:
     for name in config_names():
-        cfg = task_config(name)
+        cfg = resolve(name)
         assert cfg.name == name and cfg.family == "vocalgrad"
         suffix = name.removeprefix("beep-").removeprefix(cfg.spec.category.name)
         assert cfg.kind == KIND_OF_SUFFIX[suffix], name
-    assert task_config("voice_pitch-ternary").name == "pitch-ternary"  # published aliases still resolve
-    assert task_config("beep-pitch").decl.source == "beep"
+    assert resolve("voice_pitch-ternary").name == "pitch-ternary"  # published aliases still resolve
+    assert resolve("beep-pitch").decl.source == "beep"
 
 
 def test_kinds_hold_the_spec_vocabularies_and_questions() -> None:
@@ -50,7 +50,7 @@ def test_unknown_kind_and_config_say_did_you_mean() -> None:
     with pytest.raises(ValueError, match="did you mean 'ternary'"):
         get_kind("ternery")
     with pytest.raises(ValueError, match="did you mean 'pitch'"):
-        task_config("pich")
+        resolve("pich")
     assert set(KINDS) >= {"direction", "yesno", "ternary"}
 
 
@@ -93,7 +93,7 @@ def test_a_new_config_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(dtasks, "TASKS_DIR", tmp_path)
     dtasks.declarations.cache_clear()
     try:
-        assert task_config("my-task").params == {"labels": ["a", "b"]}
+        assert resolve("my-task").params == {"labels": ["a", "b"]}
         assert task_kind("my-task").name == "ternary"
         assert "my-task" in dtasks.declared_names()
     finally:

@@ -10,12 +10,17 @@ import pytest
 from benchmarks import baseline_generator as baseline  # the repository root is on pytest's pythonpath
 from vocalgrad_dataset.categories import CATEGORIES, CATEGORY_NAMES
 from vocalgrad_dataset.categories.echo import schroeder_ir
-from vocalgrad_dataset.categories.noise import unit_noise
 from vocalgrad_dataset.dsp import rms, to_pcm16
 from vocalgrad_dataset.dsp.segments import crossfade_join, plan_chunks
 from vocalgrad_dataset.grid import Condition
 
 SEGMENTED = ("speed", "pitch", "distortion", "roughness", "clarity")
+
+
+def unit_noise(n: int, seed: int) -> np.ndarray:
+    """White Gaussian noise with unit RMS over the whole clip, drawn by numpy (float64 cast to float32)."""
+    draw = np.random.default_rng(seed).standard_normal(size=n).astype(np.float32)
+    return draw / rms(draw)
 
 
 def render(name, demo_clip, cond, clip_id="x"):

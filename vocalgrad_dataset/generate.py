@@ -126,11 +126,6 @@ def config_clips(spec: ConfigSpec, clips: Iterable[SourceClip]) -> list[SourceCl
     return [c for c in clips if serves(c, spec)]
 
 
-def frozen_ids(config: str, split: str) -> list[str]:
-    """A config's clip ids from the frozen list alone (VCTK, or the config's bound source such as beep)."""
-    return config_ids(config, split)
-
-
 def source_clips(split: str, source: str | Source = "vctk", data_dir: str | Path | None = None) -> list[SourceClip]:
     """The source clips of a split, in canonical order."""
     src = get_source(source, data_dir) if isinstance(source, str) else source
@@ -343,19 +338,6 @@ def source_row(
     }
 
 
-def render_config_rows(
-    spec: ConfigSpec,
-    clip: SourceClip,
-    samples: np.ndarray,
-    sr: int,
-    *,
-    audio_format: str = "array",
-    ids: Container[str] | None = None,
-) -> list[dict[str, Any]]:
-    """One source clip's rows of a config in row order; `ids` restricts rendering to those clip ids."""
-    return list(iter_config_rows(spec, clip, samples, sr, audio_format=audio_format, ids=ids))
-
-
 def iter_config_rows(
     spec: ConfigSpec,
     clip: SourceClip,
@@ -365,7 +347,7 @@ def iter_config_rows(
     audio_format: str = "array",
     ids: Container[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """render_config_rows one row at a time (bounded working memory for long sources)."""
+    """One source clip's rows of a config in row order, one at a time; `ids` restricts rendering to those clip ids."""
     if spec.recipe.claims:
         if not serves(clip, spec):
             return

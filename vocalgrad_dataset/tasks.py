@@ -108,7 +108,7 @@ class TaskConfig(str):
     goes: dict keys, file names, JSON), its declaration, and (VocalGrad family) the generator spec.
 
     A name is resolved once, at the CLI or library boundary (`resolve`); everything after receives this
-    object, and `generate.config_spec` / `task_config` return what it already holds instead of parsing
+    object, and `config_spec` / `resolve` return what it already holds instead of parsing
     the name again (lm-eval's TaskConfig, passed as an object)."""
 
     decl: TaskDecl
@@ -379,12 +379,6 @@ def expand(name: str) -> list[TaskConfig]:
     return [resolve(name)]
 
 
-def expand_pattern(pattern: str) -> list[TaskConfig]:
-    """The configs of a declared `{category}` pattern over the nine categories ("{category}-yesno"): the one
-    expander, which the paper suite's `configs:` patterns use too."""
-    return expand(pattern.replace(CATEGORY, EVERY))
-
-
 def config_spec(name: str) -> ConfigSpec:
     """The generator's spec of a VocalGrad-family config (one line naming the family otherwise)."""
     config = resolve(name)
@@ -394,14 +388,19 @@ def config_spec(name: str) -> ConfigSpec:
     return config.spec
 
 
+def published_name(config: str) -> str:
+    """A VocalGrad config under its category's published long name, with the variant marked ("pitch" ->
+    "voice_pitch", "volume-ternary" -> "volume-ternary", "beep-pitch" -> "beep-voice_pitch")."""
+    resolved = resolve(config)
+    return resolved.decl.name_for(config_spec(resolved).category.release_name)
+
+
 def expand_specs(name: str) -> list[ConfigSpec]:
     """The specs of the VocalGrad configs a name stands for (`all`, `all-ternary`, `beep-all`, or one)."""
     return [config_spec(c) for c in expand(name)]
 
 
-def task_config(name: str) -> TaskConfig:
-    """The declared config a name stands for (`resolve`; kept for the modules that call it by this name)."""
-    return resolve(name)
+task_config = resolve  # the name vocalgrad_dataset.voxparadox.export still calls it by
 
 
 def is_vocalgrad(name: str) -> bool:

@@ -20,7 +20,6 @@ from harness.classification import (
     MappedClassifySource,
     classification_macro,
     classification_summary,
-    classify_prompt,
 )
 from harness.kinds.base import REVERSED, AnswerOptions, Board, Kind, register_kind
 from harness.mcq import MCQ_FIELDS, mcq_prompt
@@ -29,18 +28,17 @@ from harness.mcq_source import REQUIRED as MCQ_REQUIRED
 from harness.mcq_source import MappedMCQSource
 from harness.metrics import mcq_macro, mcq_summary
 from harness.parsing import Vocabulary, mcq_parser_id, mcq_vocabulary
-from harness.tables import markdown_table, pct
+from harness.tables import interval, markdown_table, pct
 
 SAMPLE_FIELDS = ("kind", "task", "options", "adversarial", "adversarial_labels", "groups", "source_clip_id")
 
 
 def _ci(s: Mapping[str, Any], name: str) -> str:
-    return f"{pct(s.get(name))} [{pct(s.get(f'{name}_ci_low'))}, {pct(s.get(f'{name}_ci_high'))}]"
+    return f"{pct(s.get(name))} {interval(s, name)}"
 
 
 def _ci_range(s: Mapping[str, Any], name: str) -> str:
-    lo, hi = s.get(f"{name}_ci_low"), s.get(f"{name}_ci_high")
-    return "—" if lo is None or hi is None else f"[{pct(lo)}, {pct(hi)}]"
+    return "—" if s.get(f"{name}_ci_low") is None or s.get(f"{name}_ci_high") is None else interval(s, name)
 
 
 def letter_answers(row: Mapping[str, Any], vocabulary: Vocabulary | None = None) -> AnswerOptions:
@@ -167,7 +165,7 @@ CLASSIFY = register_kind(Kind(
     "classify", "classification over any label set, one audio per item, lettered forced choice (MELD, Table 22)",
     ("audio", "benchmark_clip_id", "category", "question", "options", "answer", "task"),
     ("kind", "task", "options", "source_clip_id"), grid=False, own_units=True, variants=CHOICE_VARIANTS,
-    prompt=classify_prompt, parser_id=mcq_parser_id(), metrics=classification_summary, group="classify",
+    prompt=mcq_prompt, parser_id=mcq_parser_id(), metrics=classification_summary, group="classify",
     group_metrics=classification_macro, lm_eval_metrics=CLASSIFY_LM_EVAL, headline=("macro_f1", "macro-F1"),
     config_metric="macro_f1", section=classify_section, compare=classify_compare, answers=letter_answers,
     buttons=item_buttons, columns=(CLASSIFY_REQUIRED, CLASSIFY_OPTIONAL), mapped_source=_classify_source, confusion=True,

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.kinds.base import GRID_ROW_FIELDS, GRID_SAMPLE_FIELDS, Board, Kind, register_kind, word_answers
 from harness.metrics import CONFLICT_METRICS, conflict_macro, conflict_summary
-from harness.tables import markdown_table, pct
+from harness.tables import interval, markdown_table, pct
 
 CLAIM_FIELDS: tuple[str, ...] = ("claim", "congruent")  # what the words claim, and do they agree with the sound?
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -22,8 +22,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def _with_ci(s: Mapping[str, Any], m: str) -> str:
-    lo, hi = s.get(f"{m}_ci_low"), s.get(f"{m}_ci_high")
-    return pct(s.get(m)) + (f" [{pct(lo)}, {pct(hi)}]" if lo is not None and hi is not None else "")
+    missing = s.get(f"{m}_ci_low") is None or s.get(f"{m}_ci_high") is None
+    return pct(s.get(m)) + ("" if missing else f" {interval(s, m)}")
 
 
 def _chance_cell(test: Mapping[str, Any] | None) -> str:

@@ -86,11 +86,11 @@ def data_label(source: str, split: str) -> str:
 def section_data_label(source: str, split: str, configs: Sequence[str]) -> str:
     """Where a conflict / MCQ run's clips came from: the generator source (claims), else the configs' builder
     family and the data's kind (never a local path)."""
-    from vocalgrad_dataset.tasks import task_config
+    from vocalgrad_dataset.tasks import resolve
 
     def family(config: str) -> str:
         try:
-            return task_config(config).family
+            return resolve(config).family
         except ValueError:  # a mapped multiple-choice benchmark's task
             return "mapped MCQ"
 

@@ -12,7 +12,8 @@ from typing import Any
 from harness.data import CONFIGS
 from harness.leaderboard.schema import SUBMISSION_SCHEMA_VERSION
 from harness.redact import redact, without_url_credentials
-from harness.results import atomic_write_text, dumps_row, read_jsonl, samples_path, validate_results
+from harness.results import dumps_row, read_jsonl, read_results, samples_path, validate_results
+from vocalgrad_dataset.fileio import atomic_write_text
 
 
 def samples_sha256(rows: Sequence[dict[str, Any]]) -> str:
@@ -42,13 +43,7 @@ def make_submission(run_dir: str | Path, *, model_name: str, params: int | None 
     """A submission dict from a run directory (results.json + samples_<config>.jsonl); metadata from the run
     unless given (prompt variant and scoring mode always come from the run itself)."""
     run = Path(run_dir)
-    path = run / "results.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no results.json in {run} (run `harness eval` first)")
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
+    results = read_results(run)
     validate_results(results)
     if not model_name.strip():
         raise ValueError("--model-name must not be empty")

@@ -31,7 +31,7 @@ from harness.prompts import get_variant
 from harness.redact import redact
 from harness.results import DEFAULT_MAX_ERROR_RATE, build_results, component_versions, error_summary
 from vocalgrad_dataset import grid
-from vocalgrad_dataset.tasks import config_spec, task_config
+from vocalgrad_dataset.tasks import config_spec, resolve
 
 # Longest text a model field may hold (a 200,000-character name took the page 52 s to load); notes are prose.
 MAX_TEXT = {"name": 120, "notes": 2000}
@@ -60,10 +60,12 @@ def load_submission(path: str | Path) -> dict[str, Any]:
 def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
     """The clip ids a complete run of `config` must hold, from the dataset's ids alone (no audio)."""
     kind, _, name = source.partition(":")
-    decl = task_config(config)
+    decl = resolve(config)
     if decl.family != "vocalgrad":  # a builder family's frozen item list (built data only)
         if kind in ("parquet", "release"):
-            return _builder_ids(config, split)
+            from vocalgrad_dataset.voxparadox.export import config_item_ids
+
+            return tuple(config_item_ids(config, split))  # the frozen list (reversed controls: "-rev" ids)
         raise ValueError(f"cannot verify the clip ids of {config} from source {source!r}: {decl.family} configs "
                          "are evaluated from their build (`vocalgrad-dataset build`, then `harness eval --dataset`)")
     from vocalgrad_dataset.generate import config_ids, resolve_source
@@ -80,31 +82,16 @@ def expected_ids(source: str, split: str, config: str) -> tuple[str, ...]:
                      "for -conflict configs) or on the demo source")
 
 
-def _builder_ids(config: str, split: str) -> tuple[str, ...]:
-    """A VoxParadox-lite config's frozen item ids (the reversed control's carry the builder's "-rev")."""
-    from vocalgrad_dataset import voxparadox
-    params = task_config(config).params
-    ids = voxparadox.frozen_ids(str(params.get("task")), split)
-    if ids is None:
-        raise ValueError(f"cannot verify the clip ids of {config}: no frozen {split} item list")
-    return tuple(f"{i}-rev" if params.get("reversed") else i for i in ids)
-
-
 def _label_contradictions(r: Mapping[str, Any], config: str, cond: grid.Condition | None,
                           run: Mapping[str, Any]) -> list[str]:
     """What a row's labels and settings contradict: its clip id's condition (None: an unmodified source clip)
     and the label the config's recipe gives it, or the run's settings."""
     none = grid.NO_CONDITION
     where = (cond.tier, cond.curve, cond.direction) if cond is not None else (none, none, none)
-    checks = [
-        (r.get("category") == config, f"category is not {config!r}"),
+    return _run_contradictions(r, config, run, [
         (r.get("gold") == _recipe_label(config, cond), "gold label contradicts the clip id"),
         ((r.get("tier"), r.get("curve"), r.get("direction")) == where, "tier/curve/direction contradict the clip id"),
-        ((r.get("model"), r.get("mode"), r.get("prompt_variant"))
-         == (run.get("model"), run.get("mode"), run.get("prompt_variant")),
-         "model/mode/prompt differ from the run's"),
-    ]
-    return [kind for holds, kind in checks if not holds]
+    ])
 
 
 def _follows_choice_margin(r: Mapping[str, Any]) -> bool:
@@ -131,10 +118,12 @@ def _prediction_contradiction(r: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _run_contradictions(r: Mapping[str, Any], config: str, run: Mapping[str, Any]) -> list[str]:
-    """What a row of a kind without the grid condition (MCQ) contradicts: its config, or the run's settings."""
+def _run_contradictions(r: Mapping[str, Any], config: str, run: Mapping[str, Any],
+                        row_checks: Sequence[tuple[bool, str]] = ()) -> list[str]:
+    """What a row contradicts: its config, `row_checks` (a grid row's clip id), or the run's settings."""
     checks = [
         (r.get("category") == config, f"category is not {config!r}"),
+        *row_checks,
         ((r.get("model"), r.get("mode"), r.get("prompt_variant"))
          == (run.get("model"), run.get("mode"), run.get("prompt_variant")),
          "model/mode/prompt differ from the run's"),
@@ -260,7 +249,7 @@ def _taken(config: str) -> bool:
     if config in CONFIGS:
         return True
     try:
-        return task_config(config).name == config and task_kind(config).group != GRID_GROUP
+        return resolve(config).name == config and task_kind(config).group != GRID_GROUP
     except ValueError:
         return False
 

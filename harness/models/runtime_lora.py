@@ -136,7 +136,3 @@ class RuntimeTraining:
                                  "scoring reads one token's logit (use --mode generate)")
             out.append(int(ids[0]))
         return out
-
-    def adapter_info(self) -> dict[str, Any]:
-        """results.json model_info: the attached adapter, if any."""
-        return {"adapter": self.adapter}

@@ -301,8 +301,18 @@ WHISPER_ENCODER = {"num_mel_bins": 128, "encoder_layers": 2, "encoder_attention_
                    "d_model": 32, "max_source_positions": 1500}
 
 
-def _qwen_family(family: str, seed: int, init_std: float, text_layers: int) -> TinyBuild:
+def _random_model(cls: Any, config: Any, seed: int, eos: int | list[int], pad: int) -> Any:
+    """`cls` with weights drawn from `seed` (sdpa attention, eval mode), generation stopping at `eos`, padding `pad`."""
     import torch
+
+    torch.manual_seed(seed)
+    model = cls._from_config(config, attn_implementation="sdpa").eval()
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = pad
+    return model
+
+
+def _qwen_family(family: str, seed: int, init_std: float, text_layers: int) -> TinyBuild:
     import transformers as tf
 
     audio_specials = {"qwen2-audio": ["<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"],
@@ -321,11 +331,8 @@ def _qwen_family(family: str, seed: int, init_std: float, text_layers: int) -> T
         config = tf.AudioFlamingo3Config(audio_config={"model_type": "audioflamingo3_encoder", **encoder},
                                          text_config=text, audio_token_id=tok.convert_tokens_to_ids("<sound>"))
         cls = tf.AudioFlamingo3ForConditionalGeneration
-    torch.manual_seed(seed)
-    model = cls._from_config(config, attn_implementation="sdpa").eval()
     # Both ChatML ends stop generation, as in the checkpoints' generation_config.json.
-    model.generation_config.eos_token_id = [tok.eos_token_id, tok.pad_token_id]
-    model.generation_config.pad_token_id = tok.pad_token_id
+    model = _random_model(cls, config, seed, [tok.eos_token_id, tok.pad_token_id], tok.pad_token_id)
     return TinyBuild(model, processor)
 
 
@@ -360,10 +367,8 @@ def _omni(seed: int, init_std: float, text_layers: int) -> TinyBuild:
         vision_start_token_id=ids["vision_bos_token"], vision_end_token_id=ids["vision_eos_token"],
         user_token_id=tok.convert_tokens_to_ids(tok.tokenize("user"))[0], initializer_range=init_std)
     config = tf.Qwen2_5OmniConfig(thinker_config=thinker.to_dict(), enable_audio_output=False)
-    torch.manual_seed(seed)
-    model = tf.Qwen2_5OmniForConditionalGeneration._from_config(config, attn_implementation="sdpa").eval()
-    model.generation_config.eos_token_id = [tok.eos_token_id, tok.pad_token_id]
-    model.generation_config.pad_token_id = tok.pad_token_id
+    model = _random_model(tf.Qwen2_5OmniForConditionalGeneration, config, seed, [tok.eos_token_id, tok.pad_token_id],
+                          tok.pad_token_id)
 
     def write_speakers(folder: Path) -> None:
         # from_pretrained always reads the talker's speaker table; the thinker-only tiny model has no speakers.
@@ -373,7 +378,6 @@ def _omni(seed: int, init_std: float, text_layers: int) -> TinyBuild:
 
 
 def _voxtral(seed: int, init_std: float, text_layers: int) -> TinyBuild:
-    import torch
     import transformers as tf
 
     # MistralCommonBackend reads its tekken.json from a folder and copies it when saved: keep one in the cache.
@@ -392,10 +396,7 @@ def _voxtral(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     audio = {"hidden_size": 32, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
              "num_mel_bins": 128, "max_source_positions": 1500, "initializer_range": init_std}
     config = tf.VoxtralConfig(audio_config=audio, text_config=text, audio_token_id=24)
-    torch.manual_seed(seed)
-    model = tf.VoxtralForConditionalGeneration._from_config(config, attn_implementation="sdpa").eval()
-    model.generation_config.eos_token_id = 2
-    model.generation_config.pad_token_id = 11
+    model = _random_model(tf.VoxtralForConditionalGeneration, config, seed, 2, 11)
     return TinyBuild(model, processor)
 
 
@@ -425,10 +426,7 @@ def _granite(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     config = tf.GraniteSpeechConfig(text_config=text, encoder_config=encoder, projector_config=projector,
                                     audio_token_index=tok.convert_tokens_to_ids("<|audio|>"), has_lora_adapter=True,
                                     window_size=15, downsample_rate=5, initializer_range=init_std)
-    torch.manual_seed(seed)
-    model = tf.GraniteSpeechForConditionalGeneration._from_config(config, attn_implementation="sdpa").eval()
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.generation_config.pad_token_id = tok.pad_token_id
+    model = _random_model(tf.GraniteSpeechForConditionalGeneration, config, seed, tok.eos_token_id, tok.pad_token_id)
 
     def write_adapter(folder: Path) -> None:
         # The checkpoint's root LoRA (adapter_config.json beside config.json): random, non-zero, so it matters.
@@ -476,10 +474,7 @@ def _phi4(seed: int, init_std: float, text_layers: int) -> TinyBuild:
                                      audio_config=audio, vision_config=vision,
                                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                                       "partial_rotary_factor": 0.75})
-    torch.manual_seed(seed)
-    model = tf.Phi4MultimodalForCausalLM._from_config(config, attn_implementation="sdpa").eval()
-    model.generation_config.eos_token_id = [tok.eos_token_id, end]
-    model.generation_config.pad_token_id = tok.pad_token_id
+    model = _random_model(tf.Phi4MultimodalForCausalLM, config, seed, [tok.eos_token_id, end], tok.pad_token_id)
 
     def write_adapter(folder: Path) -> None:
         # The checkpoint's `speech-lora` subfolder: a random, non-zero LoRA over the decoder's projections.
@@ -493,7 +488,6 @@ def _phi4(seed: int, init_std: float, text_layers: int) -> TinyBuild:
 
 
 def _gemma3n(seed: int, init_std: float, text_layers: int) -> TinyBuild:
-    import torch
     import transformers as tf
 
     names = {"image_token": "<image_soft_token>", "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
@@ -532,12 +526,10 @@ def _gemma3n(seed: int, init_std: float, text_layers: int) -> TinyBuild:
     from .families import GEMMA3N
     from .frontends import without_towers
 
-    torch.manual_seed(seed)
-    with without_towers(GEMMA3N):
-        model = tf.Gemma3nForConditionalGeneration._from_config(config, attn_implementation="sdpa").eval()
     end = tok.convert_tokens_to_ids("<end_of_turn>")
-    model.generation_config.eos_token_id = [tok.eos_token_id, end]
-    model.generation_config.pad_token_id = tok.pad_token_id
+    with without_towers(GEMMA3N):
+        model = _random_model(tf.Gemma3nForConditionalGeneration, config, seed, [tok.eos_token_id, end],
+                              tok.pad_token_id)
     return TinyBuild(model, processor)
 
 

@@ -22,7 +22,7 @@ from harness.paper.declared import EXTERNAL_CONFIGS, Suite, SuiteRun, SuiteTable
 from harness.paper.tables import TABLE_KINDS, TableKind
 from harness.prompts import FEW_SHOT_AUDIOS, Variant, get_variant
 from vocalgrad_dataset.sources import SOURCE_NAMES
-from vocalgrad_dataset.tasks import config_spec, expand_pattern, read_yaml_mapping
+from vocalgrad_dataset.tasks import EVERY, config_spec, expand, read_yaml_mapping
 
 DEFAULT_SUITE = Path(__file__).with_name("suite.yaml")
 CATEGORY = "{category}"  # in a configs pattern: each of the nine categories, in Table 2 order
@@ -154,7 +154,7 @@ def run_configs(entry: Entry) -> tuple[str, ...]:
     value = entry.raw.get("configs")
     if isinstance(value, str) and CATEGORY in value:  # the declarations' one expander: the nine in Table 2 order
         try:
-            configs = [str(c) for c in expand_pattern(value)]
+            configs = [str(c) for c in expand(value.replace(CATEGORY, EVERY))]
         except ValueError as err:
             raise entry.error("configs", str(err)) from None
     elif isinstance(value, list) and value and all(isinstance(c, str) for c in value):
@@ -357,7 +357,3 @@ def suite_runs() -> list[SuiteRun]:
     """Every run of the paper's suite, in execution order."""
     return list(default_suite().runs)
 
-
-def select_runs(only: Sequence[str] = (), skip: Sequence[str] = ()) -> list[SuiteRun]:
-    """Runs of the paper's suite selected by name or group (see Suite.select)."""
-    return default_suite().select(only, skip)

@@ -35,7 +35,7 @@ from harness.paper.inputs import SuiteInputs
 from harness.paper.reference import ReferenceIndex
 from harness.prompts import PARAPHRASES, get_variant
 from harness.reference import MODEL_DISPLAY, table2
-from harness.tables import markdown_table, pct
+from harness.tables import interval, markdown_table, pct
 from vocalgrad_dataset.grid import CURVES, TIERS
 from vocalgrad_dataset.tasks import resolve
 
@@ -283,7 +283,7 @@ def interval_cells(summary: dict[str, Any] | None) -> list[str]:
     """Our accuracy [Wilson interval] and the clustered half-width."""
     if summary is None:
         return [MISSING, MISSING]
-    ours = f"{pct(summary['accuracy'])} [{pct(summary['accuracy_ci_low'])}, {pct(summary['accuracy_ci_high'])}]"
+    ours = f"{pct(summary['accuracy'])} {interval(summary)}"
     se = summary["accuracy_cluster_stderr"]
     return [ours, (too_few_clusters(summary) or MISSING) if se is None else f"±{pct(Z95 * se)}"]
 
@@ -567,7 +567,7 @@ def _meld_rows(t: TableRequest, runs: list[MeldRun | None], labels: list[str]) -
         metrics.append(m)
         body.append([data[0], *(pct(m[f"{x}_{lab}"]) for lab in labels for x in ("precision", "recall", "f1")),
                      pct(macro(m, labels, "precision")), pct(macro(m, labels, "recall")),
-                     f"{pct(m['macro_f1'])} [{pct(m['macro_f1_ci_low'])}, {pct(m['macro_f1_ci_high'])}]",
+                     f"{pct(m['macro_f1'])} {interval(m, 'macro_f1')}",
                      pct(m["accuracy"])])
     return body, metrics
 

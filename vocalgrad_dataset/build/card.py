@@ -17,7 +17,7 @@ from vocalgrad_dataset.fileio import atomic_write_text
 from vocalgrad_dataset.generate import BEEP_PROMPT_VARIANT, GENERATOR_VERSION, noop_tiers
 from vocalgrad_dataset.grid import TIERS, Recipe
 from vocalgrad_dataset.sources.alternate import SAMPLE_RATE as ALTERNATE_RATE
-from vocalgrad_dataset.tasks import config_spec, expand_specs
+from vocalgrad_dataset.tasks import config_spec, expand_specs, published_name
 
 
 def category_rows() -> list[dict[str, str]]:
@@ -139,11 +139,8 @@ FIXED_RATE_SOURCES = ("vctk", "demo", "beep", "loquacious", "commonvoice-spontan
 def long_name(config: str) -> str | None:
     """The config under the category's published long name (`voice_pitch`, `background_noise-ternary`,
     `beep-voice_pitch`), or None when that is the config's own name."""
-    cat = config_spec(config).category
-    alias = re.sub(rf"(^|-){re.escape(cat.name)}($|-)", lambda m: f"{m[1]}{cat.release_name}{m[2]}", config, count=1)
-    if alias == config or config_spec(alias).name != config:
-        return None
-    return alias
+    alias = published_name(config)
+    return None if alias == config else alias
 
 
 def _config_dirs(out_dir: Path) -> list[str]:

@@ -20,13 +20,6 @@ def _column_rms(x: np.ndarray) -> np.ndarray:
     return np.maximum(np.sqrt(np.mean(x * x, axis=0)), RMS_FLOOR).astype(np.float32)
 
 
-def unit_noise(n: int, seed: int) -> np.ndarray:
-    """White Gaussian noise with unit RMS over the whole clip: the float64 draw cast to float32 first."""
-    draw = np.random.default_rng(seed).standard_normal(size=(n, 1)).astype(np.float32)
-    draw /= _column_rms(draw)
-    return draw[:, 0]
-
-
 def speech_level(audio: np.ndarray, onset: int, offset: int) -> np.float32:
     """The speech span's float32 RMS (floored at 1e-6): the noise level of ratio 1."""
     return _column_rms(audio[onset:offset, None])[0]

@@ -36,9 +36,9 @@ def _splits(value: str, config: str, source: str | None) -> list[str]:
     """The requested split, or every split the config's source has for "all" (beep: test only)."""
     if value != "all":
         return [value]
-    from vocalgrad_dataset.tasks import task_config
+    from vocalgrad_dataset.tasks import resolve
 
-    if task_config(config).family != "vocalgrad":  # declared configs built from vendored data: test and train
+    if resolve(config).family != "vocalgrad":  # declared configs built from vendored data: test and train
         return list(SPLITS)
     from vocalgrad_dataset.generate import resolve_source, source_splits
     from vocalgrad_dataset.sources import get_source
@@ -83,10 +83,10 @@ def _config_ids(args: argparse.Namespace) -> list[str]:
     """The ids `ids` prints: a generated config's clip ids, or a built-items config's (VoxParadox-lite, which
     `build` takes too) item ids from its frozen list."""
     from vocalgrad_dataset.generate import config_ids
-    from vocalgrad_dataset.tasks import task_config
+    from vocalgrad_dataset.tasks import resolve
 
     try:
-        items = task_config(args.config).rows == "items"
+        items = resolve(args.config).rows == "items"
     except ValueError:  # an expanding name (all, beep-all) or a typo: config_ids says which
         items = False
     if items:
