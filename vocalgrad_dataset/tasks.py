@@ -400,7 +400,6 @@ def expand_specs(name: str) -> list[ConfigSpec]:
     return [config_spec(c) for c in expand(name)]
 
 
-task_config = resolve  # the name vocalgrad_dataset.voxparadox.export still calls it by
 
 
 def is_vocalgrad(name: str) -> bool:

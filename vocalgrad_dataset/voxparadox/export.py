@@ -18,7 +18,7 @@ from typing import Any
 import soundfile as sf
 
 from vocalgrad_dataset.fileio import atomic_path, atomic_write_text, dir_lock
-from vocalgrad_dataset.tasks import task_config
+from vocalgrad_dataset.tasks import resolve
 from vocalgrad_dataset.voxparadox import (
     BUILDER_VERSION,
     IDS_DIR,
@@ -61,7 +61,7 @@ def item_row(item: Item, config: str) -> dict[str, Any]:
 def lite_params(config: str) -> Any:
     """A VoxParadox-lite config's params (its `task`); a declared config without one (a published benchmark
     read from its own dataset) is one line saying so."""
-    resolved = task_config(config)
+    resolved = resolve(config)
     if "task" not in resolved.params:
         raise ValueError(f"config {config!r} ({resolved.family}) is read from its own dataset, not built here: "
                          f"harness eval --configs {config} [--dataset PATH] (docs/published-benchmarks.md)")
