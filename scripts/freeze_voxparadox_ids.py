@@ -158,6 +158,7 @@ class _Freeze:
                  level: str, save: Callable[[list[str]], None] | None) -> None:
         self.task, self.split, self.quota, self.cache, self.whisper = task, split, quota, cache, whisper
         self.batch, self.level, self.save = batch, level, save
+        self.base_asr = base_transcripts()
         self.kept: list[str] = []
         self.pending: list[Item] = []
         self.taken = Counter[str]()
@@ -173,10 +174,9 @@ class _Freeze:
         return True
 
     def settle(self) -> None:
-        base_asr = base_transcripts()
-        transcribe_missing(self.pending, self.level, self.cache, self.whisper, base_asr)
+        transcribe_missing(self.pending, self.level, self.cache, self.whisper, self.base_asr)
         for it in self.pending:
-            line = judge(it, self.level, self.cache, base_asr) if len(self.kept) < self.quota else None
+            line = judge(it, self.level, self.cache, self.base_asr) if len(self.kept) < self.quota else None
             if line:
                 self.kept.append(line)
             else:

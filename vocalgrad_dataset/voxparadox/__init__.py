@@ -57,6 +57,7 @@ BASES_TSV = DATA_DIR / "bases.tsv"
 IDS_DIR = DATA_DIR / "ids"
 SR = 16000
 GAP_SEC = 0.5  # silence between joined segments
+EDGE_SEC = 0.1  # silence before the first and after the last joined segment
 # 3: log2/log10/pow by the C library (the same bits with or without AVX-512). 4: the release's terms (task names,
 # question wordings, option texts; four options where the release has four; intonation's four contours, counting
 # over 1-4 speakers, identity over four candidate clips; answers balanced over letters and labels); re-frozen.
@@ -76,7 +77,8 @@ SPLIT_SIZES = {"test": 100, "train": 400}  # items per task (issue: test >= 100,
 # ---- the release's terms: labels, questions ---------------------------------------------------------------------
 # The release's wordings, from its ten published examples (voxparadox.github.io, "Try it yourself"): one question
 # per task, option texts as the release writes them. An item offers four of a task's labels (gender: both).
-PATTERN_LABELS: tuple[str, ...] = tuple("-".join(p) for p in itertools.permutations(("low", "medium", "high")))
+RELEASE_LEVELS: tuple[str, str, str] = ("low", "medium", "high")  # a pattern part's level, lowest first
+PATTERN_LABELS: tuple[str, ...] = tuple("-".join(p) for p in itertools.permutations(RELEASE_LEVELS))
 LABELS: dict[str, tuple[str, ...]] = {
     **{t: PATTERN_LABELS for t in PATTERN_TASKS},
     "gender": ("Female", "Male"),
@@ -262,7 +264,7 @@ def rng_for(*parts: Any) -> random.Random:
 def join(segments: Sequence[np.ndarray], gap_sec: float = GAP_SEC) -> np.ndarray:
     """Segments joined with silence between them (and a short silence at both ends)."""
     gap = np.zeros(int(round(gap_sec * SR)), np.float32)
-    edge = np.zeros(int(0.1 * SR), np.float32)
+    edge = np.zeros(int(EDGE_SEC * SR), np.float32)
     pieces: list[np.ndarray] = [edge]
     for i, s in enumerate(segments):
         pieces += [gap] if i else []

@@ -30,7 +30,7 @@ from vocalgrad_dataset.voxparadox import (
     pcm_sha256,
     reverse_item,
 )
-from vocalgrad_dataset.voxparadox.items import build_items, frozen_candidates, plan_options
+from vocalgrad_dataset.voxparadox.items import build_items, frozen_plan
 
 CARD_NAME = "README.md"
 
@@ -112,8 +112,7 @@ def iter_config_items(config: str, split: str, ids: Collection[str] | None = Non
     unknown = wanted - {i for i, _ in frozen}
     if unknown:
         raise ValueError(f"{config} {split}: no item {min(unknown)!r} (not in {IDS_DIR / f'{task}-{split}.txt'})")
-    cands = frozen_candidates(task, split, [i for i, _ in frozen])
-    plan = plan_options(task, cands)  # planned over the whole frozen list, as a build does
+    cands, plan = frozen_plan(task, split, tuple(i for i, _ in frozen))  # the options a build offers
     for cand, (item_id, digest) in zip(cands, frozen, strict=True):
         if item_id not in wanted:
             continue
@@ -122,7 +121,7 @@ def iter_config_items(config: str, split: str, ids: Collection[str] | None = Non
             raise ValueError(f"{config} {split}: item {item_id} differs from its frozen sha256; the builder changed: "
                              "bump BUILDER_VERSION and refreeze")
         item.measured = item.answer  # its frozen sha256 is that of the item whose signal measured this label
-        item.options = plan[item_id]
+        item.options = list(plan[item_id])
         yield reverse_item(item) if rev else item
 
 

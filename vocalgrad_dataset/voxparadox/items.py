@@ -22,12 +22,14 @@ import numpy as np
 from vocalgrad_dataset.dsp.schedule import Schedule
 from vocalgrad_dataset.voxparadox import (
     CONTOURS,
+    EDGE_SEC,
     GAP_SEC,
     LABELS,
     LEVELS,
     OPTIONS_PER_ITEM,
     PATTERN_TASKS,
     QUESTIONS,
+    RELEASE_LEVELS,
     SPLIT_SIZES,
     SR,
     TASKS,
@@ -174,7 +176,7 @@ def _order(task: str, x: np.ndarray) -> str | None:
     if not all(np.isfinite(values)):
         return None
     ranks = np.argsort(np.argsort(values))
-    return "-".join(("low", "medium", "high")[r] for r in ranks)
+    return "-".join(RELEASE_LEVELS[r] for r in ranks)
 
 
 def _voices_by_turn(x: np.ndarray) -> list[float]:
@@ -408,7 +410,7 @@ def _build_gender(split: str) -> Iterator[Candidate]:
 
 def _split_joined(audio: np.ndarray, lengths: Sequence[int]) -> list[np.ndarray]:
     """The segments of a `join`ed recording of segments of these lengths (after a length-keeping change)."""
-    gap, start, out = int(round(GAP_SEC * SR)), int(0.1 * SR), []
+    gap, start, out = int(round(GAP_SEC * SR)), int(EDGE_SEC * SR), []
     for n in lengths:
         out.append(audio[start:start + n])
         start += n + gap
@@ -643,6 +645,14 @@ def frozen_candidates(task: str, split: str, ids: Sequence[str]) -> list[Candida
     return [found[i] for i in ids]
 
 
+@functools.lru_cache(maxsize=32)
+def frozen_plan(task: str, split: str, ids: tuple[str, ...]) -> tuple[list[Candidate], dict[str, list[str]]]:
+    """The candidates of a frozen list and their options (plan_options over the whole list), once per process:
+    a build and every in-memory batch of its rows offer the same options."""
+    cands = frozen_candidates(task, split, ids)
+    return cands, plan_options(task, cands)
+
+
 def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
     """The items of a task and split: the frozen ids (data/voxparadox/ids/, chosen by the freeze script's
     Whisper and signal checks) in their order, or their first `n`; without a frozen list, the first `n`
@@ -655,14 +665,13 @@ def build_items(task: str, split: str, n: int | None = None) -> list[Item]:
         if len(out) < want:
             raise ValueError(f"voxparadox-{task} {split}: only {len(out)} of {want} candidates verified")
         return with_options(task, out)
-    cands = frozen_candidates(task, split, frozen)
-    plan = plan_options(task, cands)  # over the whole list: the first n items have the options of a full build
+    cands, plan = frozen_plan(task, split, tuple(frozen))  # the first n items have the options of a full build
     out = []
     for cand in cands if n is None else cands[:n]:
         item = cand.make()
         measured = measure(task, item.audio)
         if measured != item.answer:
             raise ValueError(f"{item.id}: measured {measured!r} from the signal, its label is {item.answer!r}")
-        item.measured, item.options = measured, plan[item.id]
+        item.measured, item.options = measured, list(plan[item.id])
         out.append(item)
     return out
