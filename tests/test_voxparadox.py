@@ -243,6 +243,7 @@ def test_build_load_and_eval_through_both_loaders(tmp_path: Path) -> None:
 
     ds = datasets.load_dataset(str(out), "voxparadox-pitch", split="test")
     assert {"question", "options", "answer", "adversarial", "task"} <= set(ds.column_names) and len(ds) == 4
+    assert ds["task_name"] == ["pitch_comparison"] * 4  # the release's name of the task (its dataset card)
     configs = ["voxparadox-gender", "voxparadox-pitch"]
     a, b = tmp_path / "a", tmp_path / "b"
     run_eval(EvalSettings("mcq-signal-oracle", configs, str(a), dataset=str(out), preflight=False))
