@@ -689,3 +689,23 @@ def test_alternate_source_decode_reports_its_subtype(tmp_path: Path) -> None:
     sf.write(str(tmp_path / "b.flac"), speechlike(), 48000, subtype="PCM_24")
     assert decode_16k(tmp_path / "a.wav", clip_name="a").source_format == "PCM_16"
     assert decode_16k(tmp_path / "b.flac", clip_name="b").source_format == "PCM_24"
+
+
+def test_the_write_probe_survives_another_builds_stale_file_cleanup(tmp_path: Path, monkeypatch) -> None:
+    """A concurrent build holding the lock deletes `.*.tmp` files in --out; the writability probe of a build
+    still waiting must give it nothing to delete (a named probe failed with "not writable: No such file")."""
+    import os as os_module
+
+    from vocalgrad_dataset.build.export import check_out_dir
+    from vocalgrad_dataset.fileio import remove_stale_tmp
+
+    out, real_open = tmp_path / "o", os_module.open
+
+    def open_then_clean(path, *args, **kwargs):  # the other build's cleanup runs right after every file creation
+        fd = real_open(path, *args, **kwargs)
+        remove_stale_tmp(out)
+        return fd
+
+    monkeypatch.setattr(os_module, "open", open_then_clean)
+    check_out_dir(out)  # raises BuildError("... is not writable ...") when the probe had a name
+    assert list(out.iterdir()) == []

@@ -12,6 +12,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from vocalgrad_dataset.build import info as buildinfo
 from vocalgrad_dataset.build.arrowrows import rows_table
 from vocalgrad_dataset.build.card import write_card
 from vocalgrad_dataset.build.manifest import MANIFEST_NAME
-from vocalgrad_dataset.fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp, tmp_name
+from vocalgrad_dataset.fileio import LOCK_NAME, TMP_SUFFIX, atomic_path, dir_lock, remove_stale_tmp
 from vocalgrad_dataset.generate import (
     GENERATOR_VERSION,
     config_clips,
@@ -201,9 +202,10 @@ def check_out_dir(out: Path) -> None:
             break
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = tmp_name(out / ".write-test")
-        probe.touch()
-        probe.unlink()
+        # an unnamed file (O_TMPFILE where the filesystem has it): no name for another build's stale-file cleanup
+        # to delete under us, which made a concurrent build fail its own probe
+        with tempfile.TemporaryFile(dir=out):
+            pass
     except OSError as exc:
         raise BuildError(f"output folder {out} is not writable: {exc.strerror or exc}") from exc
 
